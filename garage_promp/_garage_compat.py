@@ -1,0 +1,249 @@
+"""The one place that adapts garage 2021.3 to Python 3.11, torch 2 and numpy 1.26.
+
+garage 2021.3.0 is the only garage on PyPI. It is installed with ``--no-deps``
+(its pins, torch<1.8, tensorflow, gym 0.17 and mujoco-py, cannot be met on
+Python 3.11), so a few of its modules need help on today's stack. Every
+workaround lives here, is applied once when :mod:`garage_promp` is imported,
+and carries its reason. No other module of garage_promp patches garage.
+
+Workarounds:
+
+1. **TensorFlow-free import.** ``garage/sampler/worker_factory.py`` imports
+   ``garage.tf.samplers`` unconditionally, which imports TensorFlow, so
+   ``import garage`` fails without TensorFlow. When TensorFlow is absent, an
+   import hook serves ``garage.tf`` and ``garage.tf.samplers`` as light stand-ins:
+   ``TFWorkerClassWrapper`` (only used with ``is_tf_worker=True``) and every
+   other ``garage.tf`` name raise an ``ImportError`` that says to install
+   TensorFlow. When TensorFlow is installed, nothing is changed.
+2. **numpy aliases.** garage's ``dump_json`` (run at the end of
+   ``Trainer.train``) tests ``isinstance(o, np.bool8)``; numpy 2 removed
+   ``np.bool8``. We pin ``numpy<2``, but restore the alias if a newer numpy is
+   present, so the final JSON dump never crashes.
+3. **Atomic snapshots.** ``Snapshotter.save_itr_params`` writes ``params.pkl``
+   in place, so a crash mid-write leaves a truncated file as the only snapshot.
+   We write to ``<file>.tmp``, ``fsync`` and ``os.replace``.
+4. **Snapshot loading.** ``Snapshotter.load(dir, 'last')`` sorts ``itr_N.pkl``
+   names as strings (``itr_9`` after ``itr_10``; fixed upstream after 2021.3
+   by garage PR #2327) and a truncated file fails with an anonymous
+   unpickling error. We sort by epoch number, name the file that fails, and
+   for ``'last'``/``'first'`` fall back to the newest intact ``itr_N.pkl``.
+"""
+import errno
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+import warnings
+
+import numpy as np
+
+_TF_MISSING_MESSAGE = (
+    '{name} needs TensorFlow, which is not installed. garage_promp installs '
+    'garage without TensorFlow (only the PyTorch side of garage is used). '
+    'To use garage.tf, install TensorFlow: pip install tensorflow')
+
+
+def tensorflow_available() -> bool:
+    """Whether TensorFlow can be imported in this environment."""
+    return importlib.util.find_spec('tensorflow') is not None
+
+
+class _MissingTensorFlowModule(types.ModuleType):
+    """A stand-in for ``garage.tf`` whose every attribute raises ImportError."""
+
+    def __getattr__(self, attr):
+        if attr.startswith('__'):
+            raise AttributeError(attr)
+        raise ImportError(
+            _TF_MISSING_MESSAGE.format(name=f'{self.__name__}.{attr}'))
+
+
+class TFWorkerClassWrapper:
+    """Stand-in for ``garage.tf.samplers.TFWorkerClassWrapper``.
+
+    garage's ``WorkerFactory`` imports this name at module level but only
+    instantiates it for TensorFlow policies (``is_tf_worker=True``).
+    """
+
+    def __init__(self, *args, **kwargs):
+        del args, kwargs
+        raise ImportError(
+            _TF_MISSING_MESSAGE.format(
+                name='garage.tf.samplers.TFWorkerClassWrapper'))
+
+
+class _GarageTFFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves ``garage.tf`` stand-ins while TensorFlow is not installed."""
+
+    _STUBS = ('garage.tf', 'garage.tf.samplers')
+
+    def find_spec(self, fullname, path=None, target=None):
+        del path, target
+        if fullname in self._STUBS:
+            return importlib.machinery.ModuleSpec(fullname,
+                                                  self,
+                                                  is_package=True)
+        if fullname.startswith('garage.tf.'):
+            raise ImportError(_TF_MISSING_MESSAGE.format(name=fullname),
+                              name=fullname)
+        return None
+
+    def create_module(self, spec):
+        return _MissingTensorFlowModule(spec.name)
+
+    def exec_module(self, module):
+        module.__path__ = []
+        if module.__name__ == 'garage.tf.samplers':
+            module.TFWorkerClassWrapper = TFWorkerClassWrapper
+
+
+def _install_tensorflow_free_import():
+    if tensorflow_available():
+        return
+    if any(isinstance(f, _GarageTFFinder) for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _GarageTFFinder())
+
+
+def _restore_numpy_aliases():
+    # Workaround 2: garage.experiment.experiment.LogEncoder uses np.bool8.
+    # numpy 1.x still has it (as a deprecated alias); numpy 2 does not.
+    if int(np.__version__.split('.')[0]) >= 2:
+        np.bool8 = np.bool_
+
+
+def _snapshot_epoch(file_name):
+    """Epoch number of ``itr_N.pkl``, or None for other names."""
+    stem = file_name[:-len('.pkl')]
+    if file_name.startswith('itr_') and stem[4:].isdigit():
+        return int(stem[4:])
+    return None
+
+
+def atomic_cloudpickle_dump(obj, file_name):
+    """Write ``obj`` to ``file_name`` so that readers never see a partial file.
+
+    The object is written to ``file_name + '.tmp'`` in the same directory,
+    flushed and fsynced, then moved over ``file_name`` with ``os.replace``.
+    If writing fails, the temporary file is removed and any previous
+    ``file_name`` is left untouched.
+    """
+    import cloudpickle
+    tmp_name = file_name + '.tmp'
+    try:
+        with open(tmp_name, 'wb') as file:
+            cloudpickle.dump(obj, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp_name, file_name)
+    except BaseException:
+        if os.path.exists(tmp_name):
+            os.remove(tmp_name)
+        raise
+
+
+def _load_snapshot_file(file_name):
+    import cloudpickle
+    try:
+        with open(file_name, 'rb') as file:
+            return cloudpickle.load(file)
+    except (EOFError, ValueError, TypeError, AttributeError, ImportError,
+            IndexError, KeyError, __import__('pickle').UnpicklingError) as e:
+        raise CorruptSnapshotError(
+            f'snapshot file {file_name} is corrupt or truncated '
+            f'({type(e).__name__}: {e})') from e
+
+
+class CorruptSnapshotError(ValueError):
+    """A snapshot file exists but cannot be unpickled."""
+
+
+def _patch_snapshotter():
+    from garage.experiment import snapshotter as snapshotter_module
+    snapshotter_cls = snapshotter_module.Snapshotter
+    if getattr(snapshotter_cls, '_garage_promp_patched', False):
+        return
+    NotAFileError = snapshotter_module.NotAFileError
+
+    def save_itr_params(self, itr, params):
+        """Save a snapshot atomically (garage_promp workaround 3)."""
+        mode, gap = self._snapshot_mode, self._snapshot_gap
+        file_names = []
+        itr_file = os.path.join(self._snapshot_dir, 'itr_%d.pkl' % itr)
+        last_file = os.path.join(self._snapshot_dir, 'params.pkl')
+        if mode == 'all':
+            file_names = [itr_file]
+        elif mode == 'gap_overwrite':
+            file_names = [last_file] if itr % gap == 0 else []
+        elif mode == 'last':
+            file_names = [last_file]
+        elif mode == 'gap':
+            file_names = [itr_file] if itr % gap == 0 else []
+        elif mode == 'gap_and_last':
+            file_names = ([itr_file] if itr % gap == 0 else []) + [last_file]
+        elif mode != 'none':
+            raise ValueError(f'Invalid snapshot mode {mode}')
+        for file_name in file_names:
+            atomic_cloudpickle_dump(params, file_name)
+
+    def load(self, load_dir, itr='last'):
+        """Load a snapshot (garage_promp workaround 4).
+
+        Args:
+            load_dir (str): Directory holding the snapshots.
+            itr (int or str): An epoch number, 'last' or 'first'.
+
+        Returns:
+            dict: Loaded snapshot.
+
+        Raises:
+            ValueError: If itr is not an int, 'last' or 'first'.
+            FileNotFoundError: If load_dir holds no snapshot.
+            NotAFileError: If the requested itr_N.pkl does not exist.
+            CorruptSnapshotError: If no intact snapshot can be loaded.
+
+        """
+        del self
+        if isinstance(itr, int) or (isinstance(itr, str) and itr.isdigit()):
+            file_name = os.path.join(load_dir, f'itr_{itr}.pkl')
+            if not os.path.isfile(file_name):
+                raise NotAFileError('File not existing: ', file_name)
+            return _load_snapshot_file(file_name)
+        if itr not in ('last', 'first'):
+            raise ValueError("itr should be an integer or 'last' or 'first'")
+        if not os.path.isdir(load_dir):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT),
+                                    load_dir)
+        numbered = sorted(
+            (_snapshot_epoch(f), f) for f in os.listdir(load_dir)
+            if f.endswith('.pkl') and _snapshot_epoch(f) is not None)
+        candidates = [f for _, f in numbered]
+        if itr == 'last':
+            candidates.reverse()
+        if os.path.isfile(os.path.join(load_dir, 'params.pkl')):
+            candidates.insert(0, 'params.pkl')
+        if not candidates:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT),
+                                    '*.pkl file in', load_dir)
+        errors = []
+        for file_name in candidates:
+            try:
+                return _load_snapshot_file(os.path.join(load_dir, file_name))
+            except CorruptSnapshotError as e:
+                errors.append(str(e))
+                warnings.warn(f'{e}; trying an older snapshot')
+        raise CorruptSnapshotError('no intact snapshot in {}: {}'.format(
+            load_dir, '; '.join(errors)))
+
+    snapshotter_cls.save_itr_params = save_itr_params
+    snapshotter_cls.load = load
+    snapshotter_cls._garage_promp_patched = True
+
+
+def apply():
+    """Apply every workaround. Idempotent; called by ``import garage_promp``."""
+    _install_tensorflow_free_import()
+    _restore_numpy_aliases()
+    _patch_snapshotter()

@@ -1,0 +1,180 @@
+"""Tests for garage_promp._garage_compat: garage 2021.3 on Python 3.11 / torch 2."""
+import json
+import os
+import subprocess
+import sys
+
+from garage_promp import _garage_compat
+
+import cloudpickle
+import numpy as np
+import pytest
+
+needs_no_tf = pytest.mark.skipif(
+    _garage_compat.tensorflow_available(),
+    reason='checks the TensorFlow-free import path; TensorFlow is installed')
+
+
+def _run_python(code):
+    return subprocess.run([sys.executable, '-c', code],
+                          capture_output=True,
+                          text=True,
+                          check=False,
+                          timeout=120)
+
+
+@needs_no_tf
+def test_import_garage_without_tensorflow():
+    result = _run_python(
+        'import sys, garage_promp, garage, garage.sampler, garage.experiment\n'
+        "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
+        "print('ok')")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith('ok')
+
+
+@needs_no_tf
+def test_garage_tf_submodule_gives_clear_import_error():
+    result = _run_python('import garage_promp\nfrom garage.tf.algos import PPO')
+    assert result.returncode != 0
+    assert 'ImportError' in result.stderr
+    assert 'pip install tensorflow' in result.stderr
+    assert 'garage.tf.algos' in result.stderr
+
+
+@needs_no_tf
+def test_garage_tf_attribute_and_tf_worker_raise_import_error():
+    import garage.tf
+    from garage.tf.samplers import TFWorkerClassWrapper
+    with pytest.raises(ImportError, match='install tensorflow'):
+        garage.tf.TFPolicy  # noqa: B018
+    with pytest.raises(ImportError, match='TFWorkerClassWrapper'):
+        TFWorkerClassWrapper(object)
+
+
+@needs_no_tf
+def test_worker_factory_rejects_tf_worker_clearly():
+    from garage.sampler import WorkerFactory
+    with pytest.raises(ImportError, match='TensorFlow'):
+        WorkerFactory(max_episode_length=5, n_workers=1, is_tf_worker=True)
+
+
+def test_apply_is_idempotent():
+    n_hooks = len(sys.meta_path)
+    _garage_compat.apply()
+    _garage_compat.apply()
+    assert len(sys.meta_path) == n_hooks
+
+
+def test_trainer_local_sampler_wrap_experiment_and_json_dump(tmp_path):
+    """A tiny garage algorithm trains through Trainer and writes experiment.json."""
+    from garage import wrap_experiment
+    from garage.envs import PointEnv
+    from garage.experiment.deterministic import set_seed
+    from garage.np.algos import RLAlgorithm
+    from garage.sampler import LocalSampler
+    from garage.torch.policies import GaussianMLPPolicy
+    from garage.trainer import Trainer
+
+    class _CountSteps(RLAlgorithm):
+
+        def __init__(self, env, policy):
+            self.policy = policy
+            self._sampler = LocalSampler(agents=policy,
+                                         envs=env,
+                                         max_episode_length=5)
+            self.steps = []
+
+        def train(self, trainer):
+            for _ in trainer.step_epochs():
+                eps = trainer.obtain_episodes(trainer.step_itr, batch_size=10)
+                self.steps.append(len(eps.rewards))
+                trainer.step_itr += 1
+            return float(np.mean(eps.rewards))
+
+    log_dir = str(tmp_path / 'exp')
+    holder = {}
+
+    @wrap_experiment(log_dir=log_dir, archive_launch_repo=False)
+    def run(ctxt=None):
+        set_seed(1)
+        env = PointEnv(max_episode_length=5)
+        policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4, ))
+        algo = _CountSteps(env, policy)
+        trainer = Trainer(ctxt)
+        trainer.setup(algo, env)
+        holder['result'] = trainer.train(n_epochs=2, batch_size=10)
+        holder['algo'] = algo
+
+    run()
+    assert holder['algo'].steps == [10, 10]
+    assert np.isfinite(holder['result'])
+    with open(os.path.join(log_dir, 'experiment.json')) as f:
+        summary = json.load(f)
+    assert summary['_train_args']['n_epochs'] == 2
+    assert os.path.isfile(os.path.join(log_dir, 'params.pkl'))
+
+
+def _snapshotter(tmp_path, mode='last'):
+    from garage.experiment import Snapshotter
+    return Snapshotter(str(tmp_path), snapshot_mode=mode, snapshot_gap=1)
+
+
+def test_snapshot_write_is_atomic(tmp_path, monkeypatch):
+    snap = _snapshotter(tmp_path)
+    snap.save_itr_params(0, {'epoch': 0})
+
+    def failing_dump(obj, file):
+        file.write(b'partial')
+        raise OSError('disk full')
+
+    monkeypatch.setattr(cloudpickle, 'dump', failing_dump)
+    with pytest.raises(OSError, match='disk full'):
+        snap.save_itr_params(1, {'epoch': 1})
+    monkeypatch.undo()
+    assert snap.load(str(tmp_path))['epoch'] == 0
+    assert not [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]
+
+
+def test_snapshot_load_last_sorts_epochs_numerically(tmp_path):
+    snap = _snapshotter(tmp_path, mode='all')
+    for epoch in (2, 9, 10):
+        snap.save_itr_params(epoch, {'epoch': epoch})
+    assert snap.load(str(tmp_path), 'last')['epoch'] == 10
+    assert snap.load(str(tmp_path), 'first')['epoch'] == 2
+    assert snap.load(str(tmp_path), 9)['epoch'] == 9
+
+
+def test_corrupt_snapshot_names_file_and_falls_back(tmp_path):
+    snap = _snapshotter(tmp_path, mode='all')
+    snap.save_itr_params(1, {'epoch': 1})
+    snap.save_itr_params(2, {'epoch': 2})
+    with open(tmp_path / 'itr_2.pkl', 'r+b') as f:
+        f.truncate(5)
+    with pytest.warns(UserWarning, match='itr_2.pkl'):
+        assert snap.load(str(tmp_path), 'last')['epoch'] == 1
+    with pytest.raises(_garage_compat.CorruptSnapshotError, match='itr_2.pkl'):
+        snap.load(str(tmp_path), 2)
+
+
+def test_all_snapshots_corrupt_raises(tmp_path):
+    (tmp_path / 'params.pkl').write_bytes(b'\x80\x04garbage')
+    snap = _snapshotter(tmp_path)
+    with pytest.raises(_garage_compat.CorruptSnapshotError, match='params.pkl'):
+        snap.load(str(tmp_path))
+
+
+def test_snapshot_load_bad_arguments(tmp_path):
+    snap = _snapshotter(tmp_path)
+    with pytest.raises(ValueError, match='itr should be'):
+        snap.load(str(tmp_path), 'foo')
+    with pytest.raises(FileNotFoundError):
+        snap.load(str(tmp_path / 'missing'))
+    with pytest.raises(FileNotFoundError):
+        snap.load(str(tmp_path))
+    with pytest.raises(ValueError, match='Invalid snapshot mode'):
+        _snapshotter(tmp_path, mode='sometimes').save_itr_params(0, {})
+
+
+def test_numpy_is_pinned_below_2():
+    assert int(np.__version__.split('.')[0]) < 2
