@@ -171,7 +171,7 @@ def _patch_snapshotter():
         """Save a snapshot atomically (garage_promp workaround 3)."""
         mode, gap = self._snapshot_mode, self._snapshot_gap
         file_names = []
-        itr_file = os.path.join(self._snapshot_dir, 'itr_%d.pkl' % itr)
+        itr_file = os.path.join(self._snapshot_dir, f'itr_{itr}.pkl')
         last_file = os.path.join(self._snapshot_dir, 'params.pkl')
         if mode == 'all':
             file_names = [itr_file]
