@@ -18,6 +18,15 @@ from garage.torch.policies import GaussianMLPPolicy
 from garage.torch.value_functions import GaussianMLPValueFunction
 from garage.trainer import Trainer
 
+max_episode_length = 20
+
+
+class ShortPointEnv(PointEnv):
+    """garage's PointEnv with a finite episode length (its default is inf)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_episode_length=max_episode_length, **kwargs)
+
 
 @click.command()
 @click.option('--seed', default=1, show_default=True)
@@ -26,10 +35,9 @@ from garage.trainer import Trainer
 def smoke(ctxt, seed, epochs):
     """Train garage's MAMLTRPO on PointEnv for a couple of epochs."""
     set_seed(seed)
-    max_episode_length = 20
     env = normalize(PointEnv(max_episode_length=max_episode_length))
     task_sampler = SetTaskSampler(
-        PointEnv,
+        ShortPointEnv,
         wrapper=lambda env, _: normalize(env))
     policy = GaussianMLPPolicy(env.spec, hidden_sizes=(16, 16))
     value_function = GaussianMLPValueFunction(env.spec, hidden_sizes=(16, ))
