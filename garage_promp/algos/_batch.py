@@ -1,0 +1,174 @@
+"""Turn sampled episodes into padded per-task tensors with advantages."""
+import dataclasses
+
+from garage_promp.baselines import Baseline
+from garage_promp.objectives import (
+    discount_cumsum,
+    discounted_rewards,
+    gae_advantages,
+    gaussian_log_likelihood,
+    normalize_advantages,
+    shift_advantages_to_positive,
+)
+
+from garage import EpisodeBatch
+import numpy as np
+import torch
+
+
+@dataclasses.dataclass
+class ProcessingConfig:
+    """How rewards become advantages (reference §2)."""
+    discount: float
+    gae_lambda: float
+    normalize_adv: bool
+    positive_adv: bool
+    baseline: Baseline
+    dice_baseline: Baseline | None = None
+
+
+@dataclasses.dataclass
+class MetaBatch:
+    """One sampling step of the whole meta-batch, padded.
+
+    Shapes use M tasks, R episodes per task, T = max episode length,
+    O / A observation / action dims. Padded cells are 0 and ``mask`` 0.
+    """
+    observations: torch.Tensor  # (M, R, T, O)
+    actions: torch.Tensor  # (M, R, T, A)
+    mask: torch.Tensor  # (M, R, T)
+    old_mean: torch.Tensor  # (M, R, T, A)
+    old_log_std: torch.Tensor  # (M, R, T, A)
+    old_log_probs: torch.Tensor  # (M, R, T)
+    rewards: torch.Tensor  # (M, R, T)
+    advantages: torch.Tensor  # (M, R, T), GAE, processed
+    dice_rewards: torch.Tensor | None  # (M, R, T), γ^t r_t - b(t)
+    mean_std_reward: torch.Tensor  # (M,), E-MAML's standardised reward
+    episodes: EpisodeBatch
+
+    @property
+    def n_tasks(self) -> int:
+        """Number of tasks M."""
+        return self.mask.shape[0]
+
+    def task(self, i: int) -> 'MetaBatch':
+        """The sub-batch of task i, keeping a leading task axis of 1."""
+        return self.select(slice(i, i + 1))
+
+    def select(self, tasks) -> 'MetaBatch':
+        """The sub-batch of some tasks (a slice or an index array).
+
+        ``episodes`` is kept whole: it is only used for logging.
+        """
+        fields = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, torch.Tensor):
+                value = value[tasks]
+            fields[f.name] = value
+        return MetaBatch(**fields)
+
+
+def pad_episodes(flat: np.ndarray, lengths: np.ndarray,
+                 horizon: int) -> np.ndarray:
+    """Scatter a flat :math:`(\\sum L, ...)` array into :math:`(E, T, ...)`."""
+    out = np.zeros((len(lengths), horizon) + flat.shape[1:], dtype=flat.dtype)
+    start = 0
+    for e, length in enumerate(lengths):
+        out[e, :length] = flat[start:start + length]
+        start += length
+    return out
+
+
+def check_finite(episodes: EpisodeBatch, episodes_per_task: int):
+    """Raise a ValueError naming the field, task and action of a NaN/inf."""
+    task_of_step = np.repeat(np.arange(len(episodes.lengths)),
+                             episodes.lengths) // episodes_per_task
+    for field in ('observations', 'rewards', 'actions'):
+        values = getattr(episodes, field)
+        bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+        if bad.any():
+            step = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f'found NaN/inf in {field} sampled from the environment, '
+                f'task {int(task_of_step[step])} of the meta-batch, step '
+                f'{step}; the action taken was {episodes.actions[step]!r}')
+
+
+def process_episodes(episodes: EpisodeBatch, n_tasks: int,
+                     episodes_per_task: int, horizon: int,
+                     config: ProcessingConfig) -> MetaBatch:
+    """Per-task returns, baselines and advantages, padded and stacked.
+
+    The baseline is refit for every task (and, by the caller, every inner
+    step) on that batch and evaluated in-sample, as the reference does.
+
+    Args:
+        episodes (EpisodeBatch): Task-major episodes, ``episodes_per_task``
+            per task, with agent infos ``mean`` and ``log_std``.
+        n_tasks (int): M.
+        episodes_per_task (int): R.
+        horizon (int): T.
+        config (ProcessingConfig): Advantage settings.
+
+    Returns:
+        MetaBatch: The processed batch.
+
+    """
+    if len(episodes.lengths) != n_tasks * episodes_per_task:
+        raise ValueError(
+            f'expected {n_tasks} x {episodes_per_task} episodes, got '
+            f'{len(episodes.lengths)}')
+    check_finite(episodes, episodes_per_task)
+    lengths = episodes.lengths
+    shape = (n_tasks, episodes_per_task, horizon)
+
+    def pad(flat):
+        padded = pad_episodes(np.asarray(flat), lengths, horizon)
+        return padded.reshape(shape + padded.shape[2:])
+
+    obs = pad(episodes.observations).astype(np.float64)
+    rewards = pad(episodes.rewards).astype(np.float64)
+    mask = pad(np.ones(len(episodes.rewards))).astype(np.float64)
+    advantages = np.zeros(shape)
+    dice = np.zeros(shape) if config.dice_baseline is not None else None
+    for i in range(n_tasks):
+        returns = discount_cumsum(rewards[i], config.discount)
+        values = config.baseline.fit_predict(obs[i], returns, mask[i])
+        adv = gae_advantages(rewards[i], values, mask[i], config.discount,
+                             config.gae_lambda)
+        advantages[i] = _postprocess(adv, mask[i], config)
+        if dice is not None:
+            # Reference §2.3: r~_t = γ^t r_t − b(t), b fit on γ^t r_t.
+            disc = discounted_rewards(rewards[i], config.discount) * mask[i]
+            b = config.dice_baseline.fit_predict(obs[i], disc, mask[i])
+            dice[i] = _postprocess(disc - b, mask[i], config)
+    valid = mask > 0
+    std_rewards = (rewards - rewards[valid].mean()) / (rewards[valid].std() +
+                                                       1e-8) * mask
+    mean_std_reward = std_rewards.sum(axis=(1, 2)) / mask.sum(axis=(1, 2))
+
+    as_t = lambda x: torch.as_tensor(x, dtype=torch.float32)  # noqa: E731
+    actions = as_t(pad(episodes.actions))
+    old_mean = as_t(pad(episodes.agent_infos['mean']))
+    old_log_std = as_t(pad(episodes.agent_infos['log_std']))
+    return MetaBatch(
+        observations=as_t(obs),
+        actions=actions,
+        mask=as_t(mask),
+        old_mean=old_mean,
+        old_log_std=old_log_std,
+        old_log_probs=gaussian_log_likelihood(actions, old_mean, old_log_std),
+        rewards=as_t(rewards),
+        advantages=as_t(advantages),
+        dice_rewards=None if dice is None else as_t(dice),
+        mean_std_reward=as_t(mean_std_reward),
+        episodes=episodes)
+
+
+def _postprocess(values, mask, config):
+    if config.normalize_adv:
+        values = normalize_advantages(values, mask)
+    if config.positive_adv:
+        values = shift_advantages_to_positive(values, mask)
+    return values

@@ -1,0 +1,533 @@
+"""Shared machinery of the gradient-based meta-RL algorithms (reference §1.1).
+
+``MetaPolicySearch`` is a garage :class:`~garage.np.algos.MetaRLAlgorithm`:
+built from an env, a garage torch Gaussian policy, a garage sampler whose
+workers are :class:`~garage_promp.sampler.MetaBatchWorker` and a garage task
+sampler; trained by ``Trainer.setup``/``Trainer.train``; meta-tested through
+``get_exploration_policy``/``adapt_policy``. Subclasses define the outer
+objective of one task (:meth:`_task_objective`) and the outer optimiser
+(:meth:`_optimize`).
+
+Per epoch: sample M tasks; for k = 0..K sample R episodes of every task in one
+sampler call with each task's current parameters, process them, and (k < K)
+take one inner step per task; then optimise the meta-objective, which is
+rebuilt from θ through all K inner steps with ``create_graph=True`` so that
+its gradient carries every second-order term.
+"""
+import abc
+import collections
+from typing import Dict, List, NamedTuple, Sequence, Tuple
+
+from garage_promp.algos._batch import MetaBatch, ProcessingConfig, process_episodes
+from garage_promp.baselines import Baseline, LinearFeatureBaseline, LinearTimeBaseline
+from garage_promp.objectives import (
+    dice_objective,
+    emaml_objective,
+    gaussian_kl,
+    gaussian_log_likelihood,
+    log_likelihood_objective,
+    lvc_objective,
+    masked_mean,
+)
+from garage_promp.policies import (
+    AdaptedPolicy,
+    Params,
+    distribution_params,
+    named_params,
+)
+from garage_promp.sampler.meta_batch_worker import MetaBatchWorker, obtain_meta_batch
+
+import akro
+from dowel import tabular
+from garage import EpisodeBatch, log_performance
+from garage.np.algos import MetaRLAlgorithm
+import numpy as np
+import torch
+
+INNER_ESTIMATORS = ('lvc', 'maml', 'dice')
+
+
+class MetaObjective(NamedTuple):
+    """Value of the meta-objective at θ."""
+    objective: torch.Tensor  # J(θ), to maximise
+    kl: torch.Tensor  # mean KL(π_θ'o ‖ π_θ'(θ)) on post-update data
+    stats: Dict[str, float]  # per-algorithm scalars, averaged over tasks
+
+
+def _check(condition: bool, name: str, requirement: str, value):
+    if not condition:
+        raise ValueError(f'{name} must be {requirement}, got {value!r}')
+
+
+def _log_step_returns(prefix: str, episodes: EpisodeBatch, discount: float):
+    """Pre-/post-update return statistics under the reference's key names."""
+    returns, discounted, success = [], [], []
+    for eps in episodes.split():
+        returns.append(float(eps.rewards.sum()))
+        discounted.append(
+            float(discount_cumsum(eps.rewards[None].astype(float),
+                                  discount)[0, 0]))
+        if 'success' in eps.env_infos:
+            success.append(float(np.any(eps.env_infos['success'])))
+    tabular.record(prefix + 'AverageReturn', np.mean(returns))
+    tabular.record(prefix + 'AverageDiscountedReturn', np.mean(discounted))
+    tabular.record(prefix + 'StdReturn', np.std(returns))
+    tabular.record(prefix + 'MaxReturn', np.max(returns))
+    tabular.record(prefix + 'MinReturn', np.min(returns))
+    tabular.record(prefix + 'NumEpisodes', len(returns))
+    if success:
+        tabular.record(prefix + 'SuccessRate', np.mean(success))
+
+
+class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
+    """Base class of ProMP, TRPOMAML and the VPG family.
+
+    Args:
+        env (garage.Environment): An environment of the task family (its spec
+            fixes the spaces and the episode length T).
+        policy (garage.torch.policies.Policy): A garage torch Gaussian policy,
+            e.g. ``GaussianMLPPolicy`` (any hidden sizes, ``learn_std`` on or
+            off). Every parameter is adapted in the inner loop.
+        sampler (garage.sampler.Sampler): ``LocalSampler``,
+            ``MultiprocessingSampler`` or ``RaySampler`` built with
+            ``worker_class=MetaBatchWorker`` (see
+            :func:`garage_promp.sampler.make_sampler`).
+        task_sampler (garage.experiment.TaskSampler): Training tasks.
+        meta_batch_size (int): Tasks per epoch, M.
+        episodes_per_task (int): Episodes per task and step, R.
+        num_inner_grad_steps (int): Inner steps K ≥ 1.
+        inner_lr (float or dict[str, float or torch.Tensor]): Inner step size
+            α, or one per parameter name (a tensor of the parameter's shape
+            or a scalar).
+        discount (float): γ in (0, 1].
+        gae_lambda (float): GAE λ in [0, 1].
+        normalize_adv (bool): Standardise advantages per task and step.
+        positive_adv (bool): Shift advantages to be positive.
+        baseline (Baseline): Refit per task and step (default
+            ``LinearFeatureBaseline``).
+        inner_estimator (str): ``'lvc'`` (likelihood ratio), ``'maml'``
+            (log-likelihood, no pre-update credit) or ``'dice'``.
+        exploration (bool): Add the E-MAML term (reference §1.4).
+        dice_baseline (Baseline): DiCE's time-only reward baseline (default
+            ``LinearTimeBaseline``); only used with ``inner_estimator='dice'``.
+        meta_evaluator (garage.experiment.MetaEvaluator or None): Meta-tester.
+        evaluate_every_n_epochs (int): Evaluation period.
+
+    """
+
+    def __init__(self,
+                 env,
+                 policy,
+                 sampler,
+                 task_sampler,
+                 *,
+                 meta_batch_size: int = 40,
+                 episodes_per_task: int = 20,
+                 num_inner_grad_steps: int = 1,
+                 inner_lr: float | Dict[str, object] = 0.1,
+                 discount: float = 0.99,
+                 gae_lambda: float = 1.,
+                 normalize_adv: bool = True,
+                 positive_adv: bool = False,
+                 baseline: Baseline | None = None,
+                 inner_estimator: str = 'lvc',
+                 exploration: bool = False,
+                 dice_baseline: Baseline | None = None,
+                 meta_evaluator=None,
+                 evaluate_every_n_epochs: int = 1):
+        _check(isinstance(meta_batch_size, int) and meta_batch_size >= 1,
+               'meta_batch_size', 'an int >= 1', meta_batch_size)
+        _check(
+            isinstance(episodes_per_task, int) and episodes_per_task >= 1,
+            'episodes_per_task', 'an int >= 1', episodes_per_task)
+        _check(
+            isinstance(num_inner_grad_steps, int)
+            and num_inner_grad_steps >= 1, 'num_inner_grad_steps',
+            'an int >= 1', num_inner_grad_steps)
+        _check(0. < discount <= 1., 'discount', 'in (0, 1]', discount)
+        _check(0. <= gae_lambda <= 1., 'gae_lambda', 'in [0, 1]', gae_lambda)
+        _check(inner_estimator in INNER_ESTIMATORS, 'inner_estimator',
+               f'one of {INNER_ESTIMATORS}', inner_estimator)
+        _check(
+            isinstance(evaluate_every_n_epochs, int)
+            and evaluate_every_n_epochs >= 1, 'evaluate_every_n_epochs',
+            'an int >= 1', evaluate_every_n_epochs)
+        for name, value in (('baseline', baseline), ('dice_baseline',
+                                                     dice_baseline)):
+            _check(value is None or isinstance(value, Baseline), name,
+                   'a garage_promp.baselines.Baseline', value)
+        _check(isinstance(policy, torch.nn.Module), 'policy',
+               'a garage torch policy (torch.nn.Module)', policy)
+        _check(isinstance(env.spec.action_space, akro.Box), 'env',
+               'an environment with a Box action space (Gaussian policy)',
+               env.spec.action_space)
+        _check(
+            np.isfinite(env.spec.action_space.low).all()
+            and np.isfinite(env.spec.action_space.high).all(), 'env',
+            'an environment with a bounded action space',
+            env.spec.action_space)
+        horizon = env.spec.max_episode_length
+        _check(horizon is not None and np.isfinite(horizon), 'env',
+               'an environment with a finite max_episode_length', horizon)
+        _check(callable(getattr(task_sampler, 'sample', None)),
+               'task_sampler', 'a garage TaskSampler with sample(n)',
+               task_sampler)
+        worker_class = getattr(
+            getattr(sampler, '_factory', getattr(sampler, '_worker_factory',
+                                                 None)), '_worker_class',
+            None)
+        _check(
+            isinstance(worker_class, type)
+            and issubclass(worker_class, MetaBatchWorker), 'sampler',
+            'a garage sampler built with worker_class=MetaBatchWorker '
+            '(garage_promp.sampler.make_sampler builds one)', sampler)
+
+        self._env_spec = env.spec
+        self._policy = policy
+        self._sampler = sampler
+        self._task_sampler = task_sampler
+        self._meta_batch_size = meta_batch_size
+        self._episodes_per_task = episodes_per_task
+        self._num_inner_grad_steps = num_inner_grad_steps
+        self._inner_lr = self._build_inner_lr(inner_lr)
+        self._discount = discount
+        self._inner_estimator = inner_estimator
+        self._exploration = bool(exploration)
+        self._horizon = int(horizon)
+        if inner_estimator == 'dice' and dice_baseline is None:
+            dice_baseline = LinearTimeBaseline()
+        self._processing = ProcessingConfig(
+            discount=discount,
+            gae_lambda=gae_lambda,
+            normalize_adv=bool(normalize_adv),
+            positive_adv=bool(positive_adv),
+            baseline=baseline if baseline is not None else
+            LinearFeatureBaseline(),
+            dice_baseline=dice_baseline if inner_estimator == 'dice' else None)
+        self._meta_evaluator = meta_evaluator
+        self._evaluate_every_n_epochs = evaluate_every_n_epochs
+        self._meta_test_keys = None
+        self._consecutive_nan_steps = 0
+        self._nan_steps_this_epoch = 0
+
+    # ------------------------------------------------------------ properties
+    @property
+    def policy(self):
+        """garage torch Policy: the meta-policy (pre-update parameters θ)."""
+        return self._policy
+
+    @property
+    def discount(self) -> float:
+        """Discount γ (read by garage's MetaEvaluator for its logging)."""
+        return self._discount
+
+    @property
+    def num_inner_grad_steps(self) -> int:
+        """Inner adaptation steps K."""
+        return self._num_inner_grad_steps
+
+    def _build_inner_lr(self, inner_lr) -> Dict[str, torch.Tensor]:
+        params = named_params(self._policy)
+        if isinstance(inner_lr, dict):
+            unknown = set(inner_lr) - set(params)
+            missing = set(params) - set(inner_lr)
+            _check(not unknown and not missing, 'inner_lr',
+                   'a dict with one entry per policy parameter '
+                   f'(unknown: {sorted(unknown)}, missing: {sorted(missing)})',
+                   inner_lr)
+            lrs = collections.OrderedDict()
+            for name, param in params.items():
+                lr = torch.as_tensor(inner_lr[name], dtype=param.dtype)
+                _check(lr.dim() == 0 or lr.shape == param.shape, 'inner_lr',
+                       f'a scalar or a tensor of shape {tuple(param.shape)} '
+                       f'for {name}', inner_lr[name])
+                _check(bool((lr > 0).all()), 'inner_lr', 'positive',
+                       inner_lr[name])
+                lrs[name] = lr.detach().clone()
+            return lrs
+        _check(
+            isinstance(inner_lr, (int, float)) and not isinstance(
+                inner_lr, bool) and inner_lr > 0, 'inner_lr',
+            '> 0 (a number or a dict of per-parameter step sizes)', inner_lr)
+        return collections.OrderedDict(
+            (name, torch.tensor(float(inner_lr))) for name in params)
+
+    # ------------------------------------------------------ policy functions
+    def _dist(self, params: Params | None,
+              batch: MetaBatch) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Mean and log-std at ``params`` on a batch's observations."""
+        obs = batch.observations
+        mean, log_std = distribution_params(self._policy, params,
+                                            obs.reshape(-1, obs.shape[-1]))
+        shape = batch.actions.shape
+        return mean.reshape(shape), log_std.reshape(shape)
+
+    def _log_probs(self, params: Params | None,
+                   batch: MetaBatch) -> torch.Tensor:
+        mean, log_std = self._dist(params, batch)
+        return gaussian_log_likelihood(batch.actions, mean, log_std)
+
+    def _kl(self, params: Params | None, batch: MetaBatch) -> torch.Tensor:
+        """Mean KL(π_sampling ‖ π_params) over a batch's valid steps."""
+        mean, log_std = self._dist(params, batch)
+        kl = gaussian_kl(batch.old_mean, batch.old_log_std, mean, log_std)
+        return masked_mean(kl, batch.mask)
+
+    # ------------------------------------------------------------ adaptation
+    def _inner_objective(self, params: Params,
+                         batch: MetaBatch) -> torch.Tensor:
+        """The inner objective J^in of one task, to maximise (reference §1.2)."""
+        log_probs = self._log_probs(params, batch)
+        if self._inner_estimator == 'lvc':
+            return lvc_objective(log_probs, batch.old_log_probs,
+                                 batch.advantages, batch.mask)
+        if self._inner_estimator == 'maml':
+            return log_likelihood_objective(log_probs, batch.advantages,
+                                            batch.mask)
+        return dice_objective(log_probs, batch.dice_rewards, batch.mask)
+
+    def _inner_step(self, params: Params, batch: MetaBatch,
+                    create_graph: bool) -> Params:
+        r"""θ' = θ + α ⊙ ∇J^in(θ): one gradient-ascent step on J^in."""
+        if not create_graph:
+            params = collections.OrderedDict(
+                (k, v.detach().requires_grad_(True))
+                for k, v in params.items())
+        objective = self._inner_objective(params, batch)
+        grads = torch.autograd.grad(objective,
+                                    list(params.values()),
+                                    create_graph=create_graph)
+        new = collections.OrderedDict()
+        for (name, value), grad in zip(params.items(), grads):
+            step = self._inner_lr[name] * grad
+            new[name] = value + step if create_graph else (value +
+                                                           step).detach()
+        return new
+
+    def _adapt_chain(self, theta: Params, batches: Sequence[MetaBatch],
+                     task: int, create_graph: bool = True) -> List[Params]:
+        """[φ_0 = θ, φ_1, ..., φ_K] of one task, from the stored batches."""
+        chain = [theta]
+        for k in range(self._num_inner_grad_steps):
+            chain.append(
+                self._inner_step(chain[-1], batches[k].task(task),
+                                 create_graph))
+        return chain
+
+    # ------------------------------------------------------- meta-objective
+    @abc.abstractmethod
+    def _task_objective(self, chain: List[Params],
+                        batches: Sequence[MetaBatch], task: int,
+                        post_log_probs: torch.Tensor
+                        ) -> Tuple[torch.Tensor, Dict[str, float]]:
+        """Outer objective of one task (to maximise) and scalar stats.
+
+        Args:
+            chain (list[dict]): [φ_0 = θ, ..., φ_K] of the task.
+            batches (list[MetaBatch]): The K+1 batches of all tasks.
+            task (int): Task index.
+            post_log_probs (torch.Tensor): log π_{φ_K}(a|s) on D_K of the
+                task, :math:`(1, R, T)`.
+
+        """
+
+    def _exploration_term(self, theta: Params, batches: Sequence[MetaBatch],
+                          task: int) -> torch.Tensor:
+        """E-MAML term of one task, or 0 (reference §1.4)."""
+        if not self._exploration:
+            return torch.zeros(())
+        pre = batches[0].task(task)
+        post = batches[-1].task(task)
+        return emaml_objective(self._log_probs(theta, pre), pre.mask,
+                               post.mean_std_reward[0])
+
+    def meta_objective(self, batches: Sequence[MetaBatch],
+                       theta: Params | None = None,
+                       create_graph: bool = True) -> MetaObjective:
+        """The meta-objective J(θ) (to maximise) and the post-update KL.
+
+        Args:
+            batches (list[MetaBatch]): The K+1 sampled batches.
+            theta (dict or None): Meta-parameters (default: the policy's
+                own leaf parameters, so ``backward`` fills their ``.grad``).
+            create_graph (bool): Differentiate through the inner steps.
+
+        Returns:
+            MetaObjective: J, the mean KL(π_θ'o ‖ π_θ'(θ)) on the post-update
+                data (both averaged over tasks), and averaged stats.
+
+        """
+        theta = named_params(self._policy) if theta is None else theta
+        total, kl_total = 0., 0.
+        stats = collections.defaultdict(float)
+        n_tasks = batches[0].n_tasks
+        post = batches[-1]
+        for task in range(n_tasks):
+            chain = self._adapt_chain(theta, batches, task, create_graph)
+            post_task = post.task(task)
+            mean, log_std = self._dist(chain[-1], post_task)
+            post_log_probs = gaussian_log_likelihood(post_task.actions, mean,
+                                                     log_std)
+            kl = masked_mean(
+                gaussian_kl(post_task.old_mean, post_task.old_log_std, mean,
+                            log_std), post_task.mask)
+            objective, task_stats = self._task_objective(
+                chain, batches, task, post_log_probs)
+            total = total + objective / n_tasks
+            kl_total = kl_total + kl / n_tasks
+            for key, value in task_stats.items():
+                stats[key] += float(value) / n_tasks
+        return MetaObjective(total, kl_total, dict(stats))
+
+    # -------------------------------------------------------------- training
+    def _sample_meta_batch(self, itr: int,
+                           task_updates=None) -> List[MetaBatch]:
+        """Sample D_0..D_K with fresh episodes after every inner step."""
+        del itr
+        if task_updates is None:
+            task_updates = self._task_sampler.sample(self._meta_batch_size)
+        n_tasks = len(task_updates)
+        theta = collections.OrderedDict(
+            (k, v.detach().clone())
+            for k, v in named_params(self._policy).items())
+        params = [theta] * n_tasks
+        batches = []
+        for k in range(self._num_inner_grad_steps + 1):
+            episodes = obtain_meta_batch(self._sampler, task_updates, params,
+                                         self._episodes_per_task)
+            batch = process_episodes(episodes, n_tasks,
+                                     self._episodes_per_task, self._horizon,
+                                     self._processing)
+            batches.append(batch)
+            if k < self._num_inner_grad_steps:
+                params = [
+                    self._inner_step(params[i], batch.task(i), False)
+                    for i in range(n_tasks)
+                ]
+        return batches
+
+    def train(self, trainer) -> float:
+        """Meta-train; called by ``Trainer.train`` and ``Trainer.resume``.
+
+        Args:
+            trainer (garage.trainer.Trainer): The experiment trainer.
+
+        Returns:
+            float: The average post-update return of the last epoch.
+
+        """
+        last_return = None
+        for epoch in trainer.step_epochs():
+            batches = self._sample_meta_batch(trainer.step_itr)
+            trainer.total_env_steps += sum(
+                int(b.episodes.lengths.sum()) for b in batches)
+            trainer.step_episode = batches[-1].episodes
+            last_return = self._train_once(trainer.step_itr, epoch, batches)
+            trainer.step_itr += 1
+        return last_return
+
+    def _train_once(self, itr: int, epoch: int,
+                    batches: List[MetaBatch]) -> float:
+        self._nan_steps_this_epoch = 0
+        with tabular.prefix(self._policy.name + '/'):
+            self._optimize(itr, batches)
+            tabular.record('Entropy', self._entropy(batches[0]))
+            tabular.record('NaNStepsSkipped', self._nan_steps_this_epoch)
+        for k, batch in enumerate(batches):
+            _log_step_returns(f'Step_{k}-', batch.episodes, self._discount)
+        undiscounted = log_performance(itr,
+                                       batches[-1].episodes,
+                                       self._discount,
+                                       prefix='Average')
+        self._maybe_evaluate(epoch)
+        return float(np.mean(undiscounted))
+
+    def _entropy(self, batch: MetaBatch) -> float:
+        with torch.no_grad():
+            _, log_std = self._dist(None, batch)
+            entropy = (log_std + 0.5 * np.log(2 * np.pi * np.e)).sum(-1)
+            return float(masked_mean(entropy, batch.mask))
+
+    def _maybe_evaluate(self, epoch: int):
+        """Meta-test every n epochs; NaN under the same keys otherwise."""
+        if self._meta_evaluator is None:
+            return
+        if epoch % self._evaluate_every_n_epochs == 0 or \
+                self._meta_test_keys is None:
+            before = set(tabular.as_dict)
+            self._meta_evaluator.evaluate(self)
+            self._meta_test_keys = sorted(set(tabular.as_dict) - before)
+        else:
+            for key in self._meta_test_keys:
+                tabular.record(key, np.nan)
+
+    @abc.abstractmethod
+    def _optimize(self, itr: int, batches: List[MetaBatch]):
+        """Update θ from the sampled batches and record the losses."""
+
+    MAX_CONSECUTIVE_NAN_STEPS = 5
+
+    def _skip_non_finite_step(self, what: str):
+        """Count a skipped outer step; raise after too many in a row."""
+        self._consecutive_nan_steps += 1
+        self._nan_steps_this_epoch += 1
+        if self._consecutive_nan_steps >= self.MAX_CONSECUTIVE_NAN_STEPS:
+            raise FloatingPointError(
+                f'{what} was NaN/inf in {self._consecutive_nan_steps} '
+                'consecutive outer steps; the policy parameters were left at '
+                'their last finite values')
+
+    def _adam_step(self, optimizer: torch.optim.Optimizer,
+                   loss: torch.Tensor) -> bool:
+        """One optimiser step on ``loss``; skipped if loss or grads are NaN."""
+        optimizer.zero_grad()
+        if not torch.isfinite(loss):
+            self._skip_non_finite_step('the meta-loss')
+            return False
+        loss.backward()
+        grads = [p.grad for p in self._policy.parameters()
+                 if p.grad is not None]
+        if not all(bool(torch.isfinite(g).all()) for g in grads):
+            optimizer.zero_grad()
+            self._skip_non_finite_step('the meta-gradient')
+            return False
+        optimizer.step()
+        self._consecutive_nan_steps = 0
+        return True
+
+    # ---------------------------------------------------- meta-test protocol
+    def get_exploration_policy(self) -> AdaptedPolicy:
+        """A copy of the meta-policy (0 inner steps) to explore one task."""
+        return AdaptedPolicy(self._policy, named_params(self._policy), 0)
+
+    def adapt_policy(self, exploration_policy,
+                     exploration_episodes: EpisodeBatch) -> AdaptedPolicy:
+        """Take ONE inner step from ``exploration_policy`` on its episodes.
+
+        To adapt with K steps, call this K times with fresh episodes sampled
+        by the policy it returned, as :class:`garage_promp.experiment.
+        MetaEvaluator` does. The meta-policy is never modified.
+
+        Args:
+            exploration_policy (Policy): A policy from
+                :meth:`get_exploration_policy` or from a previous call.
+            exploration_episodes (EpisodeBatch): Episodes of one task sampled
+                with ``exploration_policy``; agent infos ``mean``/``log_std``.
+
+        Returns:
+            AdaptedPolicy: The adapted policy (``num_steps`` one higher).
+
+        """
+        if isinstance(exploration_policy, AdaptedPolicy):
+            params = exploration_policy.adapted_params()
+            steps = exploration_policy.num_steps
+        else:
+            params = collections.OrderedDict(
+                (k, v.detach().clone())
+                for k, v in exploration_policy.named_parameters())
+            steps = 0
+        n_eps = len(exploration_episodes.lengths)
+        batch = process_episodes(exploration_episodes, 1, n_eps,
+                                 self._horizon, self._processing)
+        new_params = self._inner_step(params, batch, create_graph=False)
+        return AdaptedPolicy(self._policy, new_params, steps + 1)

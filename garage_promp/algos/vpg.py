@@ -1,0 +1,88 @@
+"""The VPG family: one Adam step on the outer objective (reference §1.5-1.6).
+
+* ``LVCVPG``  — LVC inner estimator (likelihood ratio), paper "LVC-VPG".
+* ``DiCEVPG`` — DiCE inner estimator, paper "DiCE-VPG" (reference
+  ``VPG_DICEMAML``: DiCE inner steps, VPG outer loss on GAE advantages).
+* ``MAMLVPG`` — log-likelihood inner estimator (original MAML), "MAML-VPG".
+* ``EMAMLVPG`` — MAML-VPG plus the E-MAML exploration term, "E-MAML-VPG".
+
+The outer objective is :math:`\\mathbb{E}[\\log\\pi_{\\theta'}(a|s)\\hat A]` on
+the post-update data; "VPG" in the paper is Adam(1e-3), one step per epoch.
+"""
+from typing import List
+
+from garage_promp.algos._batch import MetaBatch
+from garage_promp.algos.base import MetaPolicySearch, _check
+from garage_promp.objectives import log_likelihood_objective
+
+from dowel import tabular
+import torch
+
+
+class MetaVPG(MetaPolicySearch):
+    """Meta-policy gradient with one Adam step per epoch.
+
+    Args:
+        env, policy, sampler, task_sampler: See :class:`MetaPolicySearch`.
+        learning_rate (float): Adam step size.
+        **kwargs: :class:`MetaPolicySearch` arguments, including
+            ``inner_estimator`` and ``exploration``.
+
+    """
+
+    def __init__(self, env, policy, sampler, task_sampler, *,
+                 learning_rate: float = 1e-3, **kwargs):
+        _check(learning_rate > 0, 'learning_rate', '> 0', learning_rate)
+        super().__init__(env, policy, sampler, task_sampler, **kwargs)
+        self._optimizer = torch.optim.Adam(policy.parameters(),
+                                           lr=learning_rate,
+                                           eps=1e-8)
+
+    def _task_objective(self, chain, batches, task, post_log_probs):
+        post = batches[-1].task(task)
+        objective = log_likelihood_objective(post_log_probs, post.advantages,
+                                             post.mask)
+        exploration = self._exploration_term(chain[0], batches, task)
+        return objective + exploration, {'ExplorationObjective': exploration}
+
+    def _optimize(self, itr: int, batches: List[MetaBatch]):
+        del itr
+        before = self.meta_objective(batches)
+        self._adam_step(self._optimizer, -before.objective)
+        after = self.meta_objective(batches, create_graph=False)
+        tabular.record('LossBefore', -float(before.objective))
+        tabular.record('LossAfter', -float(after.objective))
+        tabular.record('dLoss', float(after.objective - before.objective))
+        tabular.record('KL', float(after.kl))
+
+
+class LVCVPG(MetaVPG):
+    """LVC-VPG: likelihood-ratio (LVC) inner steps, VPG outer step."""
+
+    def __init__(self, env, policy, sampler, task_sampler, **kwargs):
+        super().__init__(env, policy, sampler, task_sampler,
+                         inner_estimator='lvc', **kwargs)
+
+
+class DiCEVPG(MetaVPG):
+    """DiCE-VPG: DiCE inner steps (time-only reward baseline), VPG outer step."""
+
+    def __init__(self, env, policy, sampler, task_sampler, **kwargs):
+        super().__init__(env, policy, sampler, task_sampler,
+                         inner_estimator='dice', **kwargs)
+
+
+class MAMLVPG(MetaVPG):
+    """MAML-VPG: log-likelihood inner steps (no pre-update credit)."""
+
+    def __init__(self, env, policy, sampler, task_sampler, **kwargs):
+        super().__init__(env, policy, sampler, task_sampler,
+                         inner_estimator='maml', **kwargs)
+
+
+class EMAMLVPG(MetaVPG):
+    """E-MAML-VPG: MAML-VPG plus the E-MAML exploration term."""
+
+    def __init__(self, env, policy, sampler, task_sampler, **kwargs):
+        super().__init__(env, policy, sampler, task_sampler,
+                         inner_estimator='maml', exploration=True, **kwargs)

@@ -1,0 +1,112 @@
+"""Baselines of the reference implementation (reference §3), on padded batches.
+
+Each baseline is refit on every (task, inner step) batch and evaluated on the
+same batch, as the reference's ``MetaSampleProcessor`` does. Inputs are padded
+:math:`(R, T, O)` observations with a 0/1 mask :math:`(R, T)`; the time index
+of a cell is its column t, so padding never shifts the time features.
+"""
+import numpy as np
+
+
+class Baseline:
+    """Interface: ``fit_predict(observations, targets, mask) -> predictions``."""
+
+    def fit(self, observations: np.ndarray, targets: np.ndarray,
+            mask: np.ndarray) -> None:
+        """Fit on the valid cells of a padded batch.
+
+        Args:
+            observations (np.ndarray): :math:`(R, T, O)`.
+            targets (np.ndarray): :math:`(R, T)`.
+            mask (np.ndarray): :math:`(R, T)`.
+
+        """
+        raise NotImplementedError
+
+    def predict(self, observations: np.ndarray,
+                mask: np.ndarray) -> np.ndarray:
+        """Predictions :math:`(R, T)`, 0 on padding."""
+        raise NotImplementedError
+
+    def fit_predict(self, observations: np.ndarray, targets: np.ndarray,
+                    mask: np.ndarray) -> np.ndarray:
+        """Fit on a batch, then predict on the same batch (in-sample)."""
+        self.fit(observations, targets, mask)
+        return self.predict(observations, mask)
+
+
+class ZeroBaseline(Baseline):
+    """Predicts 0 everywhere; fitting is a no-op."""
+
+    def fit(self, observations, targets, mask):
+        del observations, targets, mask
+
+    def predict(self, observations, mask):
+        del observations
+        return np.zeros(mask.shape)
+
+
+class _LinearBaseline(Baseline):
+    """Damped least squares on hand-made features (reference §3)."""
+
+    def __init__(self, reg_coeff: float = 1e-5):
+        if not reg_coeff > 0:
+            raise ValueError(f'reg_coeff must be > 0, got {reg_coeff!r}')
+        self._reg_coeff = reg_coeff
+        self.coeffs = None
+
+    def _features(self, observations: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def fit(self, observations, targets, mask):
+        valid = mask > 0
+        features = self._features(observations)[valid]
+        y = targets[valid]
+        reg = self._reg_coeff
+        gram = features.T @ features
+        for _ in range(5):
+            coeffs = np.linalg.lstsq(gram + reg * np.eye(gram.shape[0]),
+                                     features.T @ y,
+                                     rcond=-1)[0]
+            if np.all(np.isfinite(coeffs)):
+                break
+            reg *= 10
+        else:
+            raise FloatingPointError(
+                f'{type(self).__name__} fit gave non-finite coefficients; '
+                'are the observations or returns NaN/inf?')
+        self.coeffs = coeffs
+
+    def predict(self, observations, mask):
+        if self.coeffs is None:
+            return np.zeros(mask.shape)
+        return (self._features(observations) @ self.coeffs) * mask
+
+
+def _time_features(n_episodes: int, horizon: int) -> np.ndarray:
+    u = np.arange(horizon, dtype=np.float64)[:, None] / 100.
+    u = np.broadcast_to(u, (n_episodes, horizon, 1))
+    return np.concatenate([u, u**2, u**3], axis=-1)
+
+
+class LinearFeatureBaseline(_LinearBaseline):
+    r"""Linear in :math:`\phi_t = [o, o^2, u, u^2, u^3, 1]`, :math:`o = clip(s_t, \pm10)`, :math:`u = t/100`."""
+
+    def _features(self, observations):
+        obs = np.clip(observations, -10, 10)
+        n_episodes, horizon = obs.shape[:2]
+        ones = np.ones((n_episodes, horizon, 1))
+        return np.concatenate(
+            [obs, obs**2,
+             _time_features(n_episodes, horizon), ones], axis=-1)
+
+
+class LinearTimeBaseline(_LinearBaseline):
+    r"""Linear in time-only features :math:`[u, u^2, u^3, 1]`, :math:`u = t/100` (DiCE's reward baseline)."""
+
+    def _features(self, observations):
+        n_episodes, horizon = observations.shape[:2]
+        return np.concatenate([
+            _time_features(n_episodes, horizon),
+            np.ones((n_episodes, horizon, 1))
+        ], axis=-1)

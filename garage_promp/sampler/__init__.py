@@ -1,0 +1,60 @@
+"""Sampling a whole meta-batch per sampler call with garage's samplers."""
+from garage_promp.sampler.meta_batch_worker import (
+    MetaBatchAgentUpdate,
+    MetaBatchEnvUpdate,
+    MetaBatchWorker,
+    obtain_meta_batch,
+)
+
+from garage.experiment.deterministic import get_seed
+from garage.sampler import (
+    LocalSampler,
+    MultiprocessingSampler,
+    RaySampler,
+    WorkerFactory,
+)
+
+SAMPLER_KINDS = {
+    'local': LocalSampler,
+    'multiprocessing': MultiprocessingSampler,
+    'ray': RaySampler,
+}
+
+
+def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
+                 max_episode_length=None, seed=None):
+    """A garage sampler whose workers are :class:`MetaBatchWorker`.
+
+    Args:
+        policy (garage.torch.policies.Policy): The meta-policy.
+        env (garage.Environment): A template environment of the task family.
+        kind (str): ``'local'``, ``'multiprocessing'`` or ``'ray'``.
+        n_workers (int): Worker count; the meta-batch is split across them.
+        max_episode_length (int or None): Defaults to the env's.
+        seed (int or None): Defaults to garage's ``get_seed()``.
+
+    Returns:
+        garage.sampler.Sampler: The sampler.
+
+    """
+    if kind not in SAMPLER_KINDS:
+        raise ValueError(f'kind must be one of {sorted(SAMPLER_KINDS)}, got '
+                         f'{kind!r}')
+    if not (isinstance(n_workers, int) and n_workers >= 1):
+        raise ValueError(f'n_workers must be an int >= 1, got {n_workers!r}')
+    factory = WorkerFactory(
+        seed=get_seed() if seed is None else seed,
+        max_episode_length=(env.spec.max_episode_length
+                            if max_episode_length is None else
+                            max_episode_length),
+        n_workers=n_workers,
+        worker_class=MetaBatchWorker)
+    return SAMPLER_KINDS[kind].from_worker_factory(factory,
+                                                   agents=policy,
+                                                   envs=env)
+
+
+__all__ = [
+    'MetaBatchAgentUpdate', 'MetaBatchEnvUpdate', 'MetaBatchWorker',
+    'make_sampler', 'obtain_meta_batch', 'SAMPLER_KINDS'
+]

@@ -1,0 +1,333 @@
+"""A garage Worker that samples many tasks at once with per-task policy parameters.
+
+garage's MAML samples one task at a time, a sampler call per task and per
+inner step, with one policy forward per environment step. ``MetaBatchWorker``
+instead holds one environment per (task, episode) slot, steps all of them in
+lockstep and evaluates the policy once per task per step with that task's own
+(adapted) parameters, like the reference's vectorised ``MetaSampler``. It is a
+plain :class:`garage.sampler.Worker`, so ``LocalSampler``,
+``MultiprocessingSampler`` and ``RaySampler`` all run it; the algorithm
+spreads the meta-batch over the workers through the samplers' per-worker
+update lists (``obtain_exact_episodes(1, [agent updates], [env updates])``).
+"""
+import copy
+import dataclasses
+from typing import Dict, List, Sequence
+
+from garage_promp.policies import distribution_params
+
+from garage import EpisodeBatch, StepType
+from garage.sampler import Worker
+from garage.sampler.env_update import EnvUpdate
+import numpy as np
+import torch
+
+
+@dataclasses.dataclass
+class MetaBatchAgentUpdate:
+    """Per-task policy parameters for one worker.
+
+    Attributes:
+        params (list[dict[str, torch.Tensor]]): One parameter dict per task
+            handled by the worker (names as in ``policy.named_parameters()``).
+
+    """
+    params: List[Dict[str, torch.Tensor]]
+
+
+@dataclasses.dataclass
+class MetaBatchEnvUpdate:
+    """The tasks one worker samples, and how many episodes each.
+
+    Attributes:
+        task_updates (list[EnvUpdate]): One garage EnvUpdate per task, e.g.
+            the ``SetTaskUpdate`` objects of a ``SetTaskSampler``.
+        task_indices (list[int]): Index of each task in the meta-batch; stored
+            in the ``task_index`` agent info of every step.
+        episodes_per_task (int): Episodes sampled per task, all in lockstep.
+
+    """
+    task_updates: List[EnvUpdate]
+    task_indices: List[int]
+    episodes_per_task: int
+
+
+class MetaBatchWorker(Worker):
+    """Samples ``episodes_per_task`` episodes of several tasks in lockstep.
+
+    Args:
+        seed (int): Base seed: action noise comes from a torch Generator
+            seeded with ``seed + worker_number``, and environments that have
+            a ``seed`` method are seeded per slot from it.
+        max_episode_length (int): Maximum episode length.
+        worker_number (int): Number of this worker.
+
+    """
+
+    def __init__(self, *, seed, max_episode_length, worker_number):
+        super().__init__(seed=seed,
+                         max_episode_length=max_episode_length,
+                         worker_number=worker_number)
+        self._base_seed = 0 if seed is None else int(seed) + worker_number
+        self._generator = torch.Generator().manual_seed(self._base_seed)
+        self._policy = None
+        self._params = None
+        self._base_env = None
+        self._envs = []
+        self._slot_task = np.zeros(0, dtype=np.int64)
+        self._task_indices = []
+        self._n_seeded = 0
+
+    def update_agent(self, agent_update):
+        """Take a policy, or per-task parameters for the current policy.
+
+        Args:
+            agent_update (Policy or MetaBatchAgentUpdate or dict or None): A
+                garage torch policy replaces the policy (all tasks use its
+                parameters); a ``MetaBatchAgentUpdate`` sets per-task
+                parameters; a state dict is loaded into the policy.
+
+        Raises:
+            TypeError: For any other type.
+
+        """
+        if agent_update is None:
+            return
+        if isinstance(agent_update, MetaBatchAgentUpdate):
+            self._params = [{k: torch.as_tensor(v)
+                             for k, v in p.items()}
+                            for p in agent_update.params]
+        elif isinstance(agent_update, dict):
+            self._policy.load_state_dict(agent_update)
+            self._params = None
+        elif isinstance(agent_update, torch.nn.Module):
+            self._policy = agent_update
+            self._params = None
+        else:
+            raise TypeError('MetaBatchWorker cannot use an agent update of '
+                            f'type {type(agent_update).__name__}')
+
+    def update_env(self, env_update):
+        """Set the tasks to sample (``MetaBatchEnvUpdate``) or a base env.
+
+        Args:
+            env_update (MetaBatchEnvUpdate or Environment or None): The tasks
+                of this worker, or an environment used as the template for a
+                single-task batch.
+
+        """
+        if env_update is None:
+            return
+        if isinstance(env_update, MetaBatchEnvUpdate):
+            self._build_slots(env_update)
+        elif isinstance(env_update, EnvUpdate):
+            self._base_env = env_update(self._base_env)
+        else:
+            self._base_env = env_update
+
+    def _build_slots(self, update: MetaBatchEnvUpdate):
+        n_eps = update.episodes_per_task
+        n_slots = len(update.task_updates) * n_eps
+        while len(self._envs) < n_slots:
+            template = self._envs[0] if self._envs else self._base_env
+            self._envs.append(copy.deepcopy(template))
+            self._seed_env(self._envs[-1])
+        for slot in range(n_slots):
+            self._envs[slot] = update.task_updates[slot // n_eps](
+                self._envs[slot])
+        del self._envs[n_slots:]
+        self._slot_task = np.repeat(np.arange(len(update.task_updates)),
+                                    n_eps)
+        self._task_indices = list(update.task_indices)
+
+    def _seed_env(self, env):
+        seed_fn = getattr(env, 'seed', None)
+        if callable(seed_fn):
+            seed_fn(self._base_seed * 100_003 + self._n_seeded)
+        self._n_seeded += 1
+
+    def _actions(self, observations: np.ndarray, slots: np.ndarray):
+        """One policy evaluation per task for the given active slots."""
+        obs = torch.as_tensor(observations, dtype=torch.float32)
+        mean = torch.empty(len(slots), self._action_dim)
+        log_std = torch.empty(len(slots), self._action_dim)
+        tasks = self._slot_task[slots]
+        with torch.no_grad():
+            for task in np.unique(tasks):
+                rows = np.flatnonzero(tasks == task)
+                params = None if self._params is None else self._params[task]
+                mean[rows], log_std[rows] = distribution_params(
+                    self._policy, params, obs[rows])
+            noise = torch.randn(mean.shape, generator=self._generator)
+            actions = mean + torch.exp(log_std) * noise
+        return actions.numpy(), mean.numpy(), log_std.numpy()
+
+    def rollout(self) -> EpisodeBatch:
+        """Sample one episode in every slot, all slots in lockstep.
+
+        Returns:
+            EpisodeBatch: Episodes in slot order (task-major), with agent
+                infos ``mean``, ``log_std`` and ``task_index``.
+
+        """
+        if not self._envs:
+            if self._base_env is None:
+                raise ValueError('MetaBatchWorker has no environment')
+            self._build_slots(
+                MetaBatchEnvUpdate([_Identity()], [0], 1))
+        if self._params is not None and len(self._params) != len(
+                set(self._slot_task)):
+            raise ValueError(
+                f'{len(self._params)} parameter sets for '
+                f'{len(set(self._slot_task))} tasks')
+        self._action_dim = int(
+            np.prod(self._envs[0].spec.action_space.shape))
+        steps = [_EpisodeRecorder() for _ in self._envs]
+        obs = []
+        for env, rec in zip(self._envs, steps):
+            first_obs, episode_info = env.reset()
+            rec.episode_info = episode_info
+            obs.append(first_obs)
+        active = np.arange(len(self._envs))
+        for _ in range(self._max_episode_length):
+            if len(active) == 0:
+                break
+            actions, mean, log_std = self._actions(
+                np.stack([obs[s] for s in active]), active)
+            still_active = []
+            for row, slot in enumerate(active):
+                es = self._envs[slot].step(actions[row])
+                steps[slot].add(obs[slot], es, mean[row], log_std[row])
+                obs[slot] = es.observation
+                if es.terminal or len(steps[slot].rewards) >= \
+                        self._max_episode_length:
+                    steps[slot].last_observation = es.observation
+                else:
+                    still_active.append(slot)
+            active = np.asarray(still_active, dtype=np.int64)
+        return self._to_episode_batch(steps)
+
+    def _to_episode_batch(self, steps: Sequence['_EpisodeRecorder']):
+        lengths = np.asarray([len(r.rewards) for r in steps], dtype=np.int64)
+        task_index = np.concatenate([
+            np.full(n, self._task_indices[self._slot_task[s]], dtype=np.int64)
+            for s, n in enumerate(lengths)
+        ])
+        return EpisodeBatch(
+            env_spec=self._envs[0].spec,
+            episode_infos=_stack_dicts([r.episode_info for r in steps]),
+            observations=np.concatenate([r.observations for r in steps]),
+            last_observations=np.stack([r.last_observation for r in steps]),
+            actions=np.concatenate([r.actions for r in steps]),
+            rewards=np.concatenate([r.rewards for r in steps]),
+            env_infos=_stack_dicts([i for r in steps for i in r.env_infos]),
+            agent_infos=dict(mean=np.concatenate([r.means for r in steps]),
+                             log_std=np.concatenate(
+                                 [r.log_stds for r in steps]),
+                             task_index=task_index),
+            step_types=np.asarray(
+                [t for r in steps for t in r.step_types], dtype=StepType),
+            lengths=lengths)
+
+    def shutdown(self):
+        """Close every environment."""
+        for env in self._envs:
+            env.close()
+        if self._base_env is not None:
+            self._base_env.close()
+
+
+class _Identity(EnvUpdate):
+    """EnvUpdate that keeps the environment as it is."""
+
+    def __call__(self, old_env=None):
+        return old_env
+
+
+class _EpisodeRecorder:
+    """Per-slot lists of one episode's steps."""
+
+    def __init__(self):
+        self.observations, self.actions, self.rewards = [], [], []
+        self.env_infos, self.means, self.log_stds = [], [], []
+        self.step_types = []
+        self.episode_info = {}
+        self.last_observation = None
+
+    def add(self, observation, env_step, mean, log_std):
+        self.observations.append(observation)
+        self.actions.append(env_step.action)
+        self.rewards.append(env_step.reward)
+        self.env_infos.append(env_step.env_info)
+        self.means.append(mean)
+        self.log_stds.append(log_std)
+        self.step_types.append(env_step.step_type)
+
+
+def _stack_dicts(dicts: List[dict]) -> Dict[str, np.ndarray]:
+    """Stack a list of same-keyed dicts into a dict of arrays."""
+    if not dicts:
+        return {}
+    keys = dicts[0].keys()
+    for d in dicts:
+        if d.keys() != keys:
+            raise ValueError('environment infos must have the same keys at '
+                             f'every step, got {sorted(keys)} and '
+                             f'{sorted(d.keys())}')
+    return {k: np.asarray([d[k] for d in dicts]) for k in keys}
+
+
+def split_meta_batch(items: Sequence, n_workers: int) -> List[list]:
+    """Split a meta-batch's tasks into ``n_workers`` contiguous chunks."""
+    bounds = np.linspace(0, len(items), n_workers + 1).round().astype(int)
+    return [list(items[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def sampler_num_workers(sampler) -> int:
+    """Number of workers of a garage sampler (Local, Multiprocessing, Ray)."""
+    factory = getattr(sampler, '_factory', None) or getattr(
+        sampler, '_worker_factory', None)
+    if factory is None:
+        raise TypeError(f'cannot tell the worker count of {sampler!r}')
+    return factory.n_workers
+
+
+def obtain_meta_batch(sampler, task_updates: Sequence[EnvUpdate],
+                      params: Sequence[Dict[str, torch.Tensor]],
+                      episodes_per_task: int) -> EpisodeBatch:
+    """Sample ``episodes_per_task`` episodes of every task in one sampler call.
+
+    Args:
+        sampler (garage.sampler.Sampler): A sampler whose workers are
+            :class:`MetaBatchWorker`.
+        task_updates (list[EnvUpdate]): One EnvUpdate per task.
+        params (list[dict]): Policy parameters for each task.
+        episodes_per_task (int): Episodes per task.
+
+    Returns:
+        EpisodeBatch: Task-major episodes (task 0's episodes first).
+
+    """
+    n_workers = sampler_num_workers(sampler)
+    if len(task_updates) < n_workers:
+        raise ValueError(
+            f'meta_batch_size ({len(task_updates)}) must be >= the number of '
+            f'sampler workers ({n_workers})')
+    indices = split_meta_batch(list(range(len(task_updates))), n_workers)
+    detached = [{k: v.detach().clone() for k, v in p.items()} for p in params]
+    agent_updates = [
+        MetaBatchAgentUpdate([detached[i] for i in idx]) for idx in indices
+    ]
+    env_updates = [
+        MetaBatchEnvUpdate([task_updates[i] for i in idx], idx,
+                           episodes_per_task) for idx in indices
+    ]
+    return sampler.obtain_exact_episodes(1, agent_updates, env_updates)
+
+
+def sample_params_for(policy: torch.nn.Module,
+                      params: Dict[str, torch.Tensor] | None):
+    """The parameters a worker should use: ``params`` or the policy's own."""
+    if params is not None:
+        return params
+    return dict(policy.named_parameters())
