@@ -90,7 +90,10 @@ def _time_features(n_episodes: int, horizon: int) -> np.ndarray:
 
 
 class LinearFeatureBaseline(_LinearBaseline):
-    r"""Linear in :math:`\phi_t = [o, o^2, u, u^2, u^3, 1]`, :math:`o = clip(s_t, \pm10)`, :math:`u = t/100`."""
+    r"""Linear in :math:`\phi_t = [o, o^2, u, u^2, u^3, 1]`.
+
+    :math:`o = clip(s_t, \pm10)` and :math:`u = t/100` (reference §3).
+    """
 
     def _features(self, observations):
         obs = np.clip(observations, -10, 10)
@@ -102,7 +105,10 @@ class LinearFeatureBaseline(_LinearBaseline):
 
 
 class LinearTimeBaseline(_LinearBaseline):
-    r"""Linear in time-only features :math:`[u, u^2, u^3, 1]`, :math:`u = t/100` (DiCE's reward baseline)."""
+    r"""Linear in time-only features :math:`[u, u^2, u^3, 1]`, :math:`u = t/100`.
+
+    DiCE's reward baseline (reference §2.3).
+    """
 
     def _features(self, observations):
         n_episodes, horizon = observations.shape[:2]

@@ -22,6 +22,7 @@ from garage_promp.algos._batch import MetaBatch, ProcessingConfig, process_episo
 from garage_promp.baselines import Baseline, LinearFeatureBaseline, LinearTimeBaseline
 from garage_promp.objectives import (
     dice_objective,
+    discount_cumsum,
     emaml_objective,
     gaussian_kl,
     gaussian_log_likelihood,
