@@ -2,6 +2,7 @@
 
 Importing this package first applies :mod:`garage_promp._garage_compat`, which
 makes garage 2021.3 importable on Python 3.11 / torch 2 without TensorFlow.
+Import ``garage_promp`` before ``garage``.
 """
 from garage_promp import _garage_compat
 
@@ -9,4 +10,24 @@ _garage_compat.apply()
 
 __version__ = '0.1.0'
 
-__all__ = ['__version__']
+# pylint: disable=wrong-import-position
+from garage_promp.algos import (  # noqa: E402
+                                EMAMLVPG,
+                                LVCVPG,
+                                MAMLVPG,
+                                TRPOMAML,
+                                DiCEVPG,
+                                MetaPolicySearch,
+                                MetaVPG,
+                                ProMP,
+)
+from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline  # noqa: E402
+from garage_promp.experiment import MetaEvaluator  # noqa: E402
+from garage_promp.policies import AdaptedPolicy  # noqa: E402
+from garage_promp.sampler import MetaBatchWorker, make_sampler  # noqa: E402
+
+__all__ = [
+    '__version__', 'AdaptedPolicy', 'DiCEVPG', 'EMAMLVPG', 'LinearFeatureBaseline',
+    'LinearTimeBaseline', 'LVCVPG', 'MAMLVPG', 'MetaBatchWorker', 'MetaEvaluator',
+    'MetaPolicySearch', 'MetaVPG', 'ProMP', 'TRPOMAML', 'ZeroBaseline', 'make_sampler'
+]

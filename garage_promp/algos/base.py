@@ -377,7 +377,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             total = total + objective / n_tasks
             kl_total = kl_total + kl / n_tasks
             for key, value in task_stats.items():
-                stats[key] += float(value) / n_tasks
+                stats[key] += float(torch.as_tensor(value).detach()) / n_tasks
         return MetaObjective(total, kl_total, dict(stats))
 
     # -------------------------------------------------------------- training

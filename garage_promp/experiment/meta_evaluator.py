@@ -1,0 +1,71 @@
+"""garage's MetaEvaluator, adapting with all K inner steps."""
+from dowel import logger, tabular
+from garage import EpisodeBatch, log_multitask_performance
+from garage.experiment import MetaEvaluator as GarageMetaEvaluator
+from garage.experiment.deterministic import get_seed
+from garage.sampler import DefaultWorker, LocalSampler, WorkerFactory
+
+
+class MetaEvaluator(GarageMetaEvaluator):
+    """Meta-test with K inner steps and fresh episodes after each step.
+
+    garage's ``MetaEvaluator`` explores once and calls ``adapt_policy`` once,
+    so an algorithm trained with K > 1 inner steps is meta-tested with one.
+    This subclass (same constructor, same ``MetaTest/...`` log keys) repeats
+    explore → ``adapt_policy`` ``algo.num_inner_grad_steps`` times, each
+    round sampling ``n_exploration_eps`` episodes with the latest adapted
+    policy, exactly as meta-training does; then it samples
+    ``n_test_episodes`` evaluation episodes per task.
+    """
+
+    def evaluate(self, algo, test_episodes_per_task=None):
+        """Adapt to each test task with K steps and log the evaluation.
+
+        Args:
+            algo (MetaRLAlgorithm): The algorithm; ``num_inner_grad_steps``
+                is read if present (else 1).
+            test_episodes_per_task (int or None): Evaluation episodes per
+                task (default: ``n_test_episodes``).
+
+        """
+        if test_episodes_per_task is None:
+            test_episodes_per_task = self._n_test_episodes
+        num_steps = getattr(algo, 'num_inner_grad_steps', 1)
+        logger.log('Sampling for adaptation and meta-testing...')
+        env_updates = self._test_task_sampler.sample(self._n_test_tasks)
+        if self._test_sampler is None:
+            env = env_updates[0]()
+            self._max_episode_length = env.spec.max_episode_length
+            self._test_sampler = LocalSampler.from_worker_factory(
+                WorkerFactory(seed=get_seed(),
+                              max_episode_length=self._max_episode_length,
+                              n_workers=1,
+                              worker_class=DefaultWorker,
+                              worker_args=self._worker_args),
+                agents=algo.get_exploration_policy(),
+                envs=env)
+        adapted_episodes = []
+        for env_up in env_updates:
+            policy = algo.get_exploration_policy()
+            for _ in range(num_steps):
+                eps = EpisodeBatch.concatenate(*[
+                    self._test_sampler.obtain_samples(self._eval_itr, 1,
+                                                      policy, env_up)
+                    for _ in range(self._n_exploration_eps)
+                ])
+                policy = algo.adapt_policy(policy, eps)
+            adapted_episodes.append(
+                self._test_sampler.obtain_samples(
+                    self._eval_itr,
+                    test_episodes_per_task * self._max_episode_length,
+                    policy, env_up))
+        logger.log('Finished meta-testing...')
+        name_map = (None if self._test_task_names is None else dict(
+            enumerate(self._test_task_names)))
+        with tabular.prefix(self._prefix + '/' if self._prefix else ''):
+            log_multitask_performance(
+                self._eval_itr,
+                EpisodeBatch.concatenate(*adapted_episodes),
+                getattr(algo, 'discount', 1.0),
+                name_map=name_map)
+        self._eval_itr += 1

@@ -1,0 +1,53 @@
+"""Shared test helpers: a short garage PointEnv and algorithm factories."""
+import garage_promp
+from garage_promp.algos import (DiCEVPG, EMAMLVPG, LVCVPG, MAMLVPG, ProMP,
+                                TRPOMAML)
+from garage_promp.experiment import MetaEvaluator
+from garage.envs import PointEnv
+from garage.experiment.deterministic import set_seed
+from garage.experiment.task_sampler import SetTaskSampler
+from garage.torch.policies import GaussianMLPPolicy
+
+HORIZON = 5
+
+ALGOS = {
+    'ProMP': ProMP,
+    'TRPOMAML': TRPOMAML,
+    'LVCVPG': LVCVPG,
+    'DiCEVPG': DiCEVPG,
+    'MAMLVPG': MAMLVPG,
+    'EMAMLVPG': EMAMLVPG,
+}
+
+
+class ShortPointEnv(PointEnv):
+    """garage's PointEnv (a meta-env: sample_tasks/set_task), short episodes."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault('max_episode_length', HORIZON)
+        super().__init__(**kwargs)
+
+
+def make_setup(seed=1, hidden_sizes=(8, ), learn_std=True, n_workers=1,
+               kind='local'):
+    """Env, policy, sampler and task sampler for a tiny meta-RL run."""
+    set_seed(seed)
+    env = ShortPointEnv()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=hidden_sizes,
+                               learn_std=learn_std)
+    sampler = garage_promp.make_sampler(policy, env, kind=kind,
+                                        n_workers=n_workers)
+    return env, policy, sampler, SetTaskSampler(ShortPointEnv)
+
+
+def make_algo(name, seed=1, evaluator=False, setup_kwargs=None, **kwargs):
+    """One of the algorithms on ShortPointEnv with a tiny batch."""
+    env, policy, sampler, task_sampler = make_setup(seed, **(setup_kwargs
+                                                             or {}))
+    kwargs.setdefault('meta_batch_size', 3)
+    kwargs.setdefault('episodes_per_task', 2)
+    if evaluator:
+        kwargs['meta_evaluator'] = MetaEvaluator(
+            test_task_sampler=task_sampler, n_test_tasks=2,
+            n_exploration_eps=2, n_test_episodes=1)
+    return env, ALGOS[name](env, policy, sampler, task_sampler, **kwargs)
