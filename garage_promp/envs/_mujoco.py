@@ -1,0 +1,181 @@
+"""Shared machinery of the MuJoCo meta-envs: the base class and task mixins.
+
+The envs run on gymnasium's ``MujocoEnv`` (official ``mujoco`` bindings, no
+mujoco-py) with gymnasium's bundled XML assets. The 2018 gym-v2 XMLs the paper
+used are the ``*.xml`` (not ``*_v5.xml``) assets, whose timesteps match
+([G] in the spec); where the paper changed a timestep (RandParams), the class
+sets :attr:`MujocoMetaEnv.sim_timestep` to reproduce the paper's ``dt``.
+Physics differs from MuJoCo 1.50 / 1.31 in detail (new solver defaults), so
+returns are comparable with the paper's but not bit-identical.
+"""
+from typing import Any, Dict, List
+
+from garage_promp.envs import _tasks
+from garage_promp.envs.base import MetaEnv
+
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
+from gymnasium.spaces import Box
+import numpy as np
+
+DIAGNOSTIC_KEYS = {'forward_vel': 'ForwardVel', 'ctrl_cost': 'CtrlCost'}
+
+
+class MujocoMetaEnv(MetaEnv, MujocoEnv):
+    """A MuJoCo meta-env: XML, frame skip, reset noise, pickling.
+
+    Subclasses set the class attributes below and implement ``step`` and
+    ``_get_obs``; a task mixin placed before this class in the bases supplies
+    the task methods. ``env_info`` of every step holds at least
+    ``forward_vel`` (velocity along the task's direction, m/s), ``ctrl_cost``
+    (the control penalty subtracted from the reward) and ``task`` (the task
+    as a float64 vector), all numeric, the same keys every step.
+    Observations are float32, like the spaces garage's policies expect.
+
+    Args:
+        seed (int or None): Seed of the task and reset-noise generators
+            (see :mod:`garage_promp.envs.base`).
+
+    """
+
+    xml_file: str = ''
+    """Asset of gymnasium's ``envs/mujoco/assets``."""
+    frame_skip: int = 1
+    sim_timestep: float | None = None
+    """If set, replaces the XML's ``opt.timestep`` (dt = timestep * skip)."""
+    obs_dim: int = 0
+    qpos_noise: float = 0.
+    """Reset: qpos = init_qpos + U(-qpos_noise, qpos_noise)."""
+    qvel_noise: float = 0.
+    """Reset: qvel = init_qvel + U(+-qvel_noise), or qvel_noise * N(0, 1)."""
+    qvel_noise_normal: bool = False
+    metadata = {'render_modes': ['human', 'rgb_array', 'depth_array']}
+    diagnostic_keys = DIAGNOSTIC_KEYS
+
+    def __init__(self, seed: int | None = None):
+        MujocoEnv.__init__(self,
+                           self.xml_file,
+                           self.frame_skip,
+                           observation_space=Box(-np.inf,
+                                                 np.inf,
+                                                 shape=(self.obs_dim, ),
+                                                 dtype=np.float32))
+        self.metadata = {
+            **self.metadata, 'render_fps': int(round(1. / self.dt))
+        }
+        self._init_meta_env(seed, self._default_task())
+
+    def _initialize_simulation(self):
+        model, data = super()._initialize_simulation()
+        if self.sim_timestep is not None:
+            model.opt.timestep = self.sim_timestep
+        return model, data
+
+    def reset_model(self) -> np.ndarray:
+        """Reset noise of spec §6, drawn from ``self.np_random``."""
+        qpos = self.init_qpos + self.np_random.uniform(
+            -self.qpos_noise, self.qpos_noise, size=self.model.nq)
+        if self.qvel_noise_normal:
+            qvel = self.init_qvel + self.qvel_noise * \
+                self.np_random.standard_normal(self.model.nv)
+        else:
+            qvel = self.init_qvel + self.np_random.uniform(
+                -self.qvel_noise, self.qvel_noise, size=self.model.nv)
+        self.set_state(qpos, qvel)
+        return self._get_obs()
+
+    def _get_obs(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _default_task(self) -> Any:
+        raise NotImplementedError
+
+    def _progress(self, before: np.ndarray, after: np.ndarray) -> float:
+        """Displacement counted as forward: along +x (overridden by tasks)."""
+        return float(after[0] - before[0])
+
+    def _info(self, forward_vel: float, ctrl_cost: float,
+              **extra: float) -> Dict[str, Any]:
+        return dict(forward_vel=forward_vel,
+                    ctrl_cost=ctrl_cost,
+                    task=self._task_vector,
+                    **extra)
+
+    # MjModel / MjData pickle exactly (mid-episode state included); the
+    # renderer may hold an OpenGL context, so it is rebuilt instead.
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        state['mujoco_renderer'] = None
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.mujoco_renderer = MujocoRenderer(self.model,
+                                              self.data,
+                                              width=self.width,
+                                              height=self.height,
+                                              camera_id=self.camera_id,
+                                              camera_name=self.camera_name)
+
+
+class DirectionTasks:
+    """Task mixin: a direction to run in.
+
+    ``direction_dims = 1``: fwd/back, d in {-1, +1} (a float). ``2``: d uniform
+    on the unit circle (an array of shape (2,)). Forward progress is
+    d . (pos_after - pos_before) over the first ``direction_dims`` coordinates.
+    """
+
+    direction_dims: int = 1
+
+    def _sample_tasks(self, rng: np.random.Generator,
+                      n_tasks: int) -> List[Any]:
+        if self.direction_dims == 1:
+            return _tasks.sample_signs(rng, n_tasks)
+        return _tasks.sample_unit_vectors(rng, n_tasks)
+
+    def _check_task(self, task: Any) -> Any:
+        if self.direction_dims == 1:
+            return _tasks.check_sign(task, 'direction')
+        return _tasks.check_unit_vector(task, 'direction')
+
+    def _default_task(self) -> Any:
+        return 1. if self.direction_dims == 1 else np.array([1., 0.])
+
+    def _progress(self, before: np.ndarray, after: np.ndarray) -> float:
+        dims = self.direction_dims
+        return float(self._task_vector @ (after[:dims] - before[:dims]))
+
+
+class RandParamsTasks:
+    """Task mixin: random physical parameters (rand_param_envs, spec §6).
+
+    A task is a dict of arrays ``body_mass``, ``body_inertia``,
+    ``dof_damping``, ``geom_friction``: the model's initial values times
+    elementwise multipliers 1.5**U(-3,3) (1.3**U(-3,3) for damping).
+    ``set_task`` writes them into the model (no ``mj_setConst``, as the
+    reference, which overwrote the arrays of MuJoCo 1.31). Forward progress
+    is along +x.
+    """
+
+    def _default_task(self) -> Dict[str, np.ndarray]:
+        # Runs once, right after the model is loaded: record its values.
+        self._init_params = {
+            key: getattr(self.model, key).copy()
+            for key in _tasks.RAND_PARAMS_BASES
+        }
+        return {key: value.copy() for key, value in self._init_params.items()}
+
+    def _sample_tasks(self, rng: np.random.Generator,
+                      n_tasks: int) -> List[Dict[str, np.ndarray]]:
+        return _tasks.sample_rand_params(rng, n_tasks, self._init_params)
+
+    def _check_task(self, task: Any) -> Dict[str, np.ndarray]:
+        return _tasks.check_rand_params(task, self._init_params)
+
+    def _apply_task(self) -> None:
+        for key, value in self._task.items():
+            getattr(self.model, key)[:] = value
+
+    def _make_task_vector(self) -> np.ndarray:
+        return _tasks.flat_params(self._task, _tasks.RAND_PARAMS_BASES)

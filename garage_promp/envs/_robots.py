@@ -1,0 +1,169 @@
+"""Robot bases shared by several meta-envs: Ant, Humanoid, planar walkers.
+
+Each base fixes the robot's XML, frame skip, observation, reset noise and
+reward terms of spec §6; the env modules only add the task.
+"""
+from typing import Any, Dict, Tuple
+
+from garage_promp.envs._mujoco import DirectionTasks, MujocoMetaEnv
+
+import numpy as np
+
+StepResult = Tuple[np.ndarray, float, bool, bool, Dict[str, Any]]
+
+
+class AntBase(MujocoMetaEnv):
+    """gym-v2 Ant: ``ant.xml``, frame skip 5, dt 0.05.
+
+    Observation: qpos[2:] (13) | qvel (14) | clip(cfrc_ext, -1, 1) (84) = 111
+    (``full_qpos_obs``: full qpos, 113). Reset noise: qpos U(+-0.1), qvel
+    0.1 N(0, 1). ``cfrc_ext`` is filled by gymnasium's ``mj_rnePostConstraint``
+    call after each step, as MuJoCo 1.50 did inside ``mj_step``.
+    """
+
+    xml_file = 'ant.xml'
+    frame_skip = 5
+    obs_dim = 111
+    qpos_noise = 0.1
+    qvel_noise = 0.1
+    qvel_noise_normal = True
+    full_qpos_obs = False
+
+    def __init__(self, seed: Any = None):
+        super().__init__(seed)
+        self._torso = self.model.body('torso').id
+
+    def _get_obs(self) -> np.ndarray:
+        qpos = self.data.qpos if self.full_qpos_obs else self.data.qpos[2:]
+        return np.concatenate(
+            [qpos, self.data.qvel,
+             np.clip(self.data.cfrc_ext, -1, 1).ravel()],
+            dtype=np.float32)
+
+    def _torso_xy(self) -> np.ndarray:
+        # get_body_com('torso')[:2]; copied, data.xpos changes in place.
+        return self.data.xpos[self._torso, :2].copy()
+
+    def _contact_cost(self) -> float:
+        return 0.5e-3 * float(
+            np.square(np.clip(self.data.cfrc_ext, -1, 1)).sum())
+
+
+class AntDirectionBase(DirectionTasks, AntBase):
+    """Ant running in a task direction (AntRandDirecEnv / AntRandDirec2DEnv).
+
+    r = d . (xy_after - xy_before) / dt - 0.5 sum(a^2)
+    - 0.5e-3 sum(clip(cfrc_ext, -1, 1)^2) + 1.0 (only the first
+    ``direction_dims`` coordinates count). Terminates when the state is not
+    finite or the torso height qpos[2] leaves [0, 1] (gym's Ant-v2 uses
+    [0.2, 1]; spec §10 item 17).
+    """
+
+    def step(self, action: np.ndarray) -> StepResult:
+        """Advance ``frame_skip`` physics steps; reward as the class doc."""
+        xy_before = self._torso_xy()
+        self.do_simulation(action, self.frame_skip)
+        forward_vel = self._progress(xy_before, self._torso_xy()) / self.dt
+        ctrl_cost = 0.5 * float(np.square(action).sum())
+        contact_cost = self._contact_cost()
+        reward = forward_vel - ctrl_cost - contact_cost + 1.0
+        height = self.data.qpos[2]
+        healthy = np.isfinite(self.state_vector()).all() and \
+            0. <= height <= 1.
+        return (self._get_obs(), reward, not healthy, False,
+                self._info(forward_vel, ctrl_cost, contact_cost=contact_cost))
+
+
+class HumanoidDirectionBase(DirectionTasks, MujocoMetaEnv):
+    """gym-v2 Humanoid running in a task direction (HumanoidRandDirec[2D]Env).
+
+    ``humanoid.xml`` (timestep 0.003), frame skip 5, dt 0.015, ctrlrange
+    [-0.4, 0.4]. Observation: qpos[2:] (22) | qvel (23) | cinert (140) |
+    cvel (84) | qfrc_actuator (23) | cfrc_ext (84) = 376 (the world body's
+    rows included, as gym-v2). Reward:
+    0.25 d . (com_after - com_before) / opt.timestep - 0.1 sum(ctrl^2)
+    - min(0.5e-6 sum(cfrc_ext^2), 10) + 5, where com is the mass centre.
+    The velocity term divides by the physics timestep, not dt, as gym's
+    Humanoid-v2 of 2018 (spec §10 item 17); ``env_info['forward_vel']`` is
+    the true velocity d . (com_after - com_before) / dt. Terminates when the
+    torso height qpos[2] leaves [1, 2]. Reset noise U(+-0.01) on qpos, qvel.
+    """
+
+    xml_file = 'humanoid.xml'
+    frame_skip = 5
+    obs_dim = 376
+    qpos_noise = 0.01
+    qvel_noise = 0.01
+
+    def _get_obs(self) -> np.ndarray:
+        data = self.data
+        parts = (data.qpos[2:], data.qvel, data.cinert.ravel(),
+                 data.cvel.ravel(), data.qfrc_actuator, data.cfrc_ext.ravel())
+        return np.concatenate(parts, dtype=np.float32)
+
+    def _mass_center(self) -> np.ndarray:
+        mass = self.model.body_mass
+        return (mass @ self.data.xipos) / mass.sum()
+
+    def step(self, action: np.ndarray) -> StepResult:
+        """Advance ``frame_skip`` physics steps; reward as the class doc."""
+        com_before = self._mass_center()
+        self.do_simulation(action, self.frame_skip)
+        progress = self._progress(com_before, self._mass_center())
+        forward_reward = 0.25 * progress / self.model.opt.timestep
+        ctrl_cost = 0.1 * float(np.square(self.data.ctrl).sum())
+        impact_cost = min(0.5e-6 * float(np.square(self.data.cfrc_ext).sum()),
+                          10.)
+        reward = forward_reward - ctrl_cost - impact_cost + 5.0
+        height = self.data.qpos[2]
+        terminated = bool(height < 1.0 or height > 2.0)
+        return (self._get_obs(), reward, terminated, False,
+                self._info(progress / self.dt,
+                           ctrl_cost,
+                           impact_cost=impact_cost))
+
+
+class PlanarBase(MujocoMetaEnv):
+    """Planar runners (Walker2d, Hopper): x = qpos[0], height, angle = qpos[1:3].
+
+    Observation: qpos[1:] | clip(qvel, -10, 10). Reward:
+    progress / dt + 1.0 - 1e-3 sum(a^2) (progress along the task direction,
+    +x without a direction task). Reset noise U(+-0.005) on qpos and qvel.
+    Subclasses define :meth:`_healthy`; the episode terminates when it is
+    False.
+    """
+
+    qpos_noise = 0.005
+    qvel_noise = 0.005
+
+    def _get_obs(self) -> np.ndarray:
+        return np.concatenate(
+            [self.data.qpos[1:],
+             np.clip(self.data.qvel, -10, 10)],
+            dtype=np.float32)
+
+    def _healthy(self) -> bool:
+        raise NotImplementedError
+
+    def step(self, action: np.ndarray) -> StepResult:
+        """Advance ``frame_skip`` physics steps; reward as the class doc."""
+        x_before = self.data.qpos[:1].copy()
+        self.do_simulation(action, self.frame_skip)
+        forward_vel = self._progress(x_before, self.data.qpos[:1]) / self.dt
+        ctrl_cost = 1e-3 * float(np.square(action).sum())
+        reward = forward_vel + 1.0 - ctrl_cost
+        return (self._get_obs(), reward, not self._healthy(), False,
+                self._info(forward_vel, ctrl_cost))
+
+
+class WalkerBase(PlanarBase):
+    """gym-v2 Walker2d: ``walker2d.xml`` (left foot friction 1.9, timestep
+    0.002), 6 actuators in [-1, 1], observation 17. Healthy while
+    0.8 < height < 2.0 and -1 < angle < 1."""
+
+    xml_file = 'walker2d.xml'
+    obs_dim = 17
+
+    def _healthy(self) -> bool:
+        height, angle = self.data.qpos[1:3]
+        return bool(0.8 < height < 2.0 and -1.0 < angle < 1.0)

@@ -1,0 +1,342 @@
+"""A garage ``Environment`` for gymnasium environments.
+
+garage 2021.3's ``GymEnv`` only accepts old-``gym`` envs (and expects the old
+4-tuple ``step``), so garage_promp brings this adapter. It also forwards the
+meta-environment interface (``sample_tasks``, ``set_task``, ``get_task``,
+``task``, ``log_diagnostics``, ``seed``) so garage's ``SetTaskSampler`` and
+wrappers such as ``garage.envs.normalize`` reach it.
+"""
+import math
+from typing import Any, Dict, Tuple
+
+from garage_promp.envs.base import check_seed
+
+import akro
+from garage import Environment, EnvSpec, EnvStep, StepType
+import gymnasium
+import numpy as np
+
+
+def check_max_episode_length(max_episode_length: Any) -> int | None:
+    """Return ``max_episode_length`` as an int >= 1 (or None).
+
+    Raises:
+        ValueError: If it is neither None nor an int >= 1.
+
+    """
+    if max_episode_length is None:
+        return None
+    if isinstance(max_episode_length, bool) or not isinstance(
+            max_episode_length, (int, np.integer)) or max_episode_length < 1:
+        raise ValueError('max_episode_length must be an int >= 1 or None, '
+                         f'got {max_episode_length!r}')
+    return int(max_episode_length)
+
+
+def _to_akro_box(space: gymnasium.Space, name: str) -> akro.Box:
+    if not isinstance(space, gymnasium.spaces.Box):
+        raise ValueError(f'{name} must be a gymnasium.spaces.Box, got '
+                         f'{type(space).__name__} ({space!r})')
+    return akro.Box(low=space.low.astype(np.float32),
+                    high=space.high.astype(np.float32),
+                    dtype=np.float32)
+
+
+class GymnasiumEnv(Environment):
+    """Adapts a gymnasium env (``reset -> (obs, info)``, 5-tuple ``step``).
+
+    * ``terminated`` gives ``StepType.TERMINAL`` (even on the last allowed
+      step, where garage's ``StepType.get_step_type`` would say TIMEOUT: the
+      state is terminal, so no value should be bootstrapped from it);
+      ``truncated`` or reaching ``max_episode_length`` gives
+      ``StepType.TIMEOUT``; the rest is ``StepType.get_step_type``.
+    * Spaces are float32 ``akro.Box`` built from the gymnasium Box bounds,
+      and observations are float32 to match them (garage's ``EpisodeBatch``
+      warns about observations outside the space, dtype included). The
+      cast copies nothing when the env already returns float32, as
+      garage_promp's envs do.
+    * ``env_info`` is the gymnasium ``info`` dict, passed through.
+    * With ``check_finite`` (default), a non-finite observation, reward or
+      action raises ValueError naming the field, the task and the last action
+      (MuJoCo would otherwise silently reset a simulation fed a NaN control).
+
+    Args:
+        env (gymnasium.Env): The env to adapt. Its observation and action
+            spaces must be ``gymnasium.spaces.Box``.
+        max_episode_length (int or None): Episode length limit; None takes
+            ``env.spec.max_episode_steps`` when the env has a spec.
+        check_finite (bool): Check observations, rewards and actions for
+            NaN / inf each step.
+
+    Raises:
+        ValueError: If env is not a gymnasium env, a space is not a Box, or
+            max_episode_length is not an int >= 1.
+
+    """
+
+    def __init__(self,
+                 env: gymnasium.Env,
+                 max_episode_length: int | None = None,
+                 check_finite: bool = True):
+        max_episode_length = check_max_episode_length(max_episode_length)
+        if not isinstance(env, gymnasium.Env):
+            raise ValueError(
+                f'env must be a gymnasium.Env, got {type(env).__name__}')
+        if max_episode_length is None and env.spec is not None:
+            max_episode_length = env.spec.max_episode_steps
+        self._env = env
+        self._spec = EnvSpec(
+            observation_space=_to_akro_box(env.observation_space,
+                                           'observation_space'),
+            action_space=_to_akro_box(env.action_space, 'action_space'),
+            max_episode_length=max_episode_length)
+        self._max_episode_length = max_episode_length
+        self._check_finite = bool(check_finite)
+        self._step_cnt = None
+        self._visualize = False
+        self._reset_seed = None
+
+    @property
+    def action_space(self) -> akro.Box:
+        """akro.Box: The action space (float32)."""
+        return self._spec.action_space
+
+    @property
+    def observation_space(self) -> akro.Box:
+        """akro.Box: The observation space (float32)."""
+        return self._spec.observation_space
+
+    @property
+    def spec(self) -> EnvSpec:
+        """EnvSpec: Spaces and max_episode_length."""
+        return self._spec
+
+    @property
+    def render_modes(self) -> list:
+        """list[str]: The gymnasium env's ``metadata['render_modes']``."""
+        return list(self._env.metadata.get('render_modes', []))
+
+    @property
+    def gym_env(self) -> gymnasium.Env:
+        """gymnasium.Env: The adapted gymnasium env."""
+        return self._env
+
+    @property
+    def unwrapped(self) -> Any:
+        """The gymnasium env's ``unwrapped`` (as garage's ``GymEnv``).
+
+        ``SetTaskUpdate`` reuses an env when ``env.unwrapped`` is an instance
+        of the env type it was given; this makes
+        ``SetTaskSampler(<gymnasium class>, wrapper=<builds GymnasiumEnv>)``
+        reuse envs. Subclasses that are themselves the env type override it.
+        """
+        return self._env.unwrapped
+
+    def reset(self) -> Tuple[np.ndarray, Dict]:
+        """Reset the env.
+
+        Returns:
+            numpy.ndarray: First observation.
+            dict: Episode-level info (the gymnasium reset info).
+
+        Raises:
+            ValueError: If the first observation is not finite.
+
+        """
+        obs, info = self._env.reset(seed=self._reset_seed)
+        obs = np.asarray(obs, dtype=np.float32)
+        self._reset_seed = None
+        self._step_cnt = 0
+        if self._check_finite and not np.isfinite(obs).all():
+            self._raise_not_finite('observation', obs, None, 'at reset')
+        return obs, info
+
+    def step(self, action: np.ndarray) -> EnvStep:
+        """Step the env.
+
+        Args:
+            action (numpy.ndarray): Action, shape :math:`(A^*, )`.
+
+        Returns:
+            EnvStep: The step; ``env_info`` is the gymnasium info dict.
+
+        Raises:
+            RuntimeError: If reset() was not called after the last episode.
+            ValueError: If the action, observation or reward is not finite.
+
+        """
+        if self._step_cnt is None:
+            raise RuntimeError('reset() must be called before step()!')
+        self._step_cnt += 1
+        if self._check_finite and not np.isfinite(action).all():
+            self._raise_not_finite('action', action, action)
+        obs, reward, terminated, truncated, info = self._env.step(action)
+        obs = np.asarray(obs, dtype=np.float32)
+        reward = float(reward)
+        if self._check_finite:
+            if not math.isfinite(reward):
+                self._raise_not_finite('reward', reward, action)
+            if not np.isfinite(obs).all():
+                self._raise_not_finite('observation', obs, action)
+        if terminated:
+            step_type = StepType.TERMINAL
+        elif truncated:
+            step_type = StepType.TIMEOUT
+        else:
+            step_type = StepType.get_step_type(self._step_cnt,
+                                               self._max_episode_length, False)
+        if step_type in (StepType.TERMINAL, StepType.TIMEOUT):
+            self._step_cnt = None
+        if self._visualize:
+            self.render('human')
+        return EnvStep(env_spec=self._spec,
+                       action=action,
+                       reward=reward,
+                       observation=obs,
+                       env_info=info,
+                       step_type=step_type)
+
+    def _raise_not_finite(self,
+                          field: str,
+                          value: Any,
+                          action: Any,
+                          where: str | None = None) -> None:
+        where = where or f'at step {self._step_cnt}'
+        task = self._forward('get_task')() if self._has('get_task') else None
+        raise ValueError(f'{field} is not finite (NaN or inf) {where} of '
+                         f'{type(self._env.unwrapped).__name__}, task={task!r}'
+                         f', last action={action!r}: {field}={value!r}')
+
+    def render(self, mode: str) -> Any:
+        """Render the env in ``mode`` (one of :attr:`render_modes`).
+
+        gymnasium fixes the render mode at construction; the mode is switched
+        on the unwrapped env for this call (MuJoCo envs render any mode).
+
+        Raises:
+            ValueError: If mode is not in :attr:`render_modes`.
+
+        """
+        self._validate_render_mode(mode)
+        env = self._env.unwrapped
+        previous, env.render_mode = env.render_mode, mode
+        try:
+            return self._env.render()
+        finally:
+            env.render_mode = previous
+
+    def visualize(self) -> None:
+        """Render each step in 'human' mode from now on."""
+        self._validate_render_mode('human')
+        self._visualize = True
+
+    def close(self) -> None:
+        """Close the gymnasium env."""
+        env = self.__dict__.get('_env')
+        if env is not None:
+            env.close()
+
+    # The meta-environment interface, forwarded to the gymnasium env.
+
+    def sample_tasks(self, n_tasks: int) -> list:
+        """Sample ``n_tasks`` tasks (forwarded)."""
+        return self._forward('sample_tasks')(n_tasks)
+
+    def set_task(self, task: Any) -> None:
+        """Set the task (forwarded). Does not reset the env."""
+        self._forward('set_task')(task)
+
+    def get_task(self) -> Any:
+        """Return the current task (forwarded)."""
+        return self._forward('get_task')()
+
+    @property
+    def task(self) -> Any:
+        """object: The current task (forwarded)."""
+        return self._forward('get_task')()
+
+    def log_diagnostics(self, episodes: Any, prefix: str = '') -> None:
+        """Log env diagnostics of ``episodes`` to dowel (forwarded)."""
+        self._forward('log_diagnostics')(episodes, prefix)
+
+    def seed(self, seed: int) -> None:
+        """Seed the env.
+
+        A :class:`~garage_promp.envs.base.MetaEnv` reseeds its task and
+        reset-noise generators; another gymnasium env is seeded through
+        ``reset(seed=seed)`` at the next :meth:`reset` (and its action space
+        now).
+
+        Raises:
+            ValueError: If seed is not a non-negative int.
+
+        """
+        seed = check_seed(seed)
+        if self._has('seed'):
+            self._forward('seed')(seed)
+        else:
+            self._reset_seed = seed
+            self._env.action_space.seed(seed)
+
+    def _has(self, name: str) -> bool:
+        return self._env.has_wrapper_attr(name)
+
+    def _forward(self, name: str) -> Any:
+        if not self._has(name):
+            raise AttributeError(
+                f'{type(self._env.unwrapped).__name__} has no {name!r}; it is '
+                'not a meta-environment (see garage_promp.envs.base.MetaEnv)')
+        return self._env.get_wrapper_attr(name)
+
+
+class GymnasiumMetaEnv(GymnasiumEnv):
+    """A garage env class that builds its own gymnasium meta-env.
+
+    The base of garage_promp's environment classes (``HalfCheetahFwdBackEnv``
+    etc.): a subclass names its gymnasium class and the paper's episode
+    length, so that it can be constructed without arguments and passed as the
+    env type to garage's ``SetTaskSampler``::
+
+        SetTaskSampler(HalfCheetahFwdBackEnv,
+                       wrapper=lambda env, _: normalize(
+                           env, expected_action_scale=10.))
+
+    It is its own :attr:`unwrapped`, so ``SetTaskUpdate`` recognises it
+    (also through garage wrappers) and reuses it with ``set_task``.
+
+    Args:
+        max_episode_length (int or None): Episode length; None takes the
+            class's :attr:`default_max_episode_length` (the paper's H).
+        seed (int or None): Seed of the env's task and reset-noise generators
+            (see :mod:`garage_promp.envs.base`).
+        check_finite (bool): Check each step for NaN / inf.
+        **env_kwargs: Further arguments of :attr:`gym_env_cls`.
+
+    Raises:
+        ValueError: If max_episode_length is not an int >= 1, seed is not a
+            non-negative int, or an env argument is invalid.
+
+    """
+
+    gym_env_cls: type = None
+    """The gymnasium :class:`~garage_promp.envs.base.MetaEnv` class."""
+    default_max_episode_length: int = None
+    """The paper's horizon H for this env (spec §7)."""
+
+    def __init__(self,
+                 max_episode_length: int | None = None,
+                 *,
+                 seed: int | None = None,
+                 check_finite: bool = True,
+                 **env_kwargs: Any):
+        max_episode_length = check_max_episode_length(max_episode_length)
+        if seed is not None:
+            check_seed(seed)
+        super().__init__(self.gym_env_cls(seed=seed, **env_kwargs),
+                         max_episode_length or self.default_max_episode_length,
+                         check_finite)
+
+    @property
+    def unwrapped(self) -> 'GymnasiumMetaEnv':
+        """GymnasiumMetaEnv: This env (the env type SetTaskUpdate checks)."""
+        return self

@@ -1,0 +1,124 @@
+"""Task distributions and task checks of the paper's envs (spec §6)."""
+import garage_promp  # noqa: F401
+from garage_promp.envs import _tasks
+
+import numpy as np
+import pytest
+
+N = 20000
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def test_signs_are_uniform_on_plus_minus_one(rng):
+    signs = np.array(_tasks.sample_signs(rng, N))
+    assert set(np.unique(signs)) == {-1., 1.}
+    assert abs(signs.mean()) < 0.05  # SE of the mean: 1/sqrt(N) = 0.007
+
+
+def test_unit_vectors_are_uniform_on_the_circle(rng):
+    directions = np.array(_tasks.sample_unit_vectors(rng, N))
+    assert directions.shape == (N, 2)
+    np.testing.assert_allclose(np.linalg.norm(directions, axis=1), 1.)
+    angle = np.arctan2(directions[:, 1], directions[:, 0])
+    counts, _ = np.histogram(angle, bins=8, range=(-np.pi, np.pi))
+    # Uniform: each octant holds N/8 = 2500 (SE about 47).
+    np.testing.assert_allclose(counts, N / 8, atol=250)
+
+
+def test_disc_goals_are_uniform_in_the_radius_3_disc(rng):
+    goals = np.array(_tasks.sample_disc_goals(rng, N, 3.))
+    r2 = np.square(goals).sum(axis=1)
+    assert r2.max() <= 9.
+    # r = 3 sqrt(U) => r^2 = 9 U: mean 4.5, SE 9 / sqrt(12 N) = 0.018.
+    assert r2.mean() == pytest.approx(4.5, abs=0.1)
+    # Uniform in area: a quarter of the goals lie within radius 1.5.
+    assert np.mean(r2 < 1.5**2) == pytest.approx(0.25, abs=0.02)
+    np.testing.assert_allclose(goals.mean(axis=0), 0., atol=0.08)
+
+
+def test_corners_are_uniform(rng):
+    goals = np.array(_tasks.sample_corners(rng, N))
+    for corner in _tasks.CORNERS:
+        share = np.mean((goals == corner).all(axis=1))
+        assert share == pytest.approx(0.25, abs=0.02)
+
+
+def test_rand_params_multipliers_are_log_uniform_within_bounds(rng):
+    # With initial values of one, a task *is* its multipliers.
+    init = {
+        'body_mass': np.ones(5),
+        'body_inertia': np.ones((5, 3)),
+        'dof_damping': np.ones(6),
+        'geom_friction': np.ones((5, 3)),
+    }
+    tasks = _tasks.sample_rand_params(rng, 2000, init)
+    for key, base in (('body_mass', 1.5), ('body_inertia', 1.5),
+                      ('dof_damping', 1.3), ('geom_friction', 1.5)):
+        mult = np.stack([task[key] for task in tasks])
+        assert mult.shape == (2000, ) + init[key].shape
+        exponent = np.log(mult) / np.log(base)
+        assert exponent.min() >= -3. and exponent.max() <= 3.
+        # U(-3, 3): mean 0, variance 36 / 12 = 3; elementwise independent.
+        assert exponent.mean() == pytest.approx(0., abs=0.1)
+        assert exponent.var() == pytest.approx(3., abs=0.15)
+        assert exponent.min() < -2.9 and exponent.max() > 2.9
+
+
+def test_rand_params_scale_the_initial_values(rng):
+    init = {key: np.full(3, 2.) for key in _tasks.RAND_PARAMS_BASES}
+    init['body_mass'] = np.array([0., 2., 4.])
+    task = _tasks.sample_rand_params(rng, 1, init)[0]
+    assert task['body_mass'][0] == 0.  # the world body has no mass
+    ratio = task['body_mass'][2] / 4.
+    assert 1.5**-3 <= ratio <= 1.5**3
+
+
+@pytest.mark.parametrize('task', [1., -1, np.float64(1.), [-1.], np.array([1.])])
+def test_check_sign_accepts(task):
+    assert _tasks.check_sign(task, 'direction') in (-1., 1.)
+
+
+@pytest.mark.parametrize('task', [0., 0.5, 2, True, 'a', [1., 1.], None,
+                                  np.nan])
+def test_check_sign_rejects(task):
+    with pytest.raises(ValueError,
+                       match=r'task direction should be 1\. or -1\.'):
+        _tasks.check_sign(task, 'direction')
+
+
+@pytest.mark.parametrize('task,match', [
+    ([1., 1.], 'unit norm'),
+    ([0.6, 0.8, 0.], r'shape \(2,\)'),
+    ([np.nan, 1.], 'finite'),
+    ('north', 'finite array'),
+])
+def test_check_unit_vector_rejects(task, match):
+    with pytest.raises(ValueError, match=match):
+        _tasks.check_unit_vector(task, 'direction')
+
+
+def test_check_corner():
+    np.testing.assert_array_equal(_tasks.check_corner((-2, 2)), [-2., 2.])
+    with pytest.raises(ValueError, match='one of the corners'):
+        _tasks.check_corner((1., 1.))
+
+
+@pytest.mark.parametrize('change,match', [
+    (lambda t: t.pop('dof_damping'), 'keys'),
+    (lambda t: t.update(extra=np.ones(1)), 'keys'),
+    (lambda t: t.update(body_mass=np.ones(4)), r"task\['body_mass'\]"),
+    (lambda t: t.update(geom_friction=-np.ones(3)), 'non-negative'),
+    (lambda t: t.update(dof_damping=np.array([1., np.inf, 1.])), 'finite'),
+])
+def test_check_rand_params_rejects(change, match):
+    init = {key: np.ones(3) for key in _tasks.RAND_PARAMS_BASES}
+    task = {key: np.ones(3) for key in _tasks.RAND_PARAMS_BASES}
+    change(task)
+    with pytest.raises(ValueError, match=match):
+        _tasks.check_rand_params(task, init)
+    with pytest.raises(ValueError, match='dict'):
+        _tasks.check_rand_params([1., 2.], init)

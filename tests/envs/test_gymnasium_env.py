@@ -1,0 +1,237 @@
+"""The gymnasium -> garage adapter."""
+import copy
+import pickle
+
+import garage_promp  # noqa: F401
+from garage_promp.envs import GymnasiumEnv, PointCornerGym, PointEnv1D
+
+import akro
+from garage import StepType
+from garage.envs import normalize
+import gymnasium
+from gymnasium.spaces import Box, Discrete
+import numpy as np
+import pytest
+
+
+class ToyEnv(gymnasium.Env):
+    """Counts steps; obs = [t, noise]; reward = t; ends where told to."""
+
+    metadata = {'render_modes': ['rgb_array']}
+
+    def __init__(self, terminate_at=None, truncate_at=None, bad=None,
+                 bad_at=2):
+        self.observation_space = Box(-5., np.array([5., 6.]),
+                                     dtype=np.float64)
+        self.action_space = Box(-1., 1., (3, ), dtype=np.float64)
+        self.render_mode = None
+        self.terminate_at = terminate_at
+        self.truncate_at = truncate_at
+        self.bad = bad  # 'observation', 'reward' or 'reset'
+        self.bad_at = bad_at
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        obs = np.array([0., self.np_random.uniform()])
+        if self.bad == 'reset':
+            obs[0] = np.nan
+        return obs, {'episode': 1}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.array([self.t, 0.])
+        reward = float(self.t)
+        if self.t == self.bad_at and self.bad == 'observation':
+            obs[1] = np.inf
+        if self.t == self.bad_at and self.bad == 'reward':
+            reward = np.nan
+        return (obs, reward, self.t == self.terminate_at,
+                self.t == self.truncate_at, {'t': self.t})
+
+    def render(self):
+        return np.full((2, 2, 3), self.render_mode == 'rgb_array')
+
+
+def _episode(env, n_steps=None):
+    env.reset()
+    step_types = []
+    for _ in range(n_steps or 1000):
+        es = env.step(np.zeros(3))
+        step_types.append(es.step_type)
+        if es.last:
+            break
+    return step_types
+
+
+def test_spaces_are_float32_akro_boxes_with_the_gymnasium_bounds():
+    env = GymnasiumEnv(ToyEnv(), max_episode_length=4)
+    for space in (env.observation_space, env.action_space):
+        assert isinstance(space, akro.Box) and space.dtype == np.float32
+    np.testing.assert_array_equal(env.observation_space.high, [5., 6.])
+    np.testing.assert_array_equal(env.action_space.low, -np.ones(3))
+    assert env.spec.max_episode_length == 4
+    assert env.spec.observation_space is env.observation_space
+
+
+def test_observations_are_float32():
+    env = GymnasiumEnv(ToyEnv(), max_episode_length=4)
+    obs, episode_info = env.reset()
+    assert obs.dtype == np.float32 and episode_info == {'episode': 1}
+    es = env.step(np.zeros(3))
+    assert es.observation.dtype == np.float32
+    np.testing.assert_array_equal(es.observation, [1., 0.])
+    assert es.reward == 1. and es.env_info == {'t': 1}
+
+
+def test_max_episode_length_gives_timeout():
+    env = GymnasiumEnv(ToyEnv(), max_episode_length=3)
+    assert _episode(env) == [StepType.FIRST, StepType.MID, StepType.TIMEOUT]
+
+
+def test_truncation_gives_timeout():
+    env = GymnasiumEnv(ToyEnv(truncate_at=2), max_episode_length=10)
+    assert _episode(env) == [StepType.FIRST, StepType.TIMEOUT]
+
+
+def test_termination_gives_terminal_even_on_the_last_step():
+    env = GymnasiumEnv(ToyEnv(terminate_at=2), max_episode_length=10)
+    assert _episode(env) == [StepType.FIRST, StepType.TERMINAL]
+    env = GymnasiumEnv(ToyEnv(terminate_at=3, truncate_at=3),
+                       max_episode_length=3)
+    assert _episode(env)[-1] == StepType.TERMINAL
+
+
+def test_step_needs_reset_before_and_after_an_episode():
+    env = GymnasiumEnv(ToyEnv(), max_episode_length=2)
+    with pytest.raises(RuntimeError, match='reset'):
+        env.step(np.zeros(3))
+    _episode(env)
+    with pytest.raises(RuntimeError, match='reset'):
+        env.step(np.zeros(3))
+    assert len(_episode(env)) == 2
+
+
+def test_max_episode_length_defaults_to_the_gymnasium_spec():
+    toy = ToyEnv()
+    toy.spec = gymnasium.envs.registration.EnvSpec('Toy-v0',
+                                                   max_episode_steps=7)
+    assert GymnasiumEnv(toy).spec.max_episode_length == 7
+    assert GymnasiumEnv(ToyEnv()).spec.max_episode_length is None
+
+
+@pytest.mark.parametrize('value', [0, -3, 2.5, True, '10'])
+def test_invalid_max_episode_length(value):
+    with pytest.raises(ValueError, match='max_episode_length'):
+        GymnasiumEnv(ToyEnv(), max_episode_length=value)
+
+
+@pytest.mark.parametrize('space_name', ['observation_space', 'action_space'])
+def test_non_box_space_is_rejected(space_name):
+    toy = ToyEnv()
+    setattr(toy, space_name, Discrete(3))
+    with pytest.raises(ValueError, match=f'{space_name} must be a .*Box'):
+        GymnasiumEnv(toy)
+
+
+def test_non_gymnasium_env_is_rejected():
+    with pytest.raises(ValueError, match='env must be a gymnasium.Env'):
+        GymnasiumEnv(object())
+
+
+@pytest.mark.parametrize('bad,match', [
+    ('observation', r'observation is not finite .*at step 2'),
+    ('reward', r'reward is not finite .*at step 2'),
+    ('reset', r'observation is not finite .*at reset'),
+])
+def test_non_finite_values_raise_naming_the_field(bad, match):
+    env = GymnasiumEnv(ToyEnv(bad=bad), max_episode_length=5)
+    with pytest.raises(ValueError, match=match):
+        _episode(env)
+    unchecked = GymnasiumEnv(ToyEnv(bad=bad), max_episode_length=5,
+                             check_finite=False)
+    _episode(unchecked)
+
+
+def test_non_finite_action_raises():
+    env = GymnasiumEnv(ToyEnv(), max_episode_length=5)
+    env.reset()
+    with pytest.raises(ValueError, match='action is not finite'):
+        env.step(np.array([0., np.nan, 0.]))
+
+
+def test_non_finite_error_names_task_and_last_action():
+    env = PointEnv1D(seed=0)
+    env.set_task(-1.)
+    env.reset()
+    action = np.array([0.25])
+    env.step(action)
+    env.gym_env.step = lambda a: (np.array([np.nan]), 0., False, False, {})
+    with pytest.raises(ValueError,
+                       match=r'task=-1\.0, last action=array\(\[0\.25\]\)'):
+        env.step(action)
+
+
+def test_render_modes_and_render():
+    env = GymnasiumEnv(ToyEnv(), max_episode_length=5)
+    assert env.render_modes == ['rgb_array']
+    assert env.render('rgb_array').all()
+    assert env.gym_env.render_mode is None
+    with pytest.raises(ValueError):
+        env.render('human')
+    with pytest.raises(ValueError):
+        env.visualize()
+
+
+def test_unwrapped_is_the_gymnasium_env_for_the_plain_adapter():
+    toy = ToyEnv()
+    env = GymnasiumEnv(toy)
+    assert env.unwrapped is toy and env.gym_env is toy
+    assert normalize(env).unwrapped is toy
+
+
+def test_meta_interface_is_forwarded_through_normalize():
+    gym_env = PointCornerGym(seed=3)
+    env = normalize(GymnasiumEnv(gym_env, max_episode_length=5))
+    tasks = env.sample_tasks(3)
+    env.set_task(tasks[2])
+    np.testing.assert_array_equal(env.task, tasks[2])
+    np.testing.assert_array_equal(env.get_task(), gym_env.get_task())
+    env.seed(3)
+    assert np.array_equal(env.sample_tasks(3), tasks)
+
+
+def test_non_meta_env_has_no_tasks():
+    env = GymnasiumEnv(ToyEnv())
+    with pytest.raises(AttributeError, match='not a meta-environment'):
+        env.set_task(1.)
+
+
+def test_seed_of_a_plain_env_seeds_the_next_reset():
+    env = GymnasiumEnv(ToyEnv())
+    env.seed(5)
+    first, _ = env.reset()
+    second, _ = env.reset()
+    env.seed(5)
+    again, _ = env.reset()
+    assert first[1] == again[1] != second[1]
+    with pytest.raises(ValueError, match='seed'):
+        env.seed(-1)
+
+
+@pytest.mark.parametrize('clone', [copy.deepcopy,
+                                   lambda e: pickle.loads(pickle.dumps(e))])
+def test_adapter_copies_keep_task_and_state(clone):
+    env = GymnasiumEnv(PointCornerGym(seed=1), max_episode_length=5)
+    env.set_task((-2., 2.))
+    env.reset()
+    env.step(np.array([0.1, 0.1]))
+    twin = clone(env)
+    np.testing.assert_array_equal(twin.task, [-2., 2.])
+    for _ in range(3):
+        a, b = env.step(np.array([0.1, -0.2])), twin.step(np.array([0.1,
+                                                                   -0.2]))
+        np.testing.assert_array_equal(a.observation, b.observation)
+        assert a.reward == b.reward and a.step_type == b.step_type
+    np.testing.assert_array_equal(env.reset()[0], twin.reset()[0])
