@@ -1,0 +1,300 @@
+"""MuJoCo meta-envs against spec §6: dims, dt, rewards, termination, noise."""
+import garage_promp  # noqa: F401
+from garage_promp.envs import (
+    AntFwdBackEnv,
+    AntRandDirecEnv,
+    AntRandGoalEnv,
+    HalfCheetahFwdBackEnv,
+    HopperRandParamsEnv,
+    HumanoidFwdBackEnv,
+    HumanoidRandDirecEnv,
+    WalkerFwdBackEnv,
+    WalkerRandParamsEnv,
+)
+
+from garage import StepType
+from garage.envs import normalize
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.mujoco
+
+# cls: (obs dim, action dim, ctrl bound, H, dt = timestep x frame skip)
+SPEC = {
+    HalfCheetahFwdBackEnv: (17, 6, 1., 100, 0.01 * 5),
+    AntFwdBackEnv: (111, 8, 1., 100, 0.01 * 5),
+    AntRandDirecEnv: (111, 8, 1., 100, 0.01 * 5),
+    AntRandGoalEnv: (113, 8, 1., 200, 0.01 * 5),
+    WalkerFwdBackEnv: (17, 6, 1., 200, 0.002 * 8),
+    HumanoidFwdBackEnv: (376, 17, 0.4, 200, 0.003 * 5),
+    HumanoidRandDirecEnv: (376, 17, 0.4, 200, 0.003 * 5),
+    HopperRandParamsEnv: (11, 3, 1., 200, 0.004 * 4),
+    WalkerRandParamsEnv: (17, 6, 1., 200, 0.004 * 4),
+}
+ENVS = list(SPEC)
+
+
+@pytest.mark.parametrize('cls', ENVS)
+def test_dimensions_horizon_and_dt(cls):
+    obs_dim, act_dim, bound, horizon, dt = SPEC[cls]
+    env = cls(seed=0)
+    assert env.observation_space.shape == (obs_dim, )
+    assert env.action_space.shape == (act_dim, )
+    np.testing.assert_array_equal(env.action_space.high, bound)
+    np.testing.assert_array_equal(env.action_space.low, -bound)
+    assert env.spec.max_episode_length == horizon
+    assert env.gym_env.dt == pytest.approx(dt)
+    obs, _ = env.reset()
+    assert obs.shape == (obs_dim, ) and obs.dtype == np.float32
+
+
+def _state(gym):
+    """Positions the rewards are made of, read straight from MuJoCo."""
+    model, data = gym.model, gym.data
+    mass = model.body_mass
+    return dict(x=data.qpos[0],
+                torso=data.xpos[model.body('torso').id, :2].copy(),
+                com=(mass[:, None] * data.xipos).sum(axis=0)[:2] / mass.sum())
+
+
+def _contact(gym):
+    return 0.5e-3 * np.square(np.clip(gym.data.cfrc_ext, -1, 1)).sum()
+
+
+def _humanoid(d, gym, before, after, a):
+    # The velocity term divides by opt.timestep = 0.003, not dt (spec §6).
+    progress = np.dot(d, (after['com'] - before['com'])[:np.size(d)])
+    impact = min(0.5e-6 * np.square(gym.data.cfrc_ext).sum(), 10.)
+    return 0.25 * progress / 0.003 - 0.1 * np.square(a).sum() - impact + 5.
+
+
+def _planar(d, dt):
+    return lambda gym, b, e, a: (d * (e['x'] - b['x']) / dt + 1. -
+                                 1e-3 * np.square(a).sum())
+
+
+# cls: (task, reward(gym, state before, state after, action)), spec §6.
+REWARD = {
+    HalfCheetahFwdBackEnv: (-1., lambda gym, b, e, a: -(e['x'] - b['x']) /
+                            0.05 - 0.05 * np.square(a).sum()),
+    AntFwdBackEnv: (-1., lambda gym, b, e, a: -(e['torso'][0] - b['torso'][
+        0]) / 0.05 - 0.5 * np.square(a).sum() - _contact(gym) + 1.),
+    AntRandDirecEnv: (np.array([0.6, -0.8]), lambda gym, b, e, a: np.dot(
+        [0.6, -0.8], e['torso'] - b['torso']) / 0.05 - 0.5 * np.square(
+            a).sum() - _contact(gym) + 1.),
+    AntRandGoalEnv: (np.array([1., -2.]), lambda gym, b, e, a: -np.abs(
+        e['torso'] - [1., -2.]).sum() - 0.1 * np.square(a).sum() -
+                     _contact(gym)),
+    WalkerFwdBackEnv: (-1., _planar(-1., 0.016)),
+    HumanoidFwdBackEnv: (-1., lambda *args: _humanoid(-1., *args)),
+    HumanoidRandDirecEnv: (np.array([0.8, 0.6]),
+                           lambda *args: _humanoid([0.8, 0.6], *args)),
+    HopperRandParamsEnv: (None, _planar(1., 0.016)),
+    WalkerRandParamsEnv: (None, _planar(1., 0.016)),
+}
+
+
+@pytest.mark.parametrize('zero_action', [True, False])
+@pytest.mark.parametrize('cls', ENVS)
+def test_reward_of_a_controlled_step(cls, zero_action):
+    task, reward = REWARD[cls]
+    env = cls(seed=1)
+    if task is not None:
+        env.set_task(task)
+    _, act_dim, bound, _, _ = SPEC[cls]
+    action = np.zeros(act_dim) if zero_action else 0.5 * bound * np.sin(
+        np.arange(act_dim) + 1.)
+    env.reset()
+    env.step(action)  # moving, so that the velocity terms are not zero
+    gym = env.gym_env
+    before = _state(gym)
+    es = env.step(action)
+    expected = reward(gym, before, _state(gym), action)
+    assert es.reward == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert abs(expected - reward(gym, before, before, action)) > 1e-5
+    assert set(es.env_info) >= {'forward_vel', 'ctrl_cost', 'task'}
+    np.testing.assert_array_equal(es.env_info['task'],
+                                  gym._make_task_vector())
+
+
+def test_half_cheetah_backward_zero_action_reward_is_minus_velocity():
+    env = HalfCheetahFwdBackEnv(seed=2)
+    env.set_task(-1.)
+    env.reset()
+    x_before = env.gym_env.data.qpos[0]
+    es = env.step(np.zeros(6))
+    velocity = (env.gym_env.data.qpos[0] - x_before) / 0.05
+    assert es.reward == pytest.approx(-velocity, rel=1e-12)
+    assert es.env_info['forward_vel'] == pytest.approx(-velocity, rel=1e-12)
+    assert es.env_info['ctrl_cost'] == 0.
+
+
+def test_observation_layout():
+    env = HalfCheetahFwdBackEnv(seed=0)
+    obs, _ = env.reset()
+    data = env.gym_env.data
+    np.testing.assert_allclose(obs, np.r_[data.qpos[1:], data.qvel],
+                               rtol=1e-6)
+    env = AntRandGoalEnv(seed=0)
+    obs = env.reset()[0]
+    data = env.gym_env.data
+    np.testing.assert_allclose(
+        obs, np.r_[data.qpos, data.qvel,
+                   np.clip(data.cfrc_ext, -1, 1).ravel()], rtol=1e-6)
+    env = AntFwdBackEnv(seed=0)
+    obs = env.reset()[0]
+    np.testing.assert_allclose(obs[:13], env.gym_env.data.qpos[2:], rtol=1e-6)
+    env = WalkerFwdBackEnv(seed=0)
+    env.reset()
+    gym = env.gym_env
+    gym.set_state(gym.data.qpos, np.full(9, 30.))
+    np.testing.assert_array_equal(gym._get_obs()[8:], 10.)  # clipped qvel
+
+
+# cls, {(qpos or qvel, index): value} set before a zero-action step, terminal?
+TERMINATION = [
+    (AntFwdBackEnv, {}, False),
+    (AntFwdBackEnv, {('qpos', 2): 1.5}, True),  # torso z above 1
+    (AntRandDirecEnv, {('qpos', 2): 1.5}, True),
+    (AntRandGoalEnv, {('qpos', 2): 1.5}, False),  # never terminates
+    (HalfCheetahFwdBackEnv, {('qpos', 2): 3.}, False),  # never terminates
+    (HumanoidFwdBackEnv, {}, False),
+    (HumanoidFwdBackEnv, {('qpos', 2): 2.5}, True),  # torso z above 2
+    (HumanoidRandDirecEnv, {('qpos', 2): 2.5}, True),
+    (WalkerFwdBackEnv, {}, False),
+    (WalkerFwdBackEnv, {('qpos', 1): 2.5}, True),  # height above 2
+    (WalkerFwdBackEnv, {('qpos', 2): 1.2}, True),  # angle above 1
+    (WalkerRandParamsEnv, {('qpos', 2): -1.2}, True),
+    (HopperRandParamsEnv, {}, False),
+    (HopperRandParamsEnv, {('qpos', 2): 0.3}, True),  # |angle| above 0.2
+    (HopperRandParamsEnv, {('qpos', 1): 0.3}, True),  # height below 0.7
+    (HopperRandParamsEnv, {('qvel', 1): 300.}, True),  # |state| above 100
+]
+
+
+@pytest.mark.parametrize('cls,change,terminal', TERMINATION)
+def test_termination(cls, change, terminal):
+    env = cls(seed=0)
+    env.reset()
+    gym = env.gym_env
+    state = dict(qpos=gym.data.qpos.copy(), qvel=gym.data.qvel.copy())
+    for (field, index), value in change.items():
+        state[field][index] = value
+    gym.set_state(state['qpos'], state['qvel'])
+    es = env.step(np.zeros(env.action_space.shape))
+    assert (es.step_type == StepType.TERMINAL) == terminal
+
+
+def test_non_terminating_env_runs_to_timeout():
+    env = HalfCheetahFwdBackEnv(seed=0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    types = [env.step(rng.uniform(-1, 1, 6)).step_type for _ in range(100)]
+    assert types[-1] == StepType.TIMEOUT
+    assert StepType.TERMINAL not in types
+
+
+# cls: (qpos bound, qvel scale, qvel normal?)
+RESET_NOISE = {
+    HalfCheetahFwdBackEnv: (0.1, 0.1, True),
+    AntRandGoalEnv: (0.1, 0.1, True),
+    WalkerFwdBackEnv: (0.005, 0.005, False),
+    HumanoidFwdBackEnv: (0.01, 0.01, False),
+    HopperRandParamsEnv: (0.005, 0.005, False),
+    WalkerRandParamsEnv: (0.005, 0.005, False),
+}
+
+
+@pytest.mark.parametrize('cls', list(RESET_NOISE))
+def test_reset_noise(cls):
+    qpos_bound, qvel_scale, normal = RESET_NOISE[cls]
+    env = cls(seed=3)
+    gym = env.gym_env
+    qpos_dev, qvel_dev = [], []
+    for _ in range(200):
+        env.reset()
+        qpos_dev.append(gym.data.qpos - gym.init_qpos)
+        qvel_dev.append(gym.data.qvel - gym.init_qvel)
+    qpos_dev, qvel_dev = np.array(qpos_dev), np.array(qvel_dev)
+    assert np.abs(qpos_dev).max() <= qpos_bound
+    assert np.abs(qpos_dev).max() > 0.95 * qpos_bound
+    assert qpos_dev.std() == pytest.approx(qpos_bound / np.sqrt(3), rel=0.1)
+    if normal:
+        assert qvel_dev.std() == pytest.approx(qvel_scale, rel=0.1)
+        assert np.abs(qvel_dev).max() > 2.5 * qvel_scale
+    else:
+        assert np.abs(qvel_dev).max() <= qvel_scale
+        assert qvel_dev.std() == pytest.approx(qvel_scale / np.sqrt(3),
+                                               rel=0.1)
+
+
+@pytest.mark.parametrize('cls', [HopperRandParamsEnv, WalkerRandParamsEnv])
+def test_rand_params_tasks_scale_the_model(cls):
+    env = cls(seed=0)
+    gym = env.gym_env
+    assert gym.model.opt.timestep == 0.004 and gym.frame_skip == 4
+    init = {key: getattr(gym.model, key).copy()
+            for key in ('body_mass', 'body_inertia', 'dof_damping',
+                        'geom_friction')}
+    tasks = env.sample_tasks(20)
+    bases = {'body_mass': 1.5, 'body_inertia': 1.5, 'dof_damping': 1.3,
+             'geom_friction': 1.5}
+    for key, base in bases.items():
+        nonzero = init[key] > 0
+        for task in tasks:
+            ratio = task[key][nonzero] / init[key][nonzero]
+            assert (ratio >= base**-3 - 1e-12).all()
+            assert (ratio <= base**3 + 1e-12).all()
+        assert not np.allclose(tasks[0][key][nonzero], init[key][nonzero])
+    env.reset()
+    env.step(np.zeros(env.action_space.shape))
+    qpos = gym.data.qpos.copy()
+    env.set_task(tasks[3])
+    for key in bases:
+        np.testing.assert_array_equal(getattr(gym.model, key), tasks[3][key])
+    np.testing.assert_array_equal(gym.data.qpos, qpos)  # not reset
+    heavy = {key: value.copy() for key, value in init.items()}
+    heavy['body_mass'] = init['body_mass'] * 3.
+    env.set_task(heavy)
+    assert gym.model.body_mass.sum() == pytest.approx(
+        3 * init['body_mass'].sum())
+
+
+def test_rand_params_change_the_dynamics():
+    env = HopperRandParamsEnv(seed=0)
+    tasks = env.sample_tasks(2)
+    rewards = []
+    for task in tasks:
+        env.set_task(task)
+        env.seed(5)
+        env.reset()
+        rewards.append([env.step(np.full(3, 0.5)).reward for _ in range(5)])
+    assert not np.allclose(rewards[0], rewards[1])
+
+
+@pytest.mark.parametrize('cls,action,ctrl', [
+    (HumanoidFwdBackEnv, 5., 0.2),  # 0.04 a for ctrlrange [-0.4, 0.4]
+    (HumanoidFwdBackEnv, 20., 0.4),  # clipped
+    (HalfCheetahFwdBackEnv, -3., -0.3),  # a / 10 for [-1, 1]
+    (AntRandGoalEnv, -12., -1.),
+])
+def test_normalize_maps_policy_actions_to_the_ctrlrange(cls, action, ctrl):
+    # Spec §4: a_env = clip(lb + (a + 10)(ub - lb) / 20, lb, ub).
+    env = normalize(cls(seed=0), expected_action_scale=10.)
+    env.reset()
+    env.step(np.full(env.action_space.shape, action, dtype=np.float32))
+    np.testing.assert_allclose(env.unwrapped.gym_env.data.ctrl, ctrl,
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize('cls,task,match', [
+    (HalfCheetahFwdBackEnv, 0.5, r'task direction should be 1\. or -1\.'),
+    (WalkerFwdBackEnv, np.array([1., 0.]),
+     r'task direction should be 1\. or -1\.'),
+    (AntRandDirecEnv, [1., 1.], 'unit norm'),
+    (AntRandGoalEnv, [1., 2., 3.], 'task goal_pos should be'),
+    (HopperRandParamsEnv, {'body_mass': np.ones(5)}, 'keys'),
+])
+def test_bad_task(cls, task, match):
+    with pytest.raises(ValueError, match=match):
+        cls(seed=0).set_task(task)
