@@ -14,6 +14,7 @@ from garage_promp.envs import (
 
 from garage import StepType
 from garage.envs import normalize
+import mujoco
 import numpy as np
 import pytest
 
@@ -182,6 +183,24 @@ def test_termination(cls, change, terminal):
         state[field][index] = value
     gym.set_state(state['qpos'], state['qvel'])
     es = env.step(np.zeros(env.action_space.shape))
+    assert (es.step_type == StepType.TERMINAL) == terminal
+
+
+@pytest.mark.parametrize('height,terminal', [(0.1, False), (-0.1, True),
+                                             (0.99, False), (1.01, True)])
+def test_ant_healthy_range_is_zero_to_one(height, terminal):
+    # Spec §10 item 17: [0, 1], not gym's [0.2, 1]. Floating without gravity
+    # or constraints, the torso stays at the height it is put at.
+    env = AntFwdBackEnv(seed=0)
+    env.reset()
+    gym = env.gym_env
+    gym.model.opt.disableflags |= (mujoco.mjtDisableBit.mjDSBL_GRAVITY
+                                   | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
+    qpos = gym.data.qpos.copy()
+    qpos[2] = height
+    gym.set_state(qpos, np.zeros(gym.model.nv))
+    es = env.step(np.zeros(8))
+    assert gym.data.qpos[2] == pytest.approx(height, abs=1e-3)
     assert (es.step_type == StepType.TERMINAL) == terminal
 
 
