@@ -9,6 +9,7 @@ from garage.experiment.task_sampler import SetTaskSampler
 from garage.torch.policies import GaussianMLPPolicy
 
 HORIZON = 5
+LONG_HORIZON = 20
 
 ALGOS = {
     'ProMP': ProMP,
@@ -29,15 +30,16 @@ class ShortPointEnv(PointEnv):
 
 
 def make_setup(seed=1, hidden_sizes=(8, ), learn_std=True, n_workers=1,
-               kind='local'):
+               kind='local', env_class=None):
     """Env, policy, sampler and task sampler for a tiny meta-RL run."""
     set_seed(seed)
-    env = ShortPointEnv()
+    env_class = env_class or ShortPointEnv
+    env = env_class()
     policy = GaussianMLPPolicy(env.spec, hidden_sizes=hidden_sizes,
                                learn_std=learn_std)
     sampler = garage_promp.make_sampler(policy, env, kind=kind,
                                         n_workers=n_workers)
-    return env, policy, sampler, SetTaskSampler(ShortPointEnv)
+    return env, policy, sampler, SetTaskSampler(env_class)
 
 
 def make_algo(name, seed=1, evaluator=False, setup_kwargs=None, **kwargs):
@@ -51,3 +53,11 @@ def make_algo(name, seed=1, evaluator=False, setup_kwargs=None, **kwargs):
             test_task_sampler=task_sampler, n_test_tasks=2,
             n_exploration_eps=2, n_test_episodes=1)
     return env, ALGOS[name](env, policy, sampler, task_sampler, **kwargs)
+
+
+class LongPointEnv(ShortPointEnv):
+    """PointEnv with 20-step episodes: long enough to reach most goals."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault('max_episode_length', LONG_HORIZON)
+        super().__init__(**kwargs)

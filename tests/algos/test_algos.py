@@ -1,0 +1,211 @@
+"""Every algorithm through garage's Trainer, MetaEvaluator and snapshots."""
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import garage_promp
+from garage_promp.experiment import relative_std, sample_meta_gradients
+from garage_promp.policies import AdaptedPolicy
+from garage import wrap_experiment
+from garage.trainer import Trainer
+from tests.helpers import ALGOS, LongPointEnv, make_algo, make_setup
+
+ALGO_NAMES = sorted(ALGOS)
+
+
+def _train(tmp_path, algo, env, n_epochs, name='exp'):
+    log_dir = str(tmp_path / name)
+    out = {}
+
+    @wrap_experiment(log_dir=log_dir, archive_launch_repo=False,
+                     snapshot_mode='all', use_existing_dir=True)
+    def run(ctxt=None):
+        trainer = Trainer(ctxt)
+        trainer.setup(algo, env)
+        out['return'] = trainer.train(n_epochs=n_epochs, batch_size=1)
+
+    run()
+    return log_dir, out['return']
+
+
+def _progress(log_dir):
+    import csv
+    with open(os.path.join(log_dir, 'progress.csv')) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize('name', ALGO_NAMES)
+def test_two_epochs_with_meta_evaluator(tmp_path, name):
+    env, algo = make_algo(name, evaluator=True, num_inner_grad_steps=2)
+    log_dir, last_return = _train(tmp_path, algo, env, 2)
+    assert math.isfinite(last_return)
+    rows = _progress(log_dir)
+    assert len(rows) == 2
+    for row in rows:
+        for key in ('LossBefore', 'LossAfter', 'KL', 'Entropy'):
+            assert math.isfinite(float(row[f'GaussianMLPPolicy/{key}'])), key
+        for k in range(3):
+            assert math.isfinite(float(row[f'Step_{k}-AverageReturn']))
+        assert math.isfinite(float(row['MetaTest/Average/AverageReturn']))
+    assert rows[0].keys() == rows[1].keys()
+
+
+@pytest.mark.parametrize('name', ALGO_NAMES)
+def test_snapshot_restore_resume(tmp_path, name):
+    env, algo = make_algo(name)
+    log_dir, _ = _train(tmp_path, algo, env, 2)
+    state = {k: v.clone() for k, v in algo.policy.state_dict().items()}
+    resumed = {}
+
+    @wrap_experiment(log_dir=str(tmp_path / 'resumed'),
+                     archive_launch_repo=False, use_existing_dir=True)
+    def resume(ctxt=None):
+        trainer = Trainer(ctxt)
+        trainer.restore(log_dir, from_epoch=1)
+        restored = trainer._algo
+        resumed['state'] = {
+            k: v.clone() for k, v in restored.policy.state_dict().items()
+        }
+        resumed['algo'] = restored
+        trainer.resume(n_epochs=4)
+        resumed['epochs'] = trainer._stats.total_epoch
+
+    resume()
+    for key, value in state.items():
+        assert torch.equal(resumed['state'][key], value), key
+    restored = resumed['algo']
+    assert resumed['epochs'] == 3
+    assert restored is not algo
+    optimizer = getattr(restored, '_optimizer', None)
+    if optimizer is not None:
+        # Adam moments survived (steps taken in 4 epochs, not 2).
+        steps = [s['step'] for s in optimizer.state.values()]
+        expected_per_epoch = getattr(restored, '_num_promp_steps', 1)
+        assert all(float(s) == 4 * expected_per_epoch for s in steps)
+        assert all(id(p) in {id(q) for q in restored.policy.parameters()}
+                   for g in optimizer.param_groups for p in g['params'])
+    assert restored._processing.baseline.coeffs is not None
+
+
+def test_promp_restores_adaptive_inner_kl_coeff(tmp_path):
+    env, algo = make_algo('ProMP', adaptive_inner_kl_penalty=True,
+                          init_inner_kl_penalty=0.1)
+    log_dir, _ = _train(tmp_path, algo, env, 2)
+    coeff = algo.inner_kl_coeff.copy()
+    assert not np.allclose(coeff, 0.1)
+    from garage.experiment import Snapshotter
+    saved = Snapshotter().load(log_dir, 'last')
+    np.testing.assert_array_equal(saved['algo'].inner_kl_coeff, coeff)
+
+
+def test_adapt_policy_leaves_meta_policy_and_counts_steps():
+    env, algo = make_algo('LVCVPG', num_inner_grad_steps=2)
+    before = {k: v.clone() for k, v in algo.policy.state_dict().items()}
+    batches = algo._sample_meta_batch(0)
+    episodes = batches[0].episodes
+    first = episodes.split()[:2]
+    from garage import EpisodeBatch
+    eps = EpisodeBatch.concatenate(*first)
+    explore = algo.get_exploration_policy()
+    assert isinstance(explore, AdaptedPolicy) and explore.num_steps == 0
+    one = algo.adapt_policy(explore, eps)
+    two = algo.adapt_policy(one, eps)
+    assert (one.num_steps, two.num_steps) == (1, 2)
+    for key, value in algo.policy.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    p1, p2 = one.adapted_params(), two.adapted_params()
+    assert any(not torch.equal(p1[k], p2[k]) for k in p1)
+    assert any(not torch.equal(p1[k], before[k]) for k in p1)
+    obs = torch.zeros(1, env.spec.observation_space.flat_dim)
+    assert not torch.equal(one(obs)[0].mean, two(obs)[0].mean)
+
+
+def test_meta_evaluator_adapts_k_times():
+    env, algo = make_algo('LVCVPG', num_inner_grad_steps=3)
+    calls = []
+    adapt = algo.adapt_policy
+
+    def counting(policy, episodes):
+        calls.append(policy.num_steps)
+        return adapt(policy, episodes)
+
+    algo.adapt_policy = counting
+    evaluator = garage_promp.MetaEvaluator(
+        test_task_sampler=algo._task_sampler, n_test_tasks=2,
+        n_exploration_eps=2, n_test_episodes=1)
+    evaluator.evaluate(algo)
+    assert calls == [0, 1, 2, 0, 1, 2]
+
+
+@pytest.mark.parametrize('name', ALGO_NAMES)
+def test_step_is_deterministic_for_a_seed(name):
+    results = []
+    for _ in range(2):
+        _, algo = make_algo(name, seed=7)
+        batches = algo._sample_meta_batch(0)
+        algo._optimize(0, batches)
+        results.append(
+            (batches[-1].rewards.clone(),
+             torch.cat([p.detach().reshape(-1)
+                        for p in algo.policy.parameters()])))
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+
+
+def test_per_parameter_inner_lr_and_learn_std_off():
+    _, policy, _, _ = make_setup(learn_std=False)
+    lrs = {name: torch.full_like(p, 0.05)
+           for name, p in policy.named_parameters()}
+    _, algo = make_algo('ProMP', inner_lr=lrs,
+                        setup_kwargs=dict(learn_std=False))
+    assert all('_init_std' not in n for n, _ in algo.policy.named_parameters())
+    batches = algo._sample_meta_batch(0)
+    algo._optimize(0, batches)
+    assert all(torch.isfinite(p).all() for p in algo.policy.parameters())
+
+
+def test_sample_meta_gradients_shape_and_policy_untouched():
+    _, algo = make_algo('LVCVPG')
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    adam_state = {k: dict(v) for k, v in algo._optimizer.state.items()}
+    grads = sample_meta_gradients(algo, 3)
+    n_params = sum(p.numel() for p in algo.policy.parameters())
+    assert grads.shape == (3, n_params)
+    assert torch.isfinite(grads).all()
+    assert not torch.equal(grads[0], grads[1])
+    for p, b in zip(algo.policy.parameters(), before):
+        assert torch.equal(p.detach(), b)
+    assert {k: dict(v) for k, v in algo._optimizer.state.items()} == adam_state
+    assert relative_std(grads.numpy()) > 0
+    with pytest.raises(ValueError, match='n_rounds'):
+        sample_meta_gradients(algo, 1)
+
+
+def test_relative_std_by_hand():
+    grads = np.array([[1., -2.], [3., -2.]])
+    # std/|mean| per param: (1 / 2, 0 / 2) -> mean 0.25
+    assert relative_std(grads) == pytest.approx(0.25, rel=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name, kwargs', [('ProMP', dict(learning_rate=1e-2)),
+                                          ('TRPOMAML', {})])
+def test_post_update_return_improves(tmp_path, name, kwargs):
+    """15 epochs on a 20-step point env: post-update return and the gain of
+    adaptation (post − pre) both rise from the first to the last 5 epochs."""
+    env, algo = make_algo(name, seed=3, meta_batch_size=10,
+                          episodes_per_task=5,
+                          setup_kwargs=dict(hidden_sizes=(32, 32),
+                                            env_class=LongPointEnv),
+                          **kwargs)
+    log_dir, _ = _train(tmp_path, algo, env, 15)
+    rows = _progress(log_dir)
+    pre = np.array([float(r['Step_0-AverageReturn']) for r in rows])
+    post = np.array([float(r['Step_1-AverageReturn']) for r in rows])
+    assert post[-5:].mean() > post[:5].mean() + 1, post
+    gain = post - pre
+    assert gain.mean() > 0, gain
+    assert gain[-5:].mean() > gain[:5].mean(), gain
