@@ -62,6 +62,10 @@ class _LinearBaseline(Baseline):
         valid = mask > 0
         features = self._features(observations)[valid]
         y = targets[valid]
+        if not (np.isfinite(features).all() and np.isfinite(y).all()):
+            raise FloatingPointError(
+                f'{type(self).__name__} fit on NaN/inf observations or '
+                'returns')
         reg = self._reg_coeff
         gram = features.T @ features
         for _ in range(5):

@@ -2,15 +2,16 @@
 import math
 import os
 
+import garage_promp
+from garage_promp.experiment import relative_std, sample_meta_gradients
+from garage_promp.policies import AdaptedPolicy
+
+from garage import wrap_experiment
+from garage.trainer import Trainer
 import numpy as np
 import pytest
 import torch
 
-import garage_promp
-from garage_promp.experiment import relative_std, sample_meta_gradients
-from garage_promp.policies import AdaptedPolicy
-from garage import wrap_experiment
-from garage.trainer import Trainer
 from tests.helpers import ALGOS, LongPointEnv, make_algo, make_setup
 
 ALGO_NAMES = sorted(ALGOS)

@@ -1,0 +1,130 @@
+"""Every constructor argument is validated with a ValueError naming it."""
+import akro
+import numpy as np
+import pytest
+import torch
+
+import garage_promp
+from garage_promp.baselines import LinearFeatureBaseline
+from garage import EnvSpec
+from tests.helpers import make_algo, make_setup
+
+COMMON_BAD = [
+    ('meta_batch_size', 0), ('meta_batch_size', 2.5), ('episodes_per_task', 0),
+    ('num_inner_grad_steps', 0), ('inner_lr', 0.), ('inner_lr', -0.1),
+    ('inner_lr', True), ('inner_lr', {'nope': 0.1}), ('discount', 0.),
+    ('discount', 1.5), ('gae_lambda', -0.1), ('gae_lambda', 1.1),
+    ('evaluate_every_n_epochs', 0), ('baseline', 'linear'),
+]
+ALGO_BAD = {
+    'ProMP': [('learning_rate', 0.), ('num_promp_steps', 0), ('num_minibatches', 0),
+              ('num_minibatches', 4), ('clip_eps', 0.), ('target_inner_step', 0.),
+              ('init_inner_kl_penalty', -1.), ('anneal_factor', 0.),
+              ('anneal_factor', 1.5)],
+    'TRPOMAML': [('max_kl_step', 0.), ('inner_estimator', 'magic'), ('cg_iters', 0),
+                 ('backtrack_ratio', 1.), ('max_backtracks', 0),
+                 ('hvp_approach', 'guess'), ('fd_eps', 0.), ('cg_damping', -1.)],
+    'LVCVPG': [('learning_rate', -1.)],
+}
+CASES = ([('LVCVPG', arg, value) for arg, value in COMMON_BAD] +
+         [(algo, arg, value) for algo, bad in ALGO_BAD.items() for arg, value in bad])
+
+
+@pytest.mark.parametrize('algo, arg, value', CASES)
+def test_bad_argument_raises_value_error_naming_it(algo, arg, value):
+    with pytest.raises(ValueError, match=arg):
+        make_algo(algo, **{arg: value})
+
+
+def test_per_parameter_inner_lr_shape_and_sign_are_checked():
+    _, policy, _, _ = make_setup()
+    good = {n: 0.1 for n, _ in policy.named_parameters()}
+    name = next(iter(good))
+    with pytest.raises(ValueError, match='inner_lr'):
+        make_algo('LVCVPG', inner_lr={**good, name: torch.ones(7, 7)})
+    with pytest.raises(ValueError, match='inner_lr'):
+        make_algo('LVCVPG', inner_lr={**good, name: -1.})
+
+
+def _spec(action_space):
+    return EnvSpec(akro.Box(-1, 1, (2, ), dtype=np.float32), action_space, 5)
+
+
+@pytest.mark.parametrize('action_space, match', [
+    (akro.Discrete(3), 'Box action space'),
+    (akro.Box(-np.inf, np.inf, (2, ), dtype=np.float32), 'bounded action space'),
+])
+def test_bad_env_spaces_are_rejected(action_space, match):
+    env, policy, sampler, task_sampler = make_setup()
+
+    class _Env:
+        spec = _spec(action_space)
+
+    with pytest.raises(ValueError, match=match):
+        garage_promp.ProMP(_Env(), policy, sampler, task_sampler)
+
+
+def test_env_without_finite_horizon_is_rejected():
+    env, policy, sampler, task_sampler = make_setup()
+
+    class _Env:
+        spec = EnvSpec(env.spec.observation_space, env.spec.action_space, None)
+
+    with pytest.raises(ValueError, match='max_episode_length'):
+        garage_promp.ProMP(_Env(), policy, sampler, task_sampler)
+
+
+def test_wrong_sampler_and_task_sampler_are_rejected():
+    from garage.sampler import LocalSampler
+    env, policy, sampler, task_sampler = make_setup()
+    plain = LocalSampler(agents=policy, envs=env, max_episode_length=5, n_workers=1)
+    with pytest.raises(ValueError, match='MetaBatchWorker'):
+        garage_promp.ProMP(env, policy, plain, task_sampler)
+    with pytest.raises(ValueError, match='task_sampler'):
+        garage_promp.ProMP(env, policy, sampler, object())
+    with pytest.raises(ValueError, match='policy'):
+        garage_promp.ProMP(env, 'policy', sampler, task_sampler)
+    with pytest.raises(ValueError, match='kind'):
+        garage_promp.make_sampler(policy, env, kind='threads')
+    with pytest.raises(ValueError, match='n_workers'):
+        garage_promp.make_sampler(policy, env, n_workers=0)
+
+
+def test_meta_batch_smaller_than_worker_count_is_rejected():
+    _, algo = make_algo('LVCVPG', meta_batch_size=1, setup_kwargs=dict(n_workers=2))
+    with pytest.raises(ValueError, match='meta_batch_size'):
+        algo._sample_meta_batch(0)
+
+
+def test_nan_reward_from_env_names_field_and_task():
+    _, algo = make_algo('LVCVPG')
+    batches = algo._sample_meta_batch(0)
+    episodes = batches[0].episodes
+    rewards = episodes.rewards.copy()
+    rewards[7] = np.nan
+    from garage_promp.algos._batch import process_episodes
+    bad = type(episodes)(episode_infos=episodes.episode_infos_by_episode, **{
+        **{f: getattr(episodes, f) for f in (
+        'env_spec', 'observations', 'last_observations', 'actions',
+        'env_infos', 'agent_infos', 'step_types', 'lengths')}, 'rewards': rewards})
+    with pytest.raises(ValueError, match=r'rewards.*task 0'):
+        process_episodes(bad, 3, 2, 5, algo._processing)
+
+
+def test_nan_meta_loss_skips_steps_then_raises():
+    _, algo = make_algo('LVCVPG')
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    for _ in range(algo.MAX_CONSECUTIVE_NAN_STEPS - 1):
+        assert not algo._adam_step(algo._optimizer, torch.tensor(float('nan')))
+    for p, b in zip(algo.policy.parameters(), before):
+        assert torch.equal(p.detach(), b)
+    with pytest.raises(FloatingPointError, match='NaN'):
+        algo._adam_step(algo._optimizer, torch.tensor(float('nan')))
+
+
+def test_baseline_rejects_bad_reg_coeff_and_nan_fit():
+    with pytest.raises(ValueError, match='reg_coeff'):
+        LinearFeatureBaseline(reg_coeff=0.)
+    obs = np.full((2, 3, 1), np.nan)
+    with pytest.raises(FloatingPointError, match='NaN'):
+        LinearFeatureBaseline().fit(obs, np.ones((2, 3)), np.ones((2, 3)))

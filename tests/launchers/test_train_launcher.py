@@ -1,0 +1,66 @@
+"""launchers/train.py runs 1 tiny epoch for every algorithm and every env."""
+import csv
+import importlib.util
+import math
+import os
+import pathlib
+
+from click.testing import CliRunner
+import pytest
+
+from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs
+
+LAUNCHER = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
+
+
+def _load_launcher():
+    spec = importlib.util.spec_from_file_location('train_launcher', LAUNCHER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(tmp_path, *args):
+    launcher = _load_launcher()
+    log_dir = str(tmp_path / 'log')
+    result = CliRunner().invoke(launcher.main, [
+        '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+        '--log-dir', log_dir, *args
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    with open(os.path.join(log_dir, 'progress.csv')) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1
+    assert math.isfinite(float(rows[0]['MetaTest/Average/AverageReturn']))
+    return rows[0]
+
+
+@pytest.mark.parametrize('algo', sorted(ALGOS))
+def test_every_algorithm_runs_one_epoch(tmp_path, algo):
+    row = _run(tmp_path, '--algo', algo, '--env', 'PointEnvCorner')
+    assert math.isfinite(float(row['GaussianMLPPolicy/LossAfter']))
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize('env', sorted(ENVS))
+def test_every_environment_runs_one_epoch(tmp_path, env):
+    row = _run(tmp_path, '--algo', 'ProMP', '--env', env)
+    assert math.isfinite(float(row['Step_1-AverageReturn']))
+
+
+def test_overrides_reach_the_algorithm(tmp_path):
+    row = _run(tmp_path, '--algo', 'ProMP', '--env', 'PointEnvCorner', '--set', 'clip_eps=0.1')
+    assert float(row['GaussianMLPPolicy/ClipEps']) == pytest.approx(0.1)
+
+
+def test_paper_table_matches_the_reference():
+    promp = algo_kwargs('ProMP', 'HalfCheetahFwdBack')
+    assert (promp['clip_eps'], promp['init_inner_kl_penalty'], promp['num_promp_steps'],
+            promp['inner_lr'], promp['meta_batch_size'], promp['episodes_per_task']) == (
+                0.3, 5e-4, 5, 0.1, 40, 20)
+    rand_params = algo_kwargs('ProMP', 'HopperRandParams')
+    assert rand_params['adaptive_inner_kl_penalty'] and rand_params['inner_lr'] == 0.05
+    assert algo_kwargs('E-MAML-TRPO', 'AntRandGoal')['num_inner_grad_steps'] == 2
+    with pytest.raises(ValueError, match='unknown algorithm'):
+        algo_kwargs('PPO', 'AntRandGoal')
