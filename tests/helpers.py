@@ -1,8 +1,8 @@
 """Shared test helpers: a short garage PointEnv and algorithm factories."""
 import garage_promp
-from garage_promp.algos import (DiCEVPG, EMAMLVPG, LVCVPG, MAMLVPG, ProMP,
-                                TRPOMAML)
+from garage_promp.algos import EMAMLVPG, LVCVPG, MAMLVPG, TRPOMAML, DiCEVPG, ProMP
 from garage_promp.experiment import MetaEvaluator
+
 from garage.envs import PointEnv
 from garage.experiment.deterministic import set_seed
 from garage.experiment.task_sampler import SetTaskSampler

@@ -11,11 +11,12 @@ meta-gradient is 1. Per sample, meta-grad = ĝ'_out · dμ'/dμ with E[ĝ'_out |
 """
 import dataclasses
 
+from garage_promp import objectives as obj
+
 import numpy as np
 import pytest
 import torch
 
-from garage_promp import objectives as obj
 from tests.helpers import make_algo
 
 MU, ALPHA, N_PRE, N_POST = 1.0, 0.5, 10, 10

@@ -1,11 +1,11 @@
 """Closed-form checks of the surrogate objectives and advantage functions."""
 import math
 
+from garage_promp import objectives as obj
+
 import numpy as np
 import pytest
 import torch
-
-from garage_promp import objectives as obj
 
 
 def _gaussian_batch(n=64, act_dim=2, seed=0):

@@ -1,12 +1,13 @@
 """Every constructor argument is validated with a ValueError naming it."""
+import garage_promp
+from garage_promp.baselines import LinearFeatureBaseline
+
 import akro
+from garage import EnvSpec
 import numpy as np
 import pytest
 import torch
 
-import garage_promp
-from garage_promp.baselines import LinearFeatureBaseline
-from garage import EnvSpec
 from tests.helpers import make_algo, make_setup
 
 COMMON_BAD = [

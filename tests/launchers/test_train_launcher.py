@@ -5,10 +5,10 @@ import math
 import os
 import pathlib
 
+from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs
+
 from click.testing import CliRunner
 import pytest
-
-from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs
 
 LAUNCHER = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
 
