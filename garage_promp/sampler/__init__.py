@@ -42,6 +42,8 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
                          f'{kind!r}')
     if not (isinstance(n_workers, int) and n_workers >= 1):
         raise ValueError(f'n_workers must be an int >= 1, got {n_workers!r}')
+    if kind == 'ray':
+        init_ray()
     factory = WorkerFactory(
         seed=get_seed() if seed is None else seed,
         max_episode_length=(env.spec.max_episode_length
@@ -54,7 +56,23 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
                                                    envs=env)
 
 
+#: Ray workers import garage before anything of ours; this hook applies the
+#: compat layer first in every Ray worker process (see _garage_compat).
+RAY_RUNTIME_ENV = {'worker_process_setup_hook': 'garage_promp._garage_compat.apply'}
+
+
+def init_ray(**kwargs):
+    """``ray.init`` with garage_promp's worker setup hook, if Ray is not running.
+
+    If you start Ray yourself, pass ``runtime_env=RAY_RUNTIME_ENV``.
+    """
+    import ray
+    if not ray.is_initialized():
+        ray.init(runtime_env=RAY_RUNTIME_ENV, log_to_driver=False,
+                 include_dashboard=False, **kwargs)
+
+
 __all__ = [
     'MetaBatchAgentUpdate', 'MetaBatchEnvUpdate', 'MetaBatchWorker',
-    'make_sampler', 'obtain_meta_batch', 'SAMPLER_KINDS'
+    'init_ray', 'make_sampler', 'obtain_meta_batch', 'RAY_RUNTIME_ENV', 'SAMPLER_KINDS'
 ]
