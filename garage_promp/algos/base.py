@@ -184,6 +184,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             '(garage_promp.sampler.make_sampler builds one)', sampler)
 
         self._env_spec = env.spec
+        # Per-env diagnostics (e.g. forward velocity) of garage_promp.envs.
+        self._diagnostics = getattr(env, 'log_diagnostics', None)
         self._policy = policy
         self._sampler = sampler
         self._task_sampler = task_sampler
@@ -436,6 +438,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             tabular.record('NaNStepsSkipped', self._nan_steps_this_epoch)
         for k, batch in enumerate(batches):
             _log_step_returns(f'Step_{k}-', batch.episodes, self._discount)
+        if callable(self._diagnostics):
+            self._diagnostics(batches[-1].episodes, prefix='PostUpdate/')
         undiscounted = log_performance(itr,
                                        batches[-1].episodes,
                                        self._discount,

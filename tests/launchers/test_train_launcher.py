@@ -64,3 +64,22 @@ def test_paper_table_matches_the_reference():
     assert algo_kwargs('E-MAML-TRPO', 'AntRandGoal')['num_inner_grad_steps'] == 2
     with pytest.raises(ValueError, match='unknown algorithm'):
         algo_kwargs('PPO', 'AntRandGoal')
+
+
+@pytest.mark.mujoco
+def test_gradient_variance_launcher_logs_rstd_for_both_arms(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        'gv_launcher', LAUNCHER.parent / 'gradient_variance.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    log_dir = str(tmp_path / 'gv')
+    result = CliRunner().invoke(module.main, [
+        '--env', 'HalfCheetahFwdBack', '--epochs', '2', '--n-rounds', '2',
+        '--meta-batch-size', '2', '--episodes-per-task', '2', '--log-dir', log_dir
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    with open(os.path.join(log_dir, 'progress.csv')) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2
+    for arm in ('LVC', 'DiCE'):
+        assert float(rows[-1][f'{arm}/MetaGradientRStd']) > 0
