@@ -11,7 +11,6 @@ import copy
 from typing import Dict, Tuple
 
 from garage.torch.policies import Policy
-import numpy as np
 import torch
 from torch.func import functional_call
 
@@ -101,8 +100,3 @@ class AdaptedPolicy(Policy):
         return collections.OrderedDict(
             (k, v.detach().clone()) for k, v in self.policy.named_parameters())
 
-
-def to_numpy_infos(mean: torch.Tensor, log_std: torch.Tensor) -> dict:
-    """Agent infos as garage's Gaussian policies report them."""
-    return dict(mean=mean.detach().numpy(),
-                log_std=log_std.detach().numpy().astype(np.float32))

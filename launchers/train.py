@@ -12,11 +12,10 @@ import ast
 
 import garage_promp
 from garage_promp.experiment import MetaEvaluator
-from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs
+from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs, normalize_actions
 
 import click
 from garage import wrap_experiment
-from garage.envs import normalize
 from garage.experiment.deterministic import set_seed
 from garage.experiment.task_sampler import SetTaskSampler
 from garage.torch.policies import GaussianMLPPolicy
@@ -29,10 +28,6 @@ PRESETS = {
                  overrides={'learning_rate': 1e-2, 'reward_type': 'dense'}),
 }
 
-
-def _normalize(env, task):
-    del task
-    return normalize(env, expected_action_scale=10.)
 
 
 def _env_class(base, horizon, env_kwargs):
@@ -72,9 +67,9 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
     horizon = max_episode_length or cfg['H']
     env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ('reward_type', )}
     env_class = _env_class(cfg['env'], horizon, env_kwargs)
-    train_env = _normalize(env_class(), None)
+    train_env = normalize_actions(env_class(), None)
     policy = GaussianMLPPolicy(train_env.spec, hidden_sizes=hidden_sizes or cfg['hidden_sizes'])
-    task_sampler = SetTaskSampler(env_class, wrapper=_normalize)
+    task_sampler = SetTaskSampler(env_class, wrapper=normalize_actions)
     if meta_batch_size:
         kwargs['meta_batch_size'] = meta_batch_size
     if episodes_per_task:

@@ -4,6 +4,8 @@ Launchers read their defaults from here; nothing is copied per file.
 """
 from garage_promp import algos, envs
 
+from garage.envs import normalize
+
 #: Settings shared by every paper run (reference §7.2, "common to all sweeps").
 COMMON = dict(meta_batch_size=40, episodes_per_task=20, discount=0.99,
               gae_lambda=1., normalize_adv=True, positive_adv=False)
@@ -72,3 +74,12 @@ def algo_kwargs(algo: str, env: str) -> dict:
     if algo == 'ProMP':
         kwargs.update(cfg.get('promp', {}))
     return kwargs
+
+
+def normalize_actions(env, task=None):
+    """The reference's action mapping: the policy acts in [-10, 10] (reference §4).
+
+    Usable as a ``SetTaskSampler`` wrapper (``task`` is ignored).
+    """
+    del task
+    return normalize(env, expected_action_scale=10.)

@@ -324,10 +324,3 @@ def obtain_meta_batch(sampler, task_updates: Sequence[EnvUpdate],
     ]
     return sampler.obtain_exact_episodes(1, agent_updates, env_updates)
 
-
-def sample_params_for(policy: torch.nn.Module,
-                      params: Dict[str, torch.Tensor] | None):
-    """The parameters a worker should use: ``params`` or the policy's own."""
-    if params is not None:
-        return params
-    return dict(policy.named_parameters())
