@@ -8,11 +8,11 @@ which swaps non-leaf tensors into the module).
 """
 import collections
 import copy
-from typing import Dict, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from garage.torch.policies import Policy
 import torch
-from torch.func import functional_call
+from torch.func import functional_call, vmap
 
 Params = Dict[str, torch.Tensor]
 
@@ -49,6 +49,66 @@ def distribution_params(policy: torch.nn.Module, params: Params | None,
                         f'{type(policy).__name__} returned '
                         f'{type(base).__name__}')
     return base.loc, torch.log(base.scale).expand_as(base.loc)
+
+
+def stack_params(params: Sequence[Params]) -> Params:
+    """Stack per-task parameter dicts into one dict with a leading task axis."""
+    return collections.OrderedDict(
+        (name, torch.stack([p[name] for p in params]))
+        for name in params[0])
+
+
+def unstack_params(params: Params) -> List[Params]:
+    """Split a stacked parameter dict into one dict per task."""
+    n_tasks = next(iter(params.values())).shape[0]
+    return [
+        collections.OrderedDict((k, v[i]) for k, v in params.items())
+        for i in range(n_tasks)
+    ]
+
+
+def expand_params(params: Params, n_tasks: int) -> Params:
+    """Share ``params`` across ``n_tasks`` tasks as a stacked dict.
+
+    The result is a view: differentiating a sum of per-task objectives with
+    respect to it gives each task's own gradient, in one backward pass.
+    """
+    return collections.OrderedDict(
+        (k, v.unsqueeze(0).expand(n_tasks, *v.shape))
+        for k, v in params.items())
+
+
+def task_distribution_params(policy: torch.nn.Module, params: Params,
+                             observations: torch.Tensor,
+                             vectorize: bool = True
+                             ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Mean and log-std of M tasks, each at its own parameters.
+
+    Args:
+        policy (torch.nn.Module): A garage torch Gaussian policy.
+        params (dict): Stacked parameters, each of shape ``(M, *shape)``.
+        observations (torch.Tensor): :math:`(M, N, O)`.
+        vectorize (bool): One batched forward over the tasks
+            (``torch.func.vmap`` of ``functional_call``); False loops over
+            the tasks with one plain forward each. Both give the same values
+            up to float rounding.
+
+    Returns:
+        tuple(torch.Tensor, torch.Tensor): Mean and log-std, each
+            :math:`(M, N, A)`.
+
+    """
+    n_tasks = observations.shape[0]
+    if vectorize and n_tasks > 1:
+        return vmap(lambda p, o: distribution_params(policy, p, o))(
+            dict(params), observations)
+    outs = [
+        distribution_params(policy, {k: v[i]
+                                     for k, v in params.items()},
+                            observations[i]) for i in range(n_tasks)
+    ]
+    return (torch.stack([m for m, _ in outs]),
+            torch.stack([s for _, s in outs]))
 
 
 class AdaptedPolicy(Policy):

@@ -30,7 +30,7 @@ class ShortPointEnv(PointEnv):
 
 
 def make_setup(seed=1, hidden_sizes=(8, ), learn_std=True, n_workers=1,
-               kind='local', env_class=None):
+               kind='local', env_class=None, batched=True):
     """Env, policy, sampler and task sampler for a tiny meta-RL run."""
     set_seed(seed)
     env_class = env_class or ShortPointEnv
@@ -38,7 +38,7 @@ def make_setup(seed=1, hidden_sizes=(8, ), learn_std=True, n_workers=1,
     policy = GaussianMLPPolicy(env.spec, hidden_sizes=hidden_sizes,
                                learn_std=learn_std)
     sampler = garage_promp.make_sampler(policy, env, kind=kind,
-                                        n_workers=n_workers)
+                                        n_workers=n_workers, batched=batched)
     return env, policy, sampler, SetTaskSampler(env_class)
 
 

@@ -12,6 +12,7 @@ meta-gradient is 1. Per sample, meta-grad = ĝ'_out · dμ'/dμ with E[ĝ'_out |
 import dataclasses
 
 from garage_promp import objectives as obj
+from garage_promp.policies import expand_params
 
 import numpy as np
 import pytest
@@ -127,12 +128,13 @@ def test_lvc_and_maml_adapt_alike_but_meta_gradients_differ():
     _, maml = make_algo('MAMLVPG')
     maml.policy.load_state_dict(lvc.policy.state_dict())
     batches = lvc._sample_meta_batch(0)
-    theta = dict(lvc.policy.named_parameters())
-    for task in range(batches[0].n_tasks):
-        a = lvc._inner_step(theta, batches[0].task(task), create_graph=False)
-        b = maml._inner_step(theta, batches[0].task(task), create_graph=False)
-        for name in a:
-            assert torch.allclose(a[name], b[name], atol=1e-6)
+    theta = expand_params(dict(lvc.policy.named_parameters()),
+                          batches[0].n_tasks)
+    a = lvc._inner_step(theta, batches[0], create_graph=False)
+    b = maml._inner_step(theta, batches[0], create_graph=False)
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6)
+        assert not torch.allclose(a[name], theta[name])
     g_lvc, g_maml = _meta_grad(lvc, batches), _meta_grad(maml, batches)
     assert (g_lvc - g_maml).norm() > 1e-3 * g_lvc.norm()
 
@@ -157,16 +159,15 @@ def test_likelihood_ratio_is_one_on_pre_update_samples():
     """Reference test_integration: π_θ/π_old ≈ 1 on freshly sampled data."""
     _, algo = make_algo('ProMP', num_inner_grad_steps=2)
     batches = algo._sample_meta_batch(0)
-    theta = dict(algo.policy.named_parameters())
+    theta = expand_params(dict(algo.policy.named_parameters()),
+                          batches[0].n_tasks)
+    chain = algo._adapt_chain(theta, batches, create_graph=False)
     for k, batch in enumerate(batches):
-        for task in range(batch.n_tasks):
-            chain = algo._adapt_chain(theta, batches, task, create_graph=False)
-            log_probs = algo._log_probs(chain[k], batch.task(task))
-            ratio = obj.likelihood_ratio(log_probs,
-                                         batch.task(task).old_log_probs)
-            valid = batch.task(task).mask > 0
-            assert torch.allclose(ratio[valid], torch.ones_like(ratio[valid]),
-                                  atol=1e-4)
+        log_probs = algo._log_probs(chain[k], batch)
+        ratio = obj.likelihood_ratio(log_probs, batch.old_log_probs)
+        valid = batch.mask > 0
+        assert torch.allclose(ratio[valid], torch.ones_like(ratio[valid]),
+                              atol=1e-4)
 
 
 def test_promp_inner_kl_is_zero_at_theta_old():

@@ -4,11 +4,12 @@ import math
 from garage_promp.sampler import obtain_meta_batch
 from garage_promp.sampler.meta_batch_worker import split_meta_batch
 
+from garage.sampler.env_update import SetTaskUpdate
 import numpy as np
 import pytest
 import torch
 
-from tests.helpers import HORIZON, make_algo, make_setup
+from tests.helpers import HORIZON, LongPointEnv, make_algo, make_setup
 
 
 def _sample(seed, n_workers=1, kind='local'):
@@ -48,6 +49,38 @@ def test_per_task_parameters_are_used():
     eps = obtain_meta_batch(sampler, tasks, [theta, shifted], 2)
     mean = eps.agent_infos['mean'].reshape(4, HORIZON, -1)
     assert np.all(mean[2:] - mean[:2] > 4.)
+
+
+@pytest.mark.parametrize('n_workers', [1, 2])
+def test_batched_and_sequential_sampling_give_the_same_episodes(n_workers):
+    """One batched forward for all slots = one episode at a time."""
+    results = []
+    for batched in (True, False):
+        env, policy, sampler, task_sampler = make_setup(
+            7, n_workers=n_workers, env_class=LongPointEnv, batched=batched)
+        # Goals close to the start: some episodes end early, some do not.
+        tasks = [SetTaskUpdate(LongPointEnv, {'goal': np.array([0.2, g])},
+                               None) for g in (0., 0.1, -0.1, 0.2)]
+        gen = torch.Generator().manual_seed(0)
+        params = [{k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen)
+                   for k, v in policy.named_parameters()} for _ in tasks]
+        try:
+            results.append(obtain_meta_batch(sampler, tasks, params, 3))
+        finally:
+            sampler.shutdown_worker()
+    fast, slow = results
+    # Some episodes end early (goal reached), so slots go inactive mid-batch.
+    assert len(set(fast.lengths)) > 1
+    np.testing.assert_array_equal(fast.lengths, slow.lengths)
+    np.testing.assert_array_equal(fast.agent_infos['task_index'],
+                                  slow.agent_infos['task_index'])
+    for field in ('observations', 'actions', 'rewards'):
+        np.testing.assert_allclose(getattr(fast, field), getattr(slow, field),
+                                   rtol=1e-5, atol=1e-5, err_msg=field)
+    for key in ('mean', 'log_std'):
+        np.testing.assert_allclose(fast.agent_infos[key],
+                                   slow.agent_infos[key], rtol=1e-5,
+                                   atol=1e-6, err_msg=key)
 
 
 def test_split_meta_batch():

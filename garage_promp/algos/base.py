@@ -5,7 +5,7 @@ built from an env, a garage torch Gaussian policy, a garage sampler whose
 workers are :class:`~garage_promp.sampler.MetaBatchWorker` and a garage task
 sampler; trained by ``Trainer.setup``/``Trainer.train``; meta-tested through
 ``get_exploration_policy``/``adapt_policy``. Subclasses define the outer
-objective of one task (:meth:`_task_objective`) and the outer optimiser
+objective of every task (:meth:`_objective`) and the outer optimiser
 (:meth:`_optimize`).
 
 Per epoch: sample M tasks; for k = 0..K sample R episodes of every task in one
@@ -34,7 +34,10 @@ from garage_promp.policies import (
     AdaptedPolicy,
     Params,
     distribution_params,
+    expand_params,
     named_params,
+    task_distribution_params,
+    unstack_params,
 )
 from garage_promp.sampler.meta_batch_worker import MetaBatchWorker, obtain_meta_batch
 
@@ -46,6 +49,10 @@ import numpy as np
 import torch
 
 INNER_ESTIMATORS = ('lvc', 'maml', 'dice')
+
+#: Apply a single-task objective (reducing over R, T) to every task of a
+#: (M, R, T) batch at once: (M, R, T) tensors in, (M,) out.
+per_task = torch.func.vmap
 
 
 class MetaObjective(NamedTuple):
@@ -113,6 +120,10 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             ``LinearTimeBaseline``); only used with ``inner_estimator='dice'``.
         meta_evaluator (garage.experiment.MetaEvaluator or None): Meta-tester.
         evaluate_every_n_epochs (int): Evaluation period.
+        vectorize_tasks (bool): Evaluate the policy for all tasks in one
+            batched forward (``torch.func.vmap`` over per-task parameters)
+            and build the meta-objective of all tasks in one pass; False
+            loops over the tasks (same values up to float rounding).
 
     """
 
@@ -135,7 +146,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                  exploration: bool = False,
                  dice_baseline: Baseline | None = None,
                  meta_evaluator=None,
-                 evaluate_every_n_epochs: int = 1):
+                 evaluate_every_n_epochs: int = 1,
+                 vectorize_tasks: bool = True):
         _check(isinstance(meta_batch_size, int) and meta_batch_size >= 1,
                'meta_batch_size', 'an int >= 1', meta_batch_size)
         _check(
@@ -207,6 +219,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             baseline=baseline if baseline is not None else
             LinearFeatureBaseline(),
             dice_baseline=dice_baseline if inner_estimator == 'dice' else None)
+        self._vectorize_tasks = bool(vectorize_tasks)
         self._meta_evaluator = meta_evaluator
         self._evaluate_every_n_epochs = evaluate_every_n_epochs
         self._meta_test_keys = None
@@ -258,45 +271,63 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
     # ------------------------------------------------------ policy functions
     def _dist(self, params: Params | None,
               batch: MetaBatch) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Mean and log-std at ``params`` on a batch's observations."""
+        """Mean and log-std on a batch's observations, each (M, R, T, A).
+
+        ``params`` is stacked (a leading task axis: task i at its own
+        parameters) or None (the meta-policy's parameters for every task).
+        """
         obs = batch.observations
-        mean, log_std = distribution_params(self._policy, params,
-                                            obs.reshape(-1, obs.shape[-1]))
         shape = batch.actions.shape
+        if params is None:
+            mean, log_std = distribution_params(
+                self._policy, None, obs.reshape(-1, obs.shape[-1]))
+        else:
+            mean, log_std = task_distribution_params(
+                self._policy, params,
+                obs.reshape(obs.shape[0], -1, obs.shape[-1]),
+                self._vectorize_tasks)
         return mean.reshape(shape), log_std.reshape(shape)
 
     def _log_probs(self, params: Params | None,
                    batch: MetaBatch) -> torch.Tensor:
+        """log π(a|s) of every step, (M, R, T)."""
         mean, log_std = self._dist(params, batch)
         return gaussian_log_likelihood(batch.actions, mean, log_std)
 
     def _kl(self, params: Params | None, batch: MetaBatch) -> torch.Tensor:
-        """Mean KL(π_sampling ‖ π_params) over a batch's valid steps."""
+        """Per-task mean KL(π_sampling ‖ π_params) over valid steps, (M,)."""
         mean, log_std = self._dist(params, batch)
         kl = gaussian_kl(batch.old_mean, batch.old_log_std, mean, log_std)
-        return masked_mean(kl, batch.mask)
+        return per_task(masked_mean)(kl, batch.mask)
 
     # ------------------------------------------------------------ adaptation
     def _inner_objective(self, params: Params,
                          batch: MetaBatch) -> torch.Tensor:
-        """The inner objective J^in of one task, to maximise (reference §1.2)."""
+        """Per-task inner objective J^in (to maximise), (M,) (reference §1.2)."""
         log_probs = self._log_probs(params, batch)
         if self._inner_estimator == 'lvc':
-            return lvc_objective(log_probs, batch.old_log_probs,
-                                 batch.advantages, batch.mask)
+            return per_task(lvc_objective)(log_probs, batch.old_log_probs,
+                                           batch.advantages, batch.mask)
         if self._inner_estimator == 'maml':
-            return log_likelihood_objective(log_probs, batch.advantages,
-                                            batch.mask)
-        return dice_objective(log_probs, batch.dice_rewards, batch.mask)
+            return per_task(log_likelihood_objective)(log_probs,
+                                                      batch.advantages,
+                                                      batch.mask)
+        return per_task(dice_objective)(log_probs, batch.dice_rewards,
+                                        batch.mask)
 
     def _inner_step(self, params: Params, batch: MetaBatch,
                     create_graph: bool) -> Params:
-        r"""θ' = θ + α ⊙ ∇J^in(θ): one gradient-ascent step on J^in."""
+        r"""θ'_i = θ_i + α ⊙ ∇J^in_i(θ_i) for every task i at once.
+
+        ``params`` is stacked over the batch's M tasks. Task i's objective
+        depends only on row i, so one backward pass of the summed objectives
+        gives every task's own gradient.
+        """
         if not create_graph:
             params = collections.OrderedDict(
-                (k, v.detach().requires_grad_(True))
+                (k, v.detach().clone().requires_grad_(True))
                 for k, v in params.items())
-        objective = self._inner_objective(params, batch)
+        objective = self._inner_objective(params, batch).sum()
         grads = torch.autograd.grad(objective,
                                     list(params.values()),
                                     create_graph=create_graph)
@@ -307,47 +338,62 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                                                            step).detach()
         return new
 
-    def _adapt_chain(self, theta: Params, batches: Sequence[MetaBatch],
-                     task: int, create_graph: bool = True) -> List[Params]:
-        """[φ_0 = θ, φ_1, ..., φ_K] of one task, from the stored batches."""
-        chain = [theta]
+    def _adapt_chain(self, params: Params, batches: Sequence[MetaBatch],
+                     create_graph: bool = True) -> List[Params]:
+        """[φ_0, φ_1, ..., φ_K] of the batches' tasks, all stacked."""
+        chain = [params]
         for k in range(self._num_inner_grad_steps):
             chain.append(
-                self._inner_step(chain[-1], batches[k].task(task),
-                                 create_graph))
+                self._inner_step(chain[-1], batches[k], create_graph))
         return chain
 
     # ------------------------------------------------------- meta-objective
     @abc.abstractmethod
-    def _task_objective(self, chain: List[Params],
-                        batches: Sequence[MetaBatch], task: int,
-                        post_log_probs: torch.Tensor
-                        ) -> Tuple[torch.Tensor, Dict[str, float]]:
-        """Outer objective of one task (to maximise) and scalar stats.
+    def _objective(self, chain: List[Params], batches: Sequence[MetaBatch],
+                   post_log_probs: torch.Tensor
+                   ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Per-task outer objective (to maximise), (M,), and per-task stats.
 
         Args:
-            chain (list[dict]): [φ_0 = θ, ..., φ_K] of the task.
-            batches (list[MetaBatch]): The K+1 batches of all tasks.
-            task (int): Task index.
-            post_log_probs (torch.Tensor): log π_{φ_K}(a|s) on D_K of the
-                task, :math:`(1, R, T)`.
+            chain (list[dict]): [φ_0 = θ, ..., φ_K], stacked over the tasks.
+            batches (list[MetaBatch]): The K+1 batches of the same M tasks.
+            post_log_probs (torch.Tensor): log π_{φ_K}(a|s) on D_K,
+                :math:`(M, R, T)`.
 
         """
 
-    def _exploration_term(self, theta: Params, batches: Sequence[MetaBatch],
-                          task: int) -> torch.Tensor:
-        """E-MAML term of one task, or 0 (reference §1.4)."""
+    def _exploration_term(self, theta: Params,
+                          batches: Sequence[MetaBatch]) -> torch.Tensor:
+        """Per-task E-MAML term, or zeros, (M,) (reference §1.4)."""
         if not self._exploration:
-            return torch.zeros(())
-        pre = batches[0].task(task)
-        post = batches[-1].task(task)
-        return emaml_objective(self._log_probs(theta, pre), pre.mask,
-                               post.mean_std_reward[0])
+            return torch.zeros(batches[0].n_tasks)
+        pre = batches[0]
+        return per_task(emaml_objective)(self._log_probs(theta, pre),
+                                         pre.mask,
+                                         batches[-1].mean_std_reward)
+
+    def _task_objectives(self, theta: Params, batches: Sequence[MetaBatch],
+                         create_graph: bool):
+        """Per-task objective, post-update KL and stats of the batches' tasks."""
+        chain = self._adapt_chain(expand_params(theta, batches[0].n_tasks),
+                                  batches, create_graph)
+        post = batches[-1]
+        mean, log_std = self._dist(chain[-1], post)
+        post_log_probs = gaussian_log_likelihood(post.actions, mean, log_std)
+        kl = per_task(masked_mean)(gaussian_kl(post.old_mean,
+                                               post.old_log_std, mean,
+                                               log_std), post.mask)
+        objective, stats = self._objective(chain, batches, post_log_probs)
+        return objective, kl, stats
 
     def meta_objective(self, batches: Sequence[MetaBatch],
                        theta: Params | None = None,
                        create_graph: bool = True) -> MetaObjective:
         """The meta-objective J(θ) (to maximise) and the post-update KL.
+
+        With ``vectorize_tasks`` (default) all tasks' inner steps and outer
+        objectives are computed in one batched pass; otherwise task by task.
+        Both give the same values and gradients up to float rounding.
 
         Args:
             batches (list[MetaBatch]): The K+1 sampled batches.
@@ -361,26 +407,21 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
 
         """
         theta = named_params(self._policy) if theta is None else theta
-        total, kl_total = 0., 0.
-        stats = collections.defaultdict(float)
-        n_tasks = batches[0].n_tasks
-        post = batches[-1]
-        for task in range(n_tasks):
-            chain = self._adapt_chain(theta, batches, task, create_graph)
-            post_task = post.task(task)
-            mean, log_std = self._dist(chain[-1], post_task)
-            post_log_probs = gaussian_log_likelihood(post_task.actions, mean,
-                                                     log_std)
-            kl = masked_mean(
-                gaussian_kl(post_task.old_mean, post_task.old_log_std, mean,
-                            log_std), post_task.mask)
-            objective, task_stats = self._task_objective(
-                chain, batches, task, post_log_probs)
-            total = total + objective / n_tasks
-            kl_total = kl_total + kl / n_tasks
-            for key, value in task_stats.items():
-                stats[key] += float(torch.as_tensor(value).detach()) / n_tasks
-        return MetaObjective(total, kl_total, dict(stats))
+        if self._vectorize_tasks:
+            parts = [self._task_objectives(theta, batches, create_graph)]
+        else:
+            parts = [
+                self._task_objectives(theta, [b.task(i) for b in batches],
+                                      create_graph)
+                for i in range(batches[0].n_tasks)
+            ]
+        objective = torch.cat([p[0] for p in parts]).mean()
+        kl = torch.cat([p[1] for p in parts]).mean()
+        stats = {
+            key: float(torch.cat([p[2][key] for p in parts]).detach().mean())
+            for key in parts[0][2]
+        }
+        return MetaObjective(objective, kl, stats)
 
     # -------------------------------------------------------------- training
     def _sample_meta_batch(self, itr: int,
@@ -393,20 +434,18 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         theta = collections.OrderedDict(
             (k, v.detach().clone())
             for k, v in named_params(self._policy).items())
-        params = [theta] * n_tasks
+        params = expand_params(theta, n_tasks)
         batches = []
         for k in range(self._num_inner_grad_steps + 1):
-            episodes = obtain_meta_batch(self._sampler, task_updates, params,
+            episodes = obtain_meta_batch(self._sampler, task_updates,
+                                         unstack_params(params),
                                          self._episodes_per_task)
             batch = process_episodes(episodes, n_tasks,
                                      self._episodes_per_task, self._horizon,
                                      self._processing)
             batches.append(batch)
             if k < self._num_inner_grad_steps:
-                params = [
-                    self._inner_step(params[i], batch.task(i), False)
-                    for i in range(n_tasks)
-                ]
+                params = self._inner_step(params, batch, False)
         return batches
 
     def train(self, trainer) -> float:
@@ -534,5 +573,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         n_eps = len(exploration_episodes.lengths)
         batch = process_episodes(exploration_episodes, 1, n_eps,
                                  self._horizon, self._processing)
-        new_params = self._inner_step(params, batch, create_graph=False)
-        return AdaptedPolicy(self._policy, new_params, steps + 1)
+        new_params = self._inner_step(expand_params(params, 1), batch,
+                                      create_graph=False)
+        return AdaptedPolicy(self._policy,
+                             unstack_params(new_params)[0], steps + 1)

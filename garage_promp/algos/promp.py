@@ -2,7 +2,7 @@
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, _check
+from garage_promp.algos.base import MetaPolicySearch, _check, per_task
 from garage_promp.objectives import clipped_objective
 
 from dowel import tabular
@@ -92,20 +92,24 @@ class ProMP(MetaPolicySearch):
                                            lr=learning_rate,
                                            eps=1e-8)
 
-    def _task_objective(self, chain, batches, task, post_log_probs):
-        post = batches[-1].task(task)
-        clip = clipped_objective(post_log_probs, post.old_log_probs,
-                                 post.advantages, self._current_clip_eps,
-                                 post.mask)
+    def _objective(self, chain, batches, post_log_probs):
+        post = batches[-1]
+        eps = self._current_clip_eps
+        clip = per_task(lambda lp, old, adv, mask: clipped_objective(
+            lp, old, adv, eps, mask))(post_log_probs, post.old_log_probs,
+                                      post.advantages, post.mask)
         inner_kls = torch.stack([
-            self._kl(chain[k], batches[k].task(task))
+            self._kl(chain[k], batches[k])
             for k in range(self._num_inner_grad_steps)
-        ])
+        ], dim=-1)
         coeffs = torch.as_tensor(self.inner_kl_coeff, dtype=inner_kls.dtype)
         # Eq. 13: KL penalty on the policies that collected each inner batch;
         # a mean over inner steps, as the reference.
-        penalty = (coeffs * inner_kls).mean()
-        stats = {f'InnerKL_Step_{k}': kl for k, kl in enumerate(inner_kls)}
+        penalty = (coeffs * inner_kls).mean(-1)
+        stats = {
+            f'InnerKL_Step_{k}': inner_kls[:, k]
+            for k in range(self._num_inner_grad_steps)
+        }
         stats['ClipObjective'] = clip
         return clip - penalty, stats
 
@@ -120,7 +124,7 @@ class ProMP(MetaPolicySearch):
                        for b in batches]
                 loss = -self.meta_objective(sub).objective
                 if loss_before is None:
-                    loss_before = float(loss)
+                    loss_before = float(loss.detach())
                 self._adam_step(self._optimizer, loss)
         after = self.meta_objective(batches, create_graph=False)
         for k in range(self._num_inner_grad_steps):
@@ -132,7 +136,7 @@ class ProMP(MetaPolicySearch):
                     self.inner_kl_coeff[k] /= 2
                 elif inner_kl > self._target_inner_step * 1.5:
                     self.inner_kl_coeff[k] *= 2
-        loss_after = -float(after.objective)
+        loss_after = -float(after.objective.detach())
         tabular.record('LossBefore', loss_before)
         tabular.record('LossAfter', loss_after)
         tabular.record('dLoss', loss_before - loss_after)

@@ -2,7 +2,7 @@
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, _check
+from garage_promp.algos.base import MetaPolicySearch, _check, per_task
 from garage_promp.objectives import lvc_objective
 from garage_promp.optimizers import (
     conjugate_gradient,
@@ -95,11 +95,12 @@ class TRPOMAML(MetaPolicySearch):
         self._fd_eps = fd_eps
         self._cg_damping = cg_damping
 
-    def _task_objective(self, chain, batches, task, post_log_probs):
-        post = batches[-1].task(task)
-        surrogate = lvc_objective(post_log_probs, post.old_log_probs,
-                                  post.advantages, post.mask)
-        exploration = self._exploration_term(chain[0], batches, task)
+    def _objective(self, chain, batches, post_log_probs):
+        post = batches[-1]
+        surrogate = per_task(lvc_objective)(post_log_probs,
+                                            post.old_log_probs,
+                                            post.advantages, post.mask)
+        exploration = self._exploration_term(chain[0], batches)
         return surrogate + exploration, {'ExplorationObjective': exploration}
 
     def hvp_function(self, batches: List[MetaBatch], meta=None):

@@ -12,7 +12,7 @@ the post-update data; "VPG" in the paper is Adam(1e-3), one step per epoch.
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, _check
+from garage_promp.algos.base import MetaPolicySearch, _check, per_task
 from garage_promp.objectives import log_likelihood_objective
 
 from dowel import tabular
@@ -38,11 +38,12 @@ class MetaVPG(MetaPolicySearch):
                                            lr=learning_rate,
                                            eps=1e-8)
 
-    def _task_objective(self, chain, batches, task, post_log_probs):
-        post = batches[-1].task(task)
-        objective = log_likelihood_objective(post_log_probs, post.advantages,
-                                             post.mask)
-        exploration = self._exploration_term(chain[0], batches, task)
+    def _objective(self, chain, batches, post_log_probs):
+        post = batches[-1]
+        objective = per_task(log_likelihood_objective)(post_log_probs,
+                                                       post.advantages,
+                                                       post.mask)
+        exploration = self._exploration_term(chain[0], batches)
         return objective + exploration, {'ExplorationObjective': exploration}
 
     def _optimize(self, itr: int, batches: List[MetaBatch]):

@@ -22,7 +22,7 @@ SAMPLER_KINDS = {
 
 
 def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
-                 max_episode_length=None, seed=None):
+                 max_episode_length=None, seed=None, batched=True):
     """A garage sampler whose workers are :class:`MetaBatchWorker`.
 
     Args:
@@ -32,6 +32,9 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
         n_workers (int): Worker count; the meta-batch is split across them.
         max_episode_length (int or None): Defaults to the env's.
         seed (int or None): Defaults to garage's ``get_seed()``.
+        batched (bool): Workers step all their slots in lockstep with one
+            batched policy forward (default), or slot after slot with one
+            forward per step (same episodes; for reference and benchmarks).
 
     Returns:
         garage.sampler.Sampler: The sampler.
@@ -50,7 +53,8 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
                             if max_episode_length is None else
                             max_episode_length),
         n_workers=n_workers,
-        worker_class=MetaBatchWorker)
+        worker_class=MetaBatchWorker,
+        worker_args=dict(batched=bool(batched)))
     return SAMPLER_KINDS[kind].from_worker_factory(factory,
                                                    agents=policy,
                                                    envs=env)

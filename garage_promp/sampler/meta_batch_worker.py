@@ -3,18 +3,25 @@
 garage's MAML samples one task at a time, a sampler call per task and per
 inner step, with one policy forward per environment step. ``MetaBatchWorker``
 instead holds one environment per (task, episode) slot, steps all of them in
-lockstep and evaluates the policy once per task per step with that task's own
-(adapted) parameters, like the reference's vectorised ``MetaSampler``. It is a
-plain :class:`garage.sampler.Worker`, so ``LocalSampler``,
+lockstep and evaluates the policy for all slots in ONE batched forward, each
+task at its own (adapted) parameters (``torch.func.vmap`` of
+``functional_call`` over the stacked per-task parameters), like the
+reference's vectorised ``MetaSampler``. It is a plain
+:class:`garage.sampler.Worker`, so ``LocalSampler``,
 ``MultiprocessingSampler`` and ``RaySampler`` all run it; the algorithm
 spreads the meta-batch over the workers through the samplers' per-worker
 update lists (``obtain_exact_episodes(1, [agent updates], [env updates])``).
+
+The action noise of slot s at step t is drawn up front (``noise[s, t]``), so
+an episode does not depend on how the slots are batched: ``batched=False``
+samples the same slots one episode at a time with one forward per step (the
+straightforward way) and gives the same episodes up to float rounding.
 """
 import copy
 import dataclasses
 from typing import Dict, List, Sequence
 
-from garage_promp.policies import distribution_params
+from garage_promp.policies import distribution_params, stack_params, task_distribution_params
 
 from garage import EpisodeBatch, StepType
 from garage.sampler import Worker
@@ -61,13 +68,18 @@ class MetaBatchWorker(Worker):
             a ``seed`` method are seeded per slot from it.
         max_episode_length (int): Maximum episode length.
         worker_number (int): Number of this worker.
+        batched (bool): Step all slots in lockstep with one batched policy
+            forward per step (default); False samples slot after slot, one
+            forward per step, for reference and benchmarks.
 
     """
 
-    def __init__(self, *, seed, max_episode_length, worker_number):
+    def __init__(self, *, seed, max_episode_length, worker_number,
+                 batched=True):
         super().__init__(seed=seed,
                          max_episode_length=max_episode_length,
                          worker_number=worker_number)
+        self._batched = bool(batched)
         self._base_seed = 0 if seed is None else int(seed) + worker_number
         self._generator = torch.Generator().manual_seed(self._base_seed)
         self._policy = None
@@ -94,9 +106,10 @@ class MetaBatchWorker(Worker):
         if agent_update is None:
             return
         if isinstance(agent_update, MetaBatchAgentUpdate):
-            self._params = [{k: torch.as_tensor(v)
-                             for k, v in p.items()}
-                            for p in agent_update.params]
+            self._params = stack_params([{
+                k: torch.as_tensor(v)
+                for k, v in p.items()
+            } for p in agent_update.params])
         elif isinstance(agent_update, dict):
             self._policy.load_state_dict(agent_update)
             self._params = None
@@ -146,24 +159,31 @@ class MetaBatchWorker(Worker):
             seed_fn(self._base_seed * 100_003 + self._n_seeded)
         self._n_seeded += 1
 
-    def _actions(self, observations: np.ndarray, slots: np.ndarray):
-        """One policy evaluation per task for the given active slots."""
+    def _distribution(self, observations: np.ndarray, slots: np.ndarray):
+        """Mean and log-std for the given slots (numpy, float32)."""
         obs = torch.as_tensor(observations, dtype=torch.float32)
-        mean = torch.empty(len(slots), self._action_dim)
-        log_std = torch.empty(len(slots), self._action_dim)
-        tasks = self._slot_task[slots]
         with torch.no_grad():
-            for task in np.unique(tasks):
-                rows = np.flatnonzero(tasks == task)
-                params = None if self._params is None else self._params[task]
-                mean[rows], log_std[rows] = distribution_params(
-                    self._policy, params, obs[rows])
-            noise = torch.randn(mean.shape, generator=self._generator)
-            actions = mean + torch.exp(log_std) * noise
-        return actions.numpy(), mean.numpy(), log_std.numpy()
+            if self._params is None:
+                mean, log_std = distribution_params(self._policy, None, obs)
+            elif len(slots) == len(self._slot_task):
+                # Every slot: (n_tasks, n_eps, O) through one batched forward.
+                n_tasks = len(self._task_indices)
+                mean, log_std = task_distribution_params(
+                    self._policy, self._params,
+                    obs.reshape(n_tasks, -1, obs.shape[-1]))
+                mean = mean.reshape(len(slots), -1)
+                log_std = log_std.reshape(len(slots), -1)
+            else:
+                task = int(self._slot_task[slots[0]])
+                if not (self._slot_task[slots] == task).all():
+                    raise ValueError('a partial forward must be of one task')
+                mean, log_std = distribution_params(
+                    self._policy, {k: v[task]
+                                   for k, v in self._params.items()}, obs)
+        return mean.numpy(), log_std.numpy()
 
     def rollout(self) -> EpisodeBatch:
-        """Sample one episode in every slot, all slots in lockstep.
+        """Sample one episode in every slot.
 
         Returns:
             EpisodeBatch: Episodes in slot order (task-major), with agent
@@ -175,37 +195,64 @@ class MetaBatchWorker(Worker):
                 raise ValueError('MetaBatchWorker has no environment')
             self._build_slots(
                 MetaBatchEnvUpdate([_Identity()], [0], 1))
-        if self._params is not None and len(self._params) != len(
-                set(self._slot_task)):
+        n_tasks = len(self._task_indices)
+        if self._params is not None and \
+                len(next(iter(self._params.values()))) != n_tasks:
             raise ValueError(
-                f'{len(self._params)} parameter sets for '
-                f'{len(set(self._slot_task))} tasks')
-        self._action_dim = int(
-            np.prod(self._envs[0].spec.action_space.shape))
-        steps = [_EpisodeRecorder() for _ in self._envs]
-        obs = []
-        for env, rec in zip(self._envs, steps):
-            first_obs, episode_info = env.reset()
-            rec.episode_info = episode_info
-            obs.append(first_obs)
-        active = np.arange(len(self._envs))
-        for _ in range(self._max_episode_length):
-            if len(active) == 0:
+                f'{len(next(iter(self._params.values())))} parameter sets '
+                f'for {n_tasks} tasks')
+        n_slots = len(self._envs)
+        action_dim = int(np.prod(self._envs[0].spec.action_space.shape))
+        noise = torch.randn((n_slots, self._max_episode_length, action_dim),
+                            generator=self._generator).numpy()
+        recorders = [_EpisodeRecorder() for _ in self._envs]
+        if self._batched:
+            self._rollout_lockstep(recorders, noise)
+        else:
+            for slot in range(n_slots):
+                self._rollout_slot(slot, recorders[slot], noise[slot])
+        return self._to_episode_batch(recorders)
+
+    def _rollout_lockstep(self, recorders, noise):
+        """All slots in lockstep, one batched policy forward per step."""
+        all_slots = np.arange(len(self._envs))
+        first = []
+        for env, rec in zip(self._envs, recorders):
+            first_obs, rec.episode_info = env.reset()
+            first.append(first_obs)
+        obs = np.stack(first)
+        active = np.ones(len(self._envs), dtype=bool)
+        for t in range(self._max_episode_length):
+            if not active.any():
                 break
-            actions, mean, log_std = self._actions(
-                np.stack([obs[s] for s in active]), active)
-            still_active = []
-            for row, slot in enumerate(active):
-                es = self._envs[slot].step(actions[row])
-                steps[slot].add(obs[slot], es, mean[row], log_std[row])
-                obs[slot] = es.observation
-                if es.terminal or len(steps[slot].rewards) >= \
-                        self._max_episode_length:
-                    steps[slot].last_observation = es.observation
-                else:
-                    still_active.append(slot)
-            active = np.asarray(still_active, dtype=np.int64)
-        return self._to_episode_batch(steps)
+            mean, log_std = self._distribution(obs, all_slots)
+            actions = mean + np.exp(log_std) * noise[:, t]
+            for slot in np.flatnonzero(active):
+                if self._step(slot, recorders[slot], obs[slot].copy(),
+                              actions[slot], mean[slot], log_std[slot]):
+                    active[slot] = False
+                obs[slot] = recorders[slot].next_observation
+
+    def _rollout_slot(self, slot, recorder, noise):
+        """One slot's episode alone, one policy forward per step."""
+        obs, recorder.episode_info = self._envs[slot].reset()
+        for t in range(self._max_episode_length):
+            mean, log_std = self._distribution(obs[None], np.array([slot]))
+            action = mean[0] + np.exp(log_std[0]) * noise[t]
+            if self._step(slot, recorder, obs, action, mean[0], log_std[0]):
+                break
+            obs = recorder.next_observation
+
+    def _step(self, slot, recorder, obs, action, mean, log_std) -> bool:
+        """Step one slot; True when its episode is over."""
+        env_step = self._envs[slot].step(action)
+        recorder.add(obs, env_step, mean, log_std)
+        recorder.next_observation = env_step.observation
+        if env_step.terminal or len(
+                recorder.rewards) >= self._max_episode_length:
+            recorder.last_observation = env_step.observation
+            return True
+        return False
 
     def _to_episode_batch(self, steps: Sequence['_EpisodeRecorder']):
         lengths = np.asarray([len(r.rewards) for r in steps], dtype=np.int64)
@@ -253,6 +300,7 @@ class _EpisodeRecorder:
         self.step_types = []
         self.episode_info = {}
         self.last_observation = None
+        self.next_observation = None
 
     def add(self, observation, env_step, mean, log_std):
         self.observations.append(observation)
