@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Meta-training throughput, side by side, in one run.
+
+``table`` mode (default) measures, for each environment and batch:
+
+* ``raw``: random actions stepped through the same garage environments by the
+  same number of processes, no policy: the machine's physical limit;
+* ``garage``: garage 2021.3's own ``MAMLTRPO`` (one sampler call per task and
+  inner step, one policy forward per env step), same envs, batch and workers;
+* every garage_promp algorithm of the paper table,
+
+each as seconds per iteration split into sampling (everything up to the
+processed post-update batch, inner steps for sampling included) and update
+(the outer optimisation and logging), with peak memory, and prints a table of
+the ratios. ``scaling`` mode times ProMP at meta-batch sizes 10/20/40 with 1
+and 2 workers and writes a PNG plot. Both write JSON.
+
+Every measurement runs in a fresh Python process, so peak memory (the
+process's peak RSS, and the largest sampler worker's) belongs to it alone.
+Iteration 1 carries the start-up (worker processes, environment copies);
+with ``--iters`` > 1 the reported time is the mean of the later iterations.
+
+    python benchmarks/throughput.py                    # table, ~15 min on 2 cores
+    python benchmarks/throughput.py --mode scaling     # + benchmarks/scaling.png
+    python benchmarks/throughput.py --quick            # a 1-minute smoke run
+"""
+import json
+import os
+import pathlib
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import click
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+#: Batches: the paper's (reference §7.2) and a small one.
+BATCHES = {
+    'paper': dict(meta_batch_size=40, episodes_per_task=20),
+    'small': dict(meta_batch_size=10, episodes_per_task=5),
+    'quick': dict(meta_batch_size=2, episodes_per_task=2),
+}
+
+
+# ------------------------------------------------------------ measurements
+def _setup(env_name):
+    import garage_promp  # noqa: F401  (compat layer before garage)
+    from garage_promp.experiment.paper_config import ENVS, normalize_actions
+
+    from garage.experiment.task_sampler import SetTaskSampler
+    cfg = ENVS[env_name]
+    env = normalize_actions(cfg['env']())
+    return cfg, env, SetTaskSampler(cfg['env'], wrapper=normalize_actions)
+
+
+def _trainer(tmp):
+    from garage.experiment.experiment import ExperimentContext
+    from garage.trainer import Trainer
+    return Trainer(ExperimentContext(snapshot_dir=tmp, snapshot_mode='none',
+                                     snapshot_gap=1))
+
+
+def _time_calls(obj, sample_name, update_name, timings):
+    """Wrap two bound methods of ``obj`` to record their wall times."""
+    for name, key in ((sample_name, 'sample'), (update_name, 'update')):
+        method = getattr(obj, name)
+
+        def timed(*args, _method=method, _key=key, **kwargs):
+            start = time.perf_counter()
+            out = _method(*args, **kwargs)
+            timings[_key].append(time.perf_counter() - start)
+            return out
+
+        setattr(obj, name, timed)
+
+
+def _raw_worker(env_name, n_steps, seed, barrier, results):
+    import numpy as np
+    _, _, task_sampler = _setup(env_name)
+    np.random.seed(seed)
+    env = task_sampler.sample(1)[0]()
+    low, high = env.action_space.low, env.action_space.high
+    rng = np.random.default_rng(seed)
+    env.reset()
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(n_steps):
+        if env.step(rng.uniform(low, high)).last:
+            env.reset()
+    results.put(time.perf_counter() - start)
+
+
+def measure_raw(env_name, n_workers, n_steps):
+    """Aggregate random-action steps/s of ``n_workers`` processes.
+
+    Environments are built before a barrier, so only stepping is timed.
+    """
+    import multiprocessing as mp
+    _setup(env_name)  # import everything before forking
+    ctx = mp.get_context('fork')
+    barrier, results = ctx.Barrier(n_workers), ctx.Queue()
+    procs = [ctx.Process(target=_raw_worker, args=(env_name, n_steps, s, barrier, results))
+             for s in range(n_workers)]
+    for proc in procs:
+        proc.start()
+    elapsed = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return dict(steps_per_s=n_workers * n_steps / max(elapsed))
+
+
+def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, iters, seed=1):
+    """Seconds per iteration (sampling / update) of one algorithm."""
+    import garage_promp
+    from garage_promp.experiment.paper_config import ALGOS, algo_kwargs
+
+    from garage.experiment.deterministic import set_seed
+    from garage.torch.policies import GaussianMLPPolicy
+    set_seed(seed)
+    cfg, env, task_sampler = _setup(env_name)
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=cfg['hidden_sizes'])
+    timings = dict(sample=[], update=[])
+    kind = 'local' if n_workers == 1 else 'multiprocessing'
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = _trainer(tmp)
+        if algo == 'garage-MAMLTRPO':
+            from garage.sampler import LocalSampler, MultiprocessingSampler
+            from garage.torch.algos import MAMLTRPO
+            from garage.torch.value_functions import GaussianMLPValueFunction
+            sampler_cls = LocalSampler if n_workers == 1 else MultiprocessingSampler
+            sampler = sampler_cls(agents=policy, envs=env, n_workers=n_workers,
+                                  max_episode_length=env.spec.max_episode_length)
+            algorithm = MAMLTRPO(env=env, policy=policy, sampler=sampler,
+                                 task_sampler=task_sampler,
+                                 value_function=GaussianMLPValueFunction(
+                                     env.spec, hidden_sizes=(32, 32)),
+                                 meta_batch_size=meta_batch_size, discount=0.99,
+                                 inner_lr=cfg['inner_lr'],
+                                 num_grad_updates=cfg['K'])
+            _time_calls(algorithm, '_obtain_samples', '_train_once', timings)
+        else:
+            kwargs = algo_kwargs(algo, env_name)
+            kwargs.update(meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
+            algo_class = ALGOS[algo][0]
+            if algo_class is not garage_promp.TRPOMAML:
+                kwargs.pop('inner_estimator', None)
+                kwargs.pop('exploration', None)
+            sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=n_workers)
+            algorithm = algo_class(env, policy, sampler, task_sampler, **kwargs)
+            _time_calls(algorithm, '_sample_meta_batch', '_train_once', timings)
+        trainer.setup(algorithm, env)
+        trainer.train(n_epochs=iters,
+                      batch_size=episodes_per_task * env.spec.max_episode_length)
+    steady = slice(1, None) if iters > 1 else slice(0, None)
+    sample = sum(timings['sample'][steady]) / len(timings['sample'][steady])
+    update = sum(timings['update'][steady]) / len(timings['update'][steady])
+    env_steps = (cfg['K'] + 1) * meta_batch_size * episodes_per_task * env.spec.max_episode_length
+    return dict(sample_s=sample, update_s=update, iter_s=sample + update, K=cfg['K'],
+                horizon=env.spec.max_episode_length,
+                first_iter_s=timings['sample'][0] + timings['update'][0],
+                env_steps=env_steps, sample_steps_per_s=env_steps / sample)
+
+
+def run_one(spec):
+    """Run one measurement (in this process) and add peak memory."""
+    warnings.simplefilter('ignore')
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
+    if spec['what'] == 'raw':
+        out = measure_raw(spec['env'], spec['n_workers'], spec['n_steps'])
+    else:
+        out = measure_algo(spec['env'], spec['what'], spec['meta_batch_size'],
+                           spec['episodes_per_task'], spec['n_workers'], spec['iters'])
+    out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out['worker_peak_rss_mb'] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return out
+
+
+def run_isolated(spec):
+    """One measurement in a fresh Python process."""
+    proc = subprocess.run([sys.executable, __file__, '_one', json.dumps(spec)],
+                          capture_output=True, text=True, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{')]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f'measurement {spec} failed:\n{proc.stderr[-3000:]}')
+    return {**spec, **json.loads(lines[-1])}
+
+
+# ------------------------------------------------------------------ tables
+def table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps):
+    """Every measurement of the table mode, in run order."""
+    specs = []
+    for env in envs:
+        specs.append(dict(what='raw', env=env, n_workers=n_workers, n_steps=raw_steps))
+        for batch in batches:
+            common = dict(env=env, batch=batch, n_workers=n_workers, **BATCHES[batch])
+            if garage_iters:
+                specs.append(dict(what='garage-MAMLTRPO', iters=garage_iters, **common))
+            specs += [dict(what=a, iters=iters, **common) for a in algos]
+    return specs
+
+
+def format_table(results):
+    """Markdown table with ratios to the raw step rate and to garage."""
+    raw = {r['env']: r['steps_per_s'] for r in results if r['what'] == 'raw'}
+    garage = {(r['env'], r['batch']): r['iter_s'] for r in results
+              if r['what'] == 'garage-MAMLTRPO'}
+    head = ('| env | batch (M×R×H×(K+1)) | algorithm | s/iter | sampling s | update s | '
+            'update share | sampling steps/s | vs raw steps/s | speed-up vs garage | '
+            'peak RSS MB (main / worker) |')
+    lines = [head, '|' + '---|' * (head.count('|') - 1)]
+    for env, rate in raw.items():
+        lines.append(f'| {env} | random actions | raw env steps | | | | | {rate:,.0f} | 1.00 | '
+                     '| |')
+    for r in results:
+        if r['what'] == 'raw':
+            continue
+        steps = f"{r['meta_batch_size']}×{r['episodes_per_task']}×{r['horizon']}×{r['K'] + 1}"
+        garage_s = garage.get((r['env'], r['batch']))
+        speedup = '' if garage_s is None else f"{garage_s / r['iter_s']:.1f}×"
+        lines.append(
+            f"| {r['env']} | {r['batch']} ({steps}) | {r['what']} | {r['iter_s']:.2f} | "
+            f"{r['sample_s']:.2f} | {r['update_s']:.2f} | "
+            f"{r['update_s'] / r['iter_s']:.0%} | {r['sample_steps_per_s']:,.0f} | "
+            f"{r['sample_steps_per_s'] / raw[r['env']]:.2f} | "
+            f"{speedup} | "
+            f"{r['peak_rss_mb']:,.0f} / {r['worker_peak_rss_mb']:,.0f} |")
+    return '\n'.join(lines)
+
+
+def plot_scaling(results, path):
+    """Seconds per iteration against meta-batch size, one line per workers."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for workers in sorted({r['n_workers'] for r in results}):
+        rows = sorted((r for r in results if r['n_workers'] == workers),
+                      key=lambda r: r['meta_batch_size'])
+        sizes = [r['meta_batch_size'] for r in rows]
+        ax.plot(sizes, [r['iter_s'] for r in rows], 'o-', label=f'{workers} worker(s): iteration')
+        ax.plot(sizes, [r['sample_s'] for r in rows], 'x--', label=f'{workers} worker(s): sampling')
+        ax.plot(sizes, [r['env_steps'] / r['raw_steps_per_s'] for r in rows], ':',
+                label=f'{workers} worker(s): raw-step limit')
+    ax.set_xlabel('meta-batch size (tasks)')
+    ax.set_ylabel('seconds per iteration')
+    ax.set_title(f"{results[0]['what']} on {results[0]['env']}, "
+                 f"{results[0]['episodes_per_task']} episodes per task")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+@click.group(invoke_without_command=True)
+@click.option('--mode', type=click.Choice(['table', 'scaling']), default='table',
+              show_default=True)
+@click.option('--env', 'envs', multiple=True, default=['HalfCheetahFwdBack', 'PointEnvCorner'],
+              show_default=True)
+@click.option('--batch', 'batches', multiple=True, default=['paper', 'small'], show_default=True,
+              type=click.Choice(sorted(BATCHES)))
+@click.option('--algo', 'algos', multiple=True, default=None,
+              help='garage_promp algorithms (paper labels; default: all).')
+@click.option('--n-workers', default=2, show_default=True)
+@click.option('--iters', default=2, show_default=True, help='Iterations per algorithm.')
+@click.option('--garage-iters', default=1, show_default=True,
+              help="garage MAMLTRPO iterations (0 skips it; it is the slowest).")
+@click.option('--raw-steps', default=20000, show_default=True, help='Steps per raw process.')
+@click.option('--memory-env', default='HumanoidRandDirec', show_default=True,
+              help='One ProMP iteration at the paper batch for peak memory ("" skips).')
+@click.option('--quick', is_flag=True, help='Tiny batches, point env only: a smoke run.')
+@click.option('--out', default=str(HERE / 'results'), show_default=True,
+              help='Directory for the JSON (and PNG).')
+@click.pass_context
+def main(ctx, mode, envs, batches, algos, n_workers, iters, garage_iters, raw_steps, memory_env,
+         quick, out):
+    """Measure and print the throughput table (or the scaling plot)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from garage_promp.experiment.paper_config import ALGOS
+    algos = list(algos) or list(ALGOS)
+    if quick:
+        envs, batches, iters, raw_steps, memory_env = ['PointEnvCorner'], ['quick'], 2, 500, ''
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = dict(machine=platform.platform(), python=platform.python_version(),
+                cpus=os.cpu_count(), n_workers=n_workers, date=time.strftime('%Y-%m-%d'))
+    if mode == 'table':
+        results = []
+        for spec in table_specs(envs, batches, algos, n_workers, iters, garage_iters,
+                                raw_steps):
+            click.echo(f'measuring {spec}', err=True)
+            results.append(run_isolated(spec))
+        if memory_env:
+            spec = dict(what='ProMP', env=memory_env, batch='paper', n_workers=n_workers,
+                        iters=1, **BATCHES['paper'])
+            click.echo(f'measuring peak memory {spec}', err=True)
+            memory = run_isolated(spec)
+            results.append(memory)
+        click.echo(format_table(results))
+        (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
+                                                        indent=1))
+    else:
+        env = envs[0]
+        results = []
+        for workers in (1, 2):
+            raw = run_isolated(dict(what='raw', env=env, n_workers=workers, n_steps=raw_steps))
+            for size in (10, 20, 40):
+                spec = dict(what=algos[0], env=env, batch=f'M={size}', n_workers=workers,
+                            iters=iters, meta_batch_size=size,
+                            episodes_per_task=BATCHES['paper']['episodes_per_task'])
+                if quick:
+                    spec.update(meta_batch_size=max(2, size // 10), episodes_per_task=2)
+                click.echo(f'measuring {spec}', err=True)
+                results.append({**run_isolated(spec), 'raw_steps_per_s': raw['steps_per_s']})
+        for r in results:
+            click.echo(f"{r['n_workers']} worker(s) M={r['meta_batch_size']:>2}: "
+                       f"{r['iter_s']:.2f} s/iter (sampling {r['sample_s']:.2f} s, update "
+                       f"{r['update_s']:.2f} s; raw-step limit "
+                       f"{r['env_steps'] / r['raw_steps_per_s']:.2f} s)")
+        (out / 'scaling.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
+        plot_scaling(results, out / 'scaling.png')
+        click.echo(f'wrote {out / "scaling.png"}')
+
+
+@main.command('_one', hidden=True)
+@click.argument('spec')
+def one(spec):
+    """Internal: one measurement, printed as a JSON line."""
+    click.echo(json.dumps(run_one(json.loads(spec))))
+
+
+if __name__ == '__main__':
+    main()  # pylint: disable=no-value-for-parameter

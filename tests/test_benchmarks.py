@@ -1,0 +1,53 @@
+"""The throughput benchmark runs end to end (tiny batches; no timing asserted)."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / 'benchmarks' / 'throughput.py'
+
+
+@pytest.mark.slow
+def test_throughput_table_quick(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), '--quick', '--algo', 'ProMP', '--algo', 'LVC-TRPO',
+         '--out', str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600,
+        check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / 'throughput.json').read_text())['results']
+    whats = [r['what'] for r in results]
+    assert whats == ['raw', 'garage-MAMLTRPO', 'ProMP', 'LVC-TRPO']
+    for r in results[1:]:
+        assert r['sample_s'] > 0 and r['update_s'] > 0
+        assert r['iter_s'] == pytest.approx(r['sample_s'] + r['update_s'])
+        # (K + 1) x M x R x H environment steps per iteration.
+        assert r['env_steps'] == 2 * 2 * 2 * 100
+        assert r['peak_rss_mb'] > 0
+    assert results[0]['steps_per_s'] > 0
+    table = proc.stdout
+    assert '| PointEnvCorner | quick (2×2×100×2) | ProMP |' in table
+    assert 'raw env steps' in table
+
+
+def test_throughput_table_formats_ratios():
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    try:
+        import throughput
+    finally:
+        sys.path.pop(0)
+    common = dict(env='E', batch='b', meta_batch_size=2, episodes_per_task=3, horizon=10, K=1,
+                  env_steps=120, peak_rss_mb=1., worker_peak_rss_mb=2.)
+    results = [
+        dict(what='raw', env='E', steps_per_s=1000.),
+        dict(what='garage-MAMLTRPO', iter_s=10., sample_s=8., update_s=2.,
+             sample_steps_per_s=15., **common),
+        dict(what='ProMP', iter_s=2., sample_s=1.5, update_s=0.5, sample_steps_per_s=80.,
+             **common),
+    ]
+    table = throughput.format_table(results)
+    row = next(line for line in table.splitlines() if '| ProMP |' in line)
+    cells = [c.strip() for c in row.split('|')[1:-1]]
+    assert cells[2:] == ['ProMP', '2.00', '1.50', '0.50', '25%', '80', '0.08', '5.0×', '1 / 2']
