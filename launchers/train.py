@@ -7,17 +7,24 @@ hyperparameter can be overridden, e.g.
     python launchers/train.py --algo ProMP --env HalfCheetahFwdBack --epochs 1000
     python launchers/train.py --algo LVC-TRPO --env AntRandGoal --set max_kl_step=0.02
     python launchers/train.py --preset demo      # the README's few-minute run
+    python launchers/train.py --env ML1 --task reach-v3   # Meta-World 3 (also ML10, ML45)
+
+On Meta-World, training samples the benchmark's train split and the meta-test
+(MetaEvaluator) its test split; ``launchers/meta_test.py`` re-runs the
+meta-test of a snapshot.
 """
 import ast
 
 import garage_promp
+from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
-from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs, normalize_actions
+from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
+from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs
 
 import click
+from dowel import logger
 from garage import wrap_experiment
 from garage.experiment.deterministic import set_seed
-from garage.experiment.task_sampler import SetTaskSampler
 from garage.torch.policies import GaussianMLPPolicy
 from garage.trainer import Trainer
 
@@ -27,20 +34,6 @@ PRESETS = {
                  episodes_per_task=10, max_episode_length=50, n_test_tasks=4,
                  overrides={'learning_rate': 1e-2, 'reward_type': 'dense'}),
 }
-
-
-
-def _env_class(base, horizon, env_kwargs):
-    """A no-argument subclass of ``base`` with our horizon (SetTaskSampler
-    constructs ``env_type()``)."""
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault('max_episode_length', horizon)
-        for key, value in env_kwargs.items():
-            kwargs.setdefault(key, value)
-        base.__init__(self, **kwargs)
-
-    return type(base.__name__, (base, ), {'__init__': __init__})
 
 
 def _parse_overrides(pairs):
@@ -59,32 +52,33 @@ def _parse_overrides(pairs):
 @wrap_experiment(archive_launch_repo=False, snapshot_mode='last', name_parameters='passed')
 def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task,
                max_episode_length, sampler, n_workers, n_test_tasks, evaluate_every,
-               hidden_sizes, overrides):
+               hidden_sizes, overrides, task=None, reward_function_version=None):
     """Build everything from the paper table plus overrides and train."""
     set_seed(seed)
-    cfg = ENVS[env]
+    env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ENV_KWARGS}
+    setup = make_env_setup(env, seed=seed, max_episode_length=max_episode_length, task=task,
+                           reward_function_version=reward_function_version,
+                           env_kwargs=env_kwargs)
+    logger.log(setup.description)
     kwargs = algo_kwargs(algo, env)
-    horizon = max_episode_length or cfg['H']
-    env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ('reward_type', )}
-    env_class = _env_class(cfg['env'], horizon, env_kwargs)
-    train_env = normalize_actions(env_class(), None)
-    policy = GaussianMLPPolicy(train_env.spec, hidden_sizes=hidden_sizes or cfg['hidden_sizes'])
-    task_sampler = SetTaskSampler(env_class, wrapper=normalize_actions)
     if meta_batch_size:
         kwargs['meta_batch_size'] = meta_batch_size
     if episodes_per_task:
         kwargs['episodes_per_task'] = episodes_per_task
     kwargs.update(overrides)
-    evaluator = MetaEvaluator(test_task_sampler=task_sampler, n_test_tasks=n_test_tasks,
+    setup.check_task_counts(kwargs['meta_batch_size'], n_test_tasks)
+    train_env = setup.env
+    policy = GaussianMLPPolicy(train_env.spec, hidden_sizes=hidden_sizes or setup.hidden_sizes)
+    evaluator = MetaEvaluator(test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
                               n_exploration_eps=kwargs['episodes_per_task'],
-                              n_test_episodes=2)
+                              n_test_episodes=setup.n_test_episodes)
     algo_class = ALGOS[algo][0]
     kwargs = {k: v for k, v in kwargs.items() if k not in ('inner_estimator', 'exploration')
               or algo_class is garage_promp.TRPOMAML}
     algorithm = algo_class(train_env, policy,
                            garage_promp.make_sampler(policy, train_env, kind=sampler,
                                                      n_workers=n_workers),
-                           task_sampler, meta_evaluator=evaluator,
+                           setup.train_tasks, meta_evaluator=evaluator,
                            evaluate_every_n_epochs=evaluate_every, **kwargs)
     trainer = Trainer(ctxt)
     trainer.setup(algorithm, train_env)
@@ -95,13 +89,19 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
 @click.option('--preset', type=click.Choice(sorted(PRESETS)), default=None,
               help='A named configuration (options given explicitly still win).')
 @click.option('--algo', type=click.Choice(sorted(ALGOS)), default='ProMP', show_default=True)
-@click.option('--env', 'env_name', type=click.Choice(sorted(ENVS)), default='HalfCheetahFwdBack',
-              show_default=True)
+@click.option('--env', 'env_name', type=click.Choice(sorted(ENVS) + sorted(METAWORLD)),
+              default='HalfCheetahFwdBack', show_default=True,
+              help='A paper environment or a Meta-World benchmark (ML1 needs --task).')
+@click.option('--task', default=None, help='Meta-World ML1 environment, e.g. reach-v3.')
+@click.option('--reward-function-version', type=click.Choice(REWARD_FUNCTION_VERSIONS),
+              default=None, help='Meta-World reward functions [default: v2].')
 @click.option('--seed', default=1, show_default=True)
 @click.option('--epochs', default=1000, show_default=True)
-@click.option('--meta-batch-size', type=int, default=None, help='Tasks per epoch [paper: 40].')
-@click.option('--episodes-per-task', type=int, default=None, help='[paper: 20].')
-@click.option('--max-episode-length', type=int, default=None, help='[paper: per env].')
+@click.option('--meta-batch-size', type=int, default=None,
+              help='Tasks per epoch [paper: 40; Meta-World: 20, ML45: 45].')
+@click.option('--episodes-per-task', type=int, default=None, help='[paper: 20; Meta-World: 10].')
+@click.option('--max-episode-length', type=int, default=None,
+              help='[paper: per env; Meta-World: 500].')
 @click.option('--sampler', type=click.Choice(['local', 'multiprocessing', 'ray']), default='local',
               show_default=True)
 @click.option('--n-workers', default=1, show_default=True)
@@ -113,10 +113,10 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
 @click.option('--set', 'overrides', multiple=True,
               help='Any other constructor argument, key=value (repeatable).')
 @click.pass_context
-def main(click_ctx, preset, algo, env_name, seed, epochs, meta_batch_size, episodes_per_task,
-         max_episode_length, sampler, n_workers, n_test_tasks, evaluate_every, hidden_sizes,
-         snapshot_mode, log_dir, overrides):
-    """Meta-train one algorithm on one paper environment."""
+def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed, epochs,
+         meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, n_test_tasks,
+         evaluate_every, hidden_sizes, snapshot_mode, log_dir, overrides):
+    """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
     args = dict(algo=algo, env=env_name, seed=seed, epochs=epochs,
                 meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task,
                 max_episode_length=max_episode_length, n_test_tasks=n_test_tasks)
@@ -133,6 +133,11 @@ def main(click_ctx, preset, algo, env_name, seed, epochs, meta_batch_size, episo
     if log_dir:
         options['log_dir'] = log_dir
     hidden = tuple(int(h) for h in hidden_sizes.split(',')) if hidden_sizes else None
+    if args['env'] in METAWORLD:
+        args.update(task=task, reward_function_version=reward_function_version or 'v2')
+    elif task is not None or reward_function_version is not None:
+        raise click.UsageError('--task and --reward-function-version are Meta-World options '
+                               f'(--env {"/".join(METAWORLD)})')
     meta_train(options, sampler=sampler, n_workers=n_workers, evaluate_every=evaluate_every,
                hidden_sizes=hidden, overrides=parsed, **args)
 

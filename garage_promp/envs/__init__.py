@@ -2,7 +2,8 @@
 
 Each ``<Robot><Task>Env`` is a garage ``Environment`` that can be built
 without arguments and driven by garage's ``SetTaskSampler``; its gymnasium
-implementation is the matching ``...Gym`` class.
+implementation is the matching ``...Gym`` class. Meta-World 3's ML1, ML10 and
+ML45 come through :class:`MetaWorldTaskSampler` (see :mod:`.metaworld`).
 """
 from garage_promp.envs.ant_fwd_back import AntFwdBackEnv, AntFwdBackGym
 from garage_promp.envs.ant_rand_direc import AntRandDirecEnv, AntRandDirecGym
@@ -22,6 +23,13 @@ from garage_promp.envs.humanoid_rand_direc import (
     HumanoidRandDirecEnv,
     HumanoidRandDirecGym,
 )
+from garage_promp.envs.metaworld import (
+    MetaWorldEnv,
+    MetaWorldTaskSampler,
+    MetaWorldTaskUpdate,
+    check_env_name,
+    make_benchmark,
+)
 from garage_promp.envs.point_env_1d import Point1DGym, PointEnv1D
 from garage_promp.envs.point_env_corner import PointCornerGym, PointEnvCorner
 from garage_promp.envs.point_env_momentum import PointEnvMomentum, PointMomentumGym
@@ -37,7 +45,9 @@ __all__ = [
     'GymnasiumMetaEnv', 'HalfCheetahFwdBackEnv', 'HalfCheetahFwdBackGym',
     'HopperRandParamsEnv', 'HopperRandParamsGym', 'HumanoidFwdBackEnv',
     'HumanoidFwdBackGym', 'HumanoidRandDirecEnv', 'HumanoidRandDirecGym',
-    'MetaEnv', 'Point1DGym', 'PointCornerGym', 'PointEnv1D', 'PointEnvCorner',
+    'MetaEnv', 'MetaWorldEnv', 'MetaWorldTaskSampler', 'MetaWorldTaskUpdate',
+    'Point1DGym', 'PointCornerGym', 'PointEnv1D', 'PointEnvCorner',
     'PointEnvMomentum', 'PointMomentumGym', 'WalkerFwdBackEnv',
-    'WalkerFwdBackGym', 'WalkerRandParamsEnv', 'WalkerRandParamsGym'
+    'WalkerFwdBackGym', 'WalkerRandParamsEnv', 'WalkerRandParamsGym', 'check_env_name',
+    'make_benchmark'
 ]

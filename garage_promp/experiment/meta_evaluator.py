@@ -15,7 +15,9 @@ class MetaEvaluator(GarageMetaEvaluator):
     explore → ``adapt_policy`` ``algo.num_inner_grad_steps`` times, each
     round sampling ``n_exploration_eps`` episodes with the latest adapted
     policy, exactly as meta-training does; then it samples
-    ``n_test_episodes`` evaluation episodes per task.
+    ``n_test_episodes`` evaluation episodes per task. :meth:`evaluate` also
+    returns the evaluation episodes of each task, for per-task reports
+    (``launchers/meta_test.py``).
     """
 
     def evaluate(self, algo, test_episodes_per_task=None):
@@ -26,6 +28,11 @@ class MetaEvaluator(GarageMetaEvaluator):
                 is read if present (else 1).
             test_episodes_per_task (int or None): Evaluation episodes per
                 task (default: ``n_test_episodes``).
+
+        Returns:
+            list[EpisodeBatch]: The evaluation episodes (sampled after
+                adaptation) of each test task, in the order the test task
+                sampler returned the tasks. What is logged is unchanged.
 
         """
         if test_episodes_per_task is None:
@@ -69,3 +76,4 @@ class MetaEvaluator(GarageMetaEvaluator):
                 getattr(algo, 'discount', 1.0),
                 name_map=name_map)
         self._eval_itr += 1
+        return adapted_episodes

@@ -44,6 +44,21 @@ ENVS = {
                            hidden_sizes=(64, 64)),
 }
 
+#: Meta-World 3 meta-learning benchmarks (not in the ProMP paper; issue #5). H is
+#: Meta-World's own ``max_path_length`` (its evaluation runs 500-step episodes);
+#: hidden sizes, M = 20 tasks of R = 10 episodes and α = 0.1 follow garage's
+#: ``maml_trpo_metaworld_ml1_push.py``; R = 10 and 3 evaluation episodes per test
+#: task are Meta-World's ``metalearning_evaluation`` defaults. M must be a multiple
+#: of the number of train classes (1, 10, 45).
+METAWORLD = {
+    'ML1': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=20,
+                episodes_per_task=10, n_test_episodes=3),
+    'ML10': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=20,
+                 episodes_per_task=10, n_test_episodes=3),
+    'ML45': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=45,
+                 episodes_per_task=10, n_test_episodes=3),
+}
+
 #: Per paper label: class and its arguments (reference §1.7, §7).
 ALGOS = {
     'ProMP': (algos.ProMP, dict(learning_rate=1e-3, num_promp_steps=5, clip_eps=0.3,
@@ -62,14 +77,23 @@ ALGOS = {
 }
 
 
+def env_config(env: str) -> dict:
+    """The row of ``env`` in :data:`ENVS` or :data:`METAWORLD`."""
+    if env in ENVS:
+        return ENVS[env]
+    if env in METAWORLD:
+        return METAWORLD[env]
+    raise ValueError(f'unknown environment {env!r}; choose from '
+                     f'{sorted(ENVS) + sorted(METAWORLD)}')
+
+
 def algo_kwargs(algo: str, env: str) -> dict:
     """The paper's constructor arguments of ``algo`` on ``env``."""
     if algo not in ALGOS:
         raise ValueError(f'unknown algorithm {algo!r}; choose from {sorted(ALGOS)}')
-    if env not in ENVS:
-        raise ValueError(f'unknown environment {env!r}; choose from {sorted(ENVS)}')
-    cfg = ENVS[env]
+    cfg = env_config(env)
     kwargs = dict(COMMON, num_inner_grad_steps=cfg['K'], inner_lr=cfg['inner_lr'])
+    kwargs.update({k: cfg[k] for k in ('meta_batch_size', 'episodes_per_task') if k in cfg})
     kwargs.update(ALGOS[algo][1])
     if algo == 'ProMP':
         kwargs.update(cfg.get('promp', {}))

@@ -1,0 +1,515 @@
+"""Meta-World 3 (ML1, ML10, ML45) as garage task samplers.
+
+garage 2021.3's ``MetaWorldTaskSampler`` and ``MetaWorldSetTaskEnv`` cannot
+drive Meta-World 3: they wrap every env in garage's ``GymEnv``, which only
+accepts old-``gym`` envs. This module is their counterpart for Meta-World 3.1:
+
+* :func:`make_benchmark` builds ``ML1(task)``, ``ML10`` or ``ML45`` with a
+  seed, so the 50 goals per env class are reproducible.
+* :class:`MetaWorldTaskSampler` is a garage ``TaskSampler`` over the train or
+  test split. Like garage's, every env class appears equally often in a
+  meta-batch (Meta-World's protocol), and the goals of each class are drawn
+  without replacement from a seeded numpy ``Generator``.
+* :class:`MetaWorldTaskUpdate` is the garage ``EnvUpdate`` it returns: it
+  reuses an env of the same class (``set_task``) and otherwise builds one.
+* :class:`MetaWorldEnv` is one Meta-World env as a garage ``Environment``
+  (a :class:`~garage_promp.envs.gymnasium_env.GymnasiumEnv` with float32
+  observations and TIMEOUT at ``max_episode_length``) that adds the env name
+  (``'reach-v3'``) as the ``task_name`` env info of every step, so garage's
+  ``log_multitask_performance`` logs ``MetaTest/<name>/SuccessRate``.
+
+The reward function version ('v1' or 'v2', Meta-World+'s naming) changes the
+reward scale and shape a lot, so it is an explicit argument everywhere and is
+readable from every sampler and env (``reward_function_version``).
+"""
+import difflib
+from typing import Any, Callable, Dict, List, Sequence
+
+from garage_promp.envs.base import DEFAULT_SEED, check_seed, default_seed_sequence
+from garage_promp.envs.gymnasium_env import GymnasiumEnv, check_max_episode_length
+
+from dowel import tabular
+from garage import EnvStep, EpisodeBatch
+from garage.experiment import deterministic
+from garage.experiment.task_sampler import TaskSampler
+from garage.sampler.env_update import EnvUpdate
+import metaworld
+from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+import numpy as np
+
+BENCHMARKS = ('ML1', 'ML10', 'ML45')
+"""The meta-learning benchmarks :func:`make_benchmark` builds."""
+
+REWARD_FUNCTION_VERSIONS = ('v1', 'v2')
+"""Meta-World's reward functions; 'v2' is Meta-World 3's default."""
+
+DEFAULT_MAX_EPISODE_LENGTH = 500
+"""Meta-World 3's ``max_path_length``: the horizon of its own evaluation."""
+
+EnvWrapper = Callable[[Any, metaworld.Task], Any]
+
+
+def check_env_name(name: Any) -> str:
+    """Return ``name`` if it is a Meta-World 3 environment name.
+
+    Raises:
+        ValueError: If it is not; for a garage-era ``*-v1`` / ``*-v2`` name
+            the message names the v3 environment to use, otherwise it lists
+            the valid names.
+
+    """
+    if isinstance(name, str) and name in ALL_V3_ENVIRONMENTS:
+        return name
+    valid = sorted(ALL_V3_ENVIRONMENTS)
+    if isinstance(name, str) and name[-3:] in ('-v1', '-v2'):
+        renamed = name[:-3] + '-v3'
+        if renamed in ALL_V3_ENVIRONMENTS:
+            raise ValueError(
+                f'{name!r} is a Meta-World {name[-2:]} name; Meta-World 3 '
+                f'names its environments *-v3: use {renamed!r}')
+    close = difflib.get_close_matches(str(name), valid, n=3)
+    hint = f' (did you mean {" or ".join(map(repr, close))}?)' if close else ''
+    raise ValueError(f'unknown Meta-World environment {name!r}{hint}; the '
+                     f'Meta-World 3 environments are: {", ".join(valid)}')
+
+
+def check_reward_function_version(version: Any) -> str:
+    """Return ``version`` if it is 'v1' or 'v2', else raise ValueError."""
+    if version not in REWARD_FUNCTION_VERSIONS:
+        raise ValueError('reward_function_version must be one of '
+                         f'{REWARD_FUNCTION_VERSIONS}, got {version!r}')
+    return version
+
+
+def make_benchmark(name: str,
+                   task: str | None = None,
+                   seed: int | None = None) -> metaworld.Benchmark:
+    """Build a Meta-World 3 meta-learning benchmark with reproducible goals.
+
+    Args:
+        name (str): 'ML1', 'ML10' or 'ML45'.
+        task (str or None): The environment of ML1, e.g. 'reach-v3'; must be
+            None for ML10 and ML45, whose classes are fixed.
+        seed (int or None): Seed of the goal positions (Meta-World draws
+            ML1's test goals with ``seed + 1``). None takes garage's
+            process-wide seed (``set_seed``), else
+            :data:`~garage_promp.envs.base.DEFAULT_SEED`.
+
+    Returns:
+        metaworld.Benchmark: The benchmark (50 goals per class and split).
+
+    Raises:
+        ValueError: If name is not a benchmark of :data:`BENCHMARKS`, ML1 gets
+            no valid task, ML10/ML45 get a task, or seed is not an int >= 0.
+
+    """
+    if name not in BENCHMARKS:
+        raise ValueError(f'benchmark must be one of {BENCHMARKS}, got {name!r}')
+    if name == 'ML1':
+        if task is None:
+            raise ValueError("ML1 needs a task (one Meta-World environment), "
+                             "e.g. task='reach-v3'")
+        check_env_name(task)
+    elif task is not None:
+        raise ValueError(f'{name} has fixed train and test classes and takes '
+                         f'no task, got task={task!r}')
+    if seed is None:
+        seed = deterministic.get_seed()
+        seed = DEFAULT_SEED if seed is None else seed
+    seed = check_seed(seed)
+    if name == 'ML1':
+        return metaworld.ML1(task, seed=seed)
+    return getattr(metaworld, name)(seed=seed)
+
+
+class MetaWorldEnv(GymnasiumEnv):
+    """One Meta-World 3 environment with a task (goal) set, as a garage env.
+
+    The env class is the one named by ``task.env_name``; ``set_task`` accepts
+    only tasks of that class (use :class:`MetaWorldTaskUpdate` to switch
+    class). Every step's ``env_info`` is Meta-World's info dict (``success``,
+    ``near_object``, ``grasp_success``, ``grasp_reward``,
+    ``in_place_reward``, ``obj_to_target``, ``unscaled_reward``) plus
+    ``task_name``, the env name. The env survives ``pickle`` and
+    ``copy.deepcopy`` with its task (Meta-World rebuilds the MuJoCo model).
+
+    Args:
+        task (metaworld.Task): The task, e.g. an entry of a benchmark's
+            ``train_tasks``.
+        max_episode_length (int): Episode length, at most the env's
+            ``max_path_length`` (500): Meta-World raises on a step after it.
+        reward_function_version (str): 'v1' or 'v2'.
+        seed (int or None): Seeds the env (``env.seed``; Meta-World ignores
+            ``reset(seed=...)``). Set-task envs reset deterministically, so
+            this only seeds the spaces' ``sample``.
+        check_finite (bool): Check each step for NaN / inf.
+
+    Raises:
+        ValueError: If task is not a Meta-World 3 task, max_episode_length
+            is out of range, reward_function_version is not 'v1'/'v2', or
+            seed is not an int >= 0.
+
+    """
+
+    diagnostic_keys: Dict[str, str] = {
+        'grasp_success': 'GraspSuccess',
+        'near_object': 'NearObject',
+        'obj_to_target': 'ObjToTarget',
+    }
+    """Info entries whose mean over all steps :meth:`log_diagnostics` logs."""
+
+    def __init__(self,
+                 task: metaworld.Task,
+                 *,
+                 max_episode_length: int = DEFAULT_MAX_EPISODE_LENGTH,
+                 reward_function_version: str = 'v2',
+                 seed: int | None = None,
+                 check_finite: bool = True):
+        env_cls = _task_env_class(task)
+        max_episode_length = _check_episode_length(max_episode_length,
+                                                   [env_cls])
+        check_reward_function_version(reward_function_version)
+        if seed is not None:
+            seed = check_seed(seed)
+        env = env_cls(reward_function_version=reward_function_version)
+        env.set_task(task)
+        if seed is not None:
+            env.seed(seed)
+        super().__init__(env, max_episode_length, check_finite)
+        self._task = task
+
+    @property
+    def task_name(self) -> str:
+        """str: The Meta-World env name, e.g. 'reach-v3'."""
+        return self._task.env_name
+
+    @property
+    def reward_function_version(self) -> str:
+        """str: 'v1' or 'v2'."""
+        return self.gym_env.reward_function_version
+
+    def set_task(self, task: metaworld.Task) -> None:
+        """Set a goal of this env's class; the next :meth:`reset` applies it.
+
+        Raises:
+            ValueError: If the task is of another env class.
+
+        """
+        if _task_env_class(task) is not type(self.gym_env):
+            raise ValueError(
+                f'this is a {self.task_name} env; a {task.env_name!r} task '
+                'needs a new env (MetaWorldTaskUpdate builds one)')
+        self.gym_env.set_task(task)
+        self._task = task
+        self._step_cnt = None  # a step before reset would use the old goal
+
+    def get_task(self) -> metaworld.Task:
+        """Return the current task."""
+        return self._task
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """Pickle state; keeps the 4-dim action space (see ``__setstate__``)."""
+        state = self.__dict__.copy()
+        state['_metaworld_action_space'] = self._env.unwrapped.action_space
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """Restore the env and repair Meta-World 3.1.1's own unpickling.
+
+        Meta-World's ``__setstate__`` re-runs ``MujocoEnv.__init__``, which
+        (1) replaces the 4-dim action space by the 2-dim one of the gripper
+        actuators (Metaworld#477, which breaks garage's samplers) and (2)
+        drops the mocap welds that ``SawyerMocapBase.__init__`` sets, so the
+        arm of a copied env moves differently (Metaworld#426). (3) In a
+        built env, ``init_left_pad`` / ``init_right_pad`` are views of the
+        live pad positions (``get_body_com``), which the grasp rewards read;
+        a copy holds frozen arrays and earns other rewards (e.g. door-lock,
+        sweep). All three are restored, so a copy steps exactly like a
+        fresh env on the same task; it must be reset before it steps
+        (Meta-World restores the joints, not the mocap target).
+        """
+        action_space = state.pop('_metaworld_action_space')
+        self.__dict__.update(state)
+        inner = self._env.unwrapped
+        inner.action_space = action_space
+        inner.reset_mocap_welds()
+        inner.init_left_pad = inner.get_body_com('leftpad')
+        inner.init_right_pad = inner.get_body_com('rightpad')
+        self._step_cnt = None
+
+    def step(self, action: np.ndarray) -> EnvStep:
+        """Step the env; ``env_info`` gains ``task_name``."""
+        env_step = super().step(action)
+        env_step.env_info['task_name'] = self._task.env_name
+        return env_step
+
+    def log_diagnostics(self, episodes: EpisodeBatch, prefix: str = '') -> None:
+        """Record the mean of :attr:`diagnostic_keys` over all steps.
+
+        The meaning of these entries differs between env classes (e.g.
+        ``near_object`` is a distance in reach-v3 and a flag elsewhere), so
+        on ML10 / ML45 they are only a coarse signal; the success rate is
+        logged by the algorithm.
+        """
+        for key, name in self.diagnostic_keys.items():
+            values = episodes.env_infos.get(key)
+            tabular.record(prefix + name,
+                           np.nan if values is None else float(np.mean(values)))
+
+
+class MetaWorldTaskUpdate(EnvUpdate):
+    """A garage ``EnvUpdate`` that puts an env on one Meta-World task.
+
+    Called with an env whose Meta-World env (``env.unwrapped``) is of the
+    task's class, with the same reward version and episode length, it calls
+    ``set_task`` on it and returns it (as garage's ``SetTaskUpdate``);
+    called with None or any other env (which it closes), it builds a
+    :class:`MetaWorldEnv` seeded with ``seed`` and applies ``wrapper``.
+
+    Args:
+        task (metaworld.Task): The task.
+        max_episode_length (int): Episode length of built envs.
+        reward_function_version (str): 'v1' or 'v2'.
+        seed (int or None): Seed of a built env.
+        wrapper (callable or None): ``wrapper(env, task)`` wraps a built env;
+            it must pickle (a module-level function, not a lambda) for
+            process-based samplers.
+
+    """
+
+    def __init__(self,
+                 task: metaworld.Task,
+                 *,
+                 max_episode_length: int = DEFAULT_MAX_EPISODE_LENGTH,
+                 reward_function_version: str = 'v2',
+                 seed: int | None = None,
+                 wrapper: EnvWrapper | None = None):
+        self._env_cls = _task_env_class(task)
+        self._task = task
+        self._max_episode_length = _check_episode_length(
+            max_episode_length, [self._env_cls])
+        self._reward_function_version = check_reward_function_version(
+            reward_function_version)
+        self._seed = None if seed is None else check_seed(seed)
+        self._wrapper = wrapper
+
+    @property
+    def task(self) -> metaworld.Task:
+        """metaworld.Task: The task this update sets."""
+        return self._task
+
+    def _reusable(self, env: Any) -> bool:
+        inner = getattr(env, 'unwrapped', None)
+        spec = getattr(env, 'spec', None)
+        return (type(inner) is self._env_cls
+                and getattr(inner, 'reward_function_version', None) ==
+                self._reward_function_version
+                and getattr(spec, 'max_episode_length', None) ==
+                self._max_episode_length)
+
+    def __call__(self, old_env: Any = None) -> Any:
+        """Return ``old_env`` set to the task, or a new env.
+
+        Args:
+            old_env (garage.Environment or None): The previous env; do not
+                use it afterwards.
+
+        Returns:
+            garage.Environment: An env on the task (reset it before stepping).
+
+        """
+        if old_env is not None:
+            if self._reusable(old_env):
+                old_env.set_task(self._task)
+                return old_env
+            old_env.close()
+        env = MetaWorldEnv(self._task,
+                           max_episode_length=self._max_episode_length,
+                           reward_function_version=self._reward_function_version,
+                           seed=self._seed)
+        if self._wrapper is not None:
+            env = self._wrapper(env, self._task)
+        return env
+
+
+class MetaWorldTaskSampler(TaskSampler):
+    """Samples the train or test tasks of a Meta-World benchmark.
+
+    ``sample(n)`` returns ``n / n_classes`` goals of every class, grouped by
+    class in the benchmark's order (which keeps env reuse high in samplers
+    that keep their envs). Each class's 50 goals are drawn without
+    replacement in a random order and reshuffled when used up, from a numpy
+    ``Generator`` seeded with ``seed``, so a seed gives one task sequence.
+
+    Args:
+        benchmark (metaworld.Benchmark): e.g. from :func:`make_benchmark`.
+        kind (str): 'train' or 'test': which split to sample.
+        max_episode_length (int): Episode length, at most 500 (Meta-World's
+            ``max_path_length``).
+        reward_function_version (str): 'v1' or 'v2'.
+        seed (int or None): Seed of the goal order and of the envs' seeds;
+            None derives one from garage's ``set_seed`` (see
+            :mod:`garage_promp.envs.base`).
+        wrapper (callable or None): ``wrapper(env, task)`` applied to each
+            built env (see :class:`MetaWorldTaskUpdate`).
+
+    Raises:
+        ValueError: If kind is not 'train'/'test', the split is empty,
+            max_episode_length exceeds an env's ``max_path_length``,
+            reward_function_version is not 'v1'/'v2', or seed is invalid.
+
+    """
+
+    def __init__(self,
+                 benchmark: metaworld.Benchmark,
+                 kind: str = 'train',
+                 *,
+                 max_episode_length: int = DEFAULT_MAX_EPISODE_LENGTH,
+                 reward_function_version: str = 'v2',
+                 seed: int | None = None,
+                 wrapper: EnvWrapper | None = None):
+        if kind not in ('train', 'test'):
+            raise ValueError(f"kind must be 'train' or 'test', got {kind!r}")
+        classes = getattr(benchmark, f'{kind}_classes')
+        tasks = getattr(benchmark, f'{kind}_tasks')
+        self._benchmark_name = type(benchmark).__name__
+        self._kind = kind
+        self._classes = dict(classes)
+        self._tasks = {name: [t for t in tasks if t.env_name == name]
+                       for name in self._classes}
+        empty = [name for name, goals in self._tasks.items() if not goals]
+        if not self._classes or empty:
+            raise ValueError(f'the {kind} split of {self._benchmark_name} has '
+                             f'classes without tasks: {empty or "no classes"}')
+        self._max_episode_length = _check_episode_length(
+            max_episode_length, self._classes.values())
+        self._reward_function_version = check_reward_function_version(
+            reward_function_version)
+        self._rng = np.random.default_rng(
+            default_seed_sequence() if seed is None else check_seed(seed))
+        self._wrapper = wrapper
+        self._queues = {name: [] for name in self._classes}
+
+    @property
+    def n_tasks(self) -> int:
+        """int: The number of tasks (goals) in the split."""
+        return sum(len(goals) for goals in self._tasks.values())
+
+    @property
+    def class_names(self) -> List[str]:
+        """list[str]: The env classes of the split, in benchmark order."""
+        return list(self._classes)
+
+    @property
+    def kind(self) -> str:
+        """str: 'train' or 'test'."""
+        return self._kind
+
+    @property
+    def benchmark_name(self) -> str:
+        """str: 'ML1', 'ML10', 'ML45', ..."""
+        return self._benchmark_name
+
+    @property
+    def max_episode_length(self) -> int:
+        """int: Episode length of the envs."""
+        return self._max_episode_length
+
+    @property
+    def reward_function_version(self) -> str:
+        """str: 'v1' or 'v2'."""
+        return self._reward_function_version
+
+    def check_n_tasks(self, n_tasks: Any, name: str = 'n_tasks') -> int:
+        """Return ``n_tasks`` if it is a positive multiple of the class count.
+
+        Args:
+            n_tasks (int): Number of tasks per meta-batch.
+            name (str): The parameter name for the error message (e.g.
+                'meta_batch_size').
+
+        Raises:
+            ValueError: If it is not.
+
+        """
+        n_classes = len(self._classes)
+        if isinstance(n_tasks, bool) or not isinstance(
+                n_tasks, (int, np.integer)) or n_tasks < 1 or \
+                n_tasks % n_classes:
+            raise ValueError(
+                f'{name} must be a positive multiple of {n_classes}, the '
+                f'number of {self._kind} classes of {self._benchmark_name} '
+                f'(every class appears equally often in a meta-batch), got '
+                f'{n_tasks!r}')
+        return int(n_tasks)
+
+    def make_env(self) -> MetaWorldEnv:
+        """A new env on the first goal of the first class (e.g. a template)."""
+        return MetaWorldTaskUpdate(
+            self._tasks[self.class_names[0]][0],
+            max_episode_length=self._max_episode_length,
+            reward_function_version=self._reward_function_version,
+            seed=int(self._rng.integers(2**31)),
+            wrapper=self._wrapper)()
+
+    def sample(self, n_tasks: int,
+               with_replacement: bool = False) -> List[MetaWorldTaskUpdate]:
+        """Sample ``n_tasks`` tasks, the same number of every class.
+
+        Args:
+            n_tasks (int): A multiple of the number of classes.
+            with_replacement (bool): Draw each class's goals with replacement
+                (else without, until all 50 have been used).
+
+        Returns:
+            list[MetaWorldTaskUpdate]: Class-major updates (all goals of the
+                first class first).
+
+        Raises:
+            ValueError: If n_tasks is not a positive multiple of the number
+                of classes.
+
+        """
+        per_class = self.check_n_tasks(n_tasks) // len(self._classes)
+        updates = []
+        for name, goals in self._tasks.items():
+            for goal in self._next_goals(name, per_class, with_replacement):
+                updates.append(
+                    MetaWorldTaskUpdate(
+                        goals[goal],
+                        max_episode_length=self._max_episode_length,
+                        reward_function_version=self._reward_function_version,
+                        seed=int(self._rng.integers(2**31)),
+                        wrapper=self._wrapper))
+        return updates
+
+    def _next_goals(self, name: str, count: int,
+                    with_replacement: bool) -> Sequence[int]:
+        n_goals = len(self._tasks[name])
+        if with_replacement:
+            return self._rng.integers(n_goals, size=count).tolist()
+        queue = self._queues[name]
+        while len(queue) < count:
+            queue.extend(self._rng.permutation(n_goals).tolist())
+        picked, self._queues[name] = queue[:count], queue[count:]
+        return picked
+
+
+def _task_env_class(task: Any) -> type:
+    if not isinstance(task, metaworld.Task):
+        raise ValueError('task must be a metaworld.Task (an entry of a '
+                         f"benchmark's train_tasks/test_tasks), got {task!r}")
+    return ALL_V3_ENVIRONMENTS[check_env_name(task.env_name)]
+
+
+def _check_episode_length(max_episode_length: Any, env_classes) -> int:
+    max_episode_length = check_max_episode_length(max_episode_length)
+    if max_episode_length is None:
+        raise ValueError('max_episode_length must be an int >= 1, got None')
+    limit = min(cls.max_path_length for cls in env_classes)
+    if max_episode_length > limit:
+        raise ValueError(
+            f'max_episode_length must be <= {limit} (Meta-World\'s '
+            'max_path_length: it raises on any step after it), got '
+            f'{max_episode_length}')
+    return max_episode_length

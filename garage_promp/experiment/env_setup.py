@@ -1,0 +1,134 @@
+"""Environments and task samplers of the launchers, by environment name.
+
+One home for what ``launchers/train.py`` and ``launchers/meta_test.py`` both
+need: from a name of the paper table (``HalfCheetahFwdBack``, ...) or a
+Meta-World benchmark (``ML1``, ``ML10``, ``ML45``), the template training env,
+the training and meta-test task samplers and the table's defaults.
+"""
+from typing import Any, Dict, NamedTuple, Tuple
+
+from garage_promp.envs.metaworld import MetaWorldTaskSampler, make_benchmark
+from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config, normalize_actions
+
+from garage import Environment
+from garage.experiment.task_sampler import SetTaskSampler, TaskSampler
+
+#: Environment constructor arguments the launchers accept through ``--set``.
+ENV_KWARGS = ('reward_type', )
+
+
+class EnvSetup(NamedTuple):
+    """What a launcher needs to know about one environment family.
+
+    Attributes:
+        env (garage.Environment): Template training env (spaces, horizon).
+        train_tasks (TaskSampler): Meta-training tasks.
+        test_tasks (TaskSampler): Meta-test tasks (Meta-World's test split;
+            for the paper envs the same sampler as ``train_tasks``).
+        hidden_sizes (tuple[int]): The table's policy hidden sizes.
+        n_test_episodes (int): Evaluation episodes per test task.
+        description (str): One line for the experiment log, e.g. the
+            Meta-World reward function version.
+
+    """
+    env: Environment
+    train_tasks: TaskSampler
+    test_tasks: TaskSampler
+    hidden_sizes: Tuple[int, ...]
+    n_test_episodes: int
+    description: str
+
+    def check_task_counts(self,
+                          meta_batch_size: int | None = None,
+                          n_test_tasks: int | None = None) -> None:
+        """Fail early (not after an epoch) if a sampler cannot draw these sizes.
+
+        Args:
+            meta_batch_size (int or None): Training tasks per epoch.
+            n_test_tasks (int or None): Meta-test tasks per evaluation.
+
+        Raises:
+            ValueError: On Meta-World, if meta_batch_size (n_test_tasks) is
+                not a multiple of the number of train (test) classes.
+
+        """
+        for sampler, n_tasks, name in ((self.train_tasks, meta_batch_size, 'meta_batch_size'),
+                                       (self.test_tasks, n_test_tasks, 'n_test_tasks')):
+            if n_tasks is not None and isinstance(sampler, MetaWorldTaskSampler):
+                sampler.check_n_tasks(n_tasks, name)
+
+
+def _env_class(base: type, horizon: int, env_kwargs: Dict[str, Any]) -> type:
+    """A no-argument subclass of ``base`` with our horizon (SetTaskSampler
+    constructs ``env_type()``)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault('max_episode_length', horizon)
+        for key, value in env_kwargs.items():
+            kwargs.setdefault(key, value)
+        base.__init__(self, **kwargs)
+
+    return type(base.__name__, (base, ), {'__init__': __init__})
+
+
+def make_env_setup(env: str,
+                   *,
+                   seed: int,
+                   max_episode_length: int | None = None,
+                   task: str | None = None,
+                   reward_function_version: str | None = None,
+                   env_kwargs: Dict[str, Any] | None = None) -> EnvSetup:
+    """Build the envs and task samplers of ``env``.
+
+    Args:
+        env (str): A key of :data:`~garage_promp.experiment.paper_config.ENVS`
+            or :data:`~garage_promp.experiment.paper_config.METAWORLD`.
+        seed (int): Meta-World: seed of the goals (``make_benchmark``), of
+            the training sampler (``seed``) and of the test sampler
+            (``seed + 1``). Paper envs draw their tasks from garage's
+            ``set_seed``, so call it first.
+        max_episode_length (int or None): Horizon; None takes the table's H.
+        task (str or None): The environment of ML1 (e.g. 'reach-v3').
+        reward_function_version (str or None): Meta-World's 'v1' or 'v2'
+            (None: 'v2').
+        env_kwargs (dict or None): Paper-env constructor arguments
+            (:data:`ENV_KWARGS`).
+
+    Returns:
+        EnvSetup: The setup.
+
+    Raises:
+        ValueError: If env is unknown, or an argument does not apply to it
+            (task, reward_function_version or env_kwargs).
+
+    """
+    cfg = env_config(env)
+    horizon = max_episode_length or cfg['H']
+    env_kwargs = dict(env_kwargs or {})
+    if env in METAWORLD:
+        if env_kwargs:
+            raise ValueError(f'Meta-World takes no env arguments, got {sorted(env_kwargs)}')
+        version = reward_function_version or 'v2'
+        benchmark = make_benchmark(env, task, seed=seed)
+        samplers = [
+            MetaWorldTaskSampler(benchmark, kind, max_episode_length=horizon,
+                                 reward_function_version=version, seed=seed + offset)
+            for offset, kind in enumerate(('train', 'test'))
+        ]
+        description = (f'Meta-World {env}{f" {task}" if task else ""}: reward_function_version='
+                       f'{version}, max_episode_length={horizon}, '
+                       f'{len(samplers[0].class_names)} train / '
+                       f'{len(samplers[1].class_names)} test classes, goals seed {seed}')
+        return EnvSetup(samplers[0].make_env(), samplers[0], samplers[1], cfg['hidden_sizes'],
+                        cfg['n_test_episodes'], description)
+    for name, value in (('task', task), ('reward_function_version', reward_function_version)):
+        if value is not None:
+            raise ValueError(f'{name} is a Meta-World option; {env} does not take it '
+                             f'(got {value!r})')
+    unknown = sorted(set(env_kwargs) - set(ENV_KWARGS))
+    if unknown:
+        raise ValueError(f'unknown env arguments {unknown}; accepted: {list(ENV_KWARGS)}')
+    env_class = _env_class(ENVS[env]['env'], horizon, env_kwargs)
+    tasks = SetTaskSampler(env_class, wrapper=normalize_actions)
+    return EnvSetup(normalize_actions(env_class(), None), tasks, tasks, cfg['hidden_sizes'], 2,
+                    f'{env}: max_episode_length={horizon}')

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Meta-test a snapshot of launchers/train.py and report each test task.
+
+Loads the algorithm of a snapshot (``Snapshotter().load``), rebuilds the
+experiment's meta-test task sampler from its ``variant.json`` (options given
+here win: e.g. another Meta-World goal seed or reward version), runs the
+MetaEvaluator (exploration episodes -> adapt, K times -> evaluation episodes
+per test task) and prints one row per test task (Meta-World: per env class;
+paper envs: per sampled task) plus the average; the table is also written as
+CSV.
+
+    python launchers/meta_test.py data/local/experiment/meta_train_... --n-test-tasks 50
+"""
+import collections
+import csv
+import json
+import math
+import os
+
+import garage_promp  # noqa: F401  (applies the garage compat layer first)
+from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
+from garage_promp.experiment import MetaEvaluator
+from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
+from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
+
+import click
+import dowel
+from dowel import logger, tabular
+from garage.experiment import Snapshotter
+from garage.experiment.deterministic import set_seed
+import numpy as np
+
+COLUMNS = ('task', 'goals', 'episodes', 'success_rate', 'average_return')
+
+
+def task_table(per_task_episodes):
+    """One row per test task name, plus the average over these rows.
+
+    Args:
+        per_task_episodes (list[EpisodeBatch]): Evaluation episodes of each
+            sampled test task (``MetaEvaluator.evaluate``'s result).
+
+    Returns:
+        list[dict]: Rows with :data:`COLUMNS`, in sampling order (on
+            Meta-World, the benchmark's class order); the last row
+            is 'Average' (mean of the rows, each task weighing the same).
+            ``success_rate`` is the fraction of episodes with a success at
+            any step (NaN if the env reports no ``success``); returns are
+            undiscounted.
+
+    """
+    groups = collections.defaultdict(list)
+    for index, batch in enumerate(per_task_episodes):
+        names = batch.env_infos.get('task_name')
+        name = str(names[0]) if names is not None else f'task_{index}'
+        groups[name].append(batch)
+    rows = []
+    for name in groups:
+        episodes = [eps for batch in groups[name] for eps in batch.split()]
+        success = [float(np.any(eps.env_infos['success'])) for eps in episodes
+                   if 'success' in eps.env_infos]
+        rows.append(dict(task=name, goals=len(groups[name]), episodes=len(episodes),
+                         success_rate=float(np.mean(success)) if success else math.nan,
+                         average_return=float(np.mean([eps.rewards.sum()
+                                                       for eps in episodes]))))
+    rows.append(dict(task='Average', goals=sum(r['goals'] for r in rows),
+                     episodes=sum(r['episodes'] for r in rows),
+                     success_rate=float(np.mean([r['success_rate'] for r in rows])),
+                     average_return=float(np.mean([r['average_return'] for r in rows]))))
+    return rows
+
+
+def format_table(rows):
+    """The rows as a fixed-width text table."""
+    width = max(len(r['task']) for r in rows)
+    lines = [f'{"task":<{width}}  goals  episodes  success_rate  average_return']
+    for r in rows:
+        lines.append(f'{r["task"]:<{width}}  {r["goals"]:>5}  {r["episodes"]:>8}  '
+                     f'{r["success_rate"]:>12.3f}  {r["average_return"]:>14.2f}')
+    return '\n'.join(lines)
+
+
+def _experiment_options(log_dir, cli):
+    """The env options of the experiment (variant.json), CLI values winning."""
+    path = os.path.join(log_dir, 'variant.json')
+    variant = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            variant = json.load(f)
+    if cli['env'] is not None and cli['env'] != variant.get('env'):
+        # Another env family: the experiment's task and horizon do not apply.
+        variant = {k: variant[k] for k in ('seed', 'episodes_per_task') if k in variant}
+    options = {k: cli[k] if cli[k] is not None else variant.get(k) for k in cli}
+    if options['env'] is None:
+        raise click.UsageError(f'{path} not found: give --env (and --task for ML1)')
+    options['env_kwargs'] = {k: v for k, v in (variant.get('overrides') or {}).items()
+                             if k in ENV_KWARGS}
+    options['episodes_per_task'] = variant.get('episodes_per_task')
+    return options
+
+
+@click.command()
+@click.argument('log_dir', type=click.Path(exists=True, file_okay=False))
+@click.option('--itr', default='last', show_default=True,
+              help="Snapshot epoch, 'last' or 'first'.")
+@click.option('--env', type=click.Choice(sorted(ENVS) + sorted(METAWORLD)), default=None,
+              help="Test on this env family [default: the experiment's].")
+@click.option('--task', default=None, help='Meta-World ML1 environment, e.g. reach-v3.')
+@click.option('--benchmark-seed', type=int, default=None,
+              help="Meta-World goals seed [default: the experiment's seed].")
+@click.option('--max-episode-length', type=int, default=None,
+              help="[default: the experiment's].")
+@click.option('--reward-function-version', type=click.Choice(REWARD_FUNCTION_VERSIONS),
+              default=None, help="Meta-World reward functions [default: the experiment's].")
+@click.option('--n-test-tasks', type=int, default=None,
+              help='Test tasks (goals) [default: 10; Meta-World: a multiple of the test classes].')
+@click.option('--n-exploration-eps', type=int, default=None,
+              help="Episodes per adaptation step [default: the experiment's episodes_per_task].")
+@click.option('--n-test-episodes', type=int, default=None,
+              help='Evaluation episodes per test task [default: 3 on Meta-World, else 2].')
+@click.option('--seed', default=1, show_default=True, help='Sampling seed.')
+@click.option('--csv', 'csv_path', default=None,
+              help='Where to write the table [default: LOG_DIR/meta_test.csv].')
+def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_function_version,
+         n_test_tasks, n_exploration_eps, n_test_episodes, seed, csv_path):
+    """Meta-test the snapshot in LOG_DIR on the test tasks; print and save a per-task table."""
+    options = _experiment_options(log_dir, dict(
+        env=env, task=task, seed=benchmark_seed, max_episode_length=max_episode_length,
+        reward_function_version=reward_function_version))
+    snapshot = Snapshotter().load(log_dir, itr)
+    algo = snapshot['algo']
+    horizon = snapshot['env'].spec.max_episode_length
+    if options['max_episode_length'] is not None and options['max_episode_length'] > horizon:
+        raise click.BadParameter(f'the algorithm was trained with episodes of {horizon} steps '
+                                 'and cannot adapt on longer ones',
+                                 param_hint='--max-episode-length')
+    set_seed(seed)
+    setup = make_env_setup(options['env'],
+                           seed=seed if options['seed'] is None else options['seed'],
+                           max_episode_length=options['max_episode_length'] or horizon,
+                           task=options['task'],
+                           reward_function_version=options['reward_function_version'],
+                           env_kwargs=options['env_kwargs'])
+    if setup.env.spec.observation_space.shape != snapshot['env'].spec.observation_space.shape \
+            or setup.env.spec.action_space.shape != snapshot['env'].spec.action_space.shape:
+        raise click.UsageError(f'{options["env"]} has other observation/action spaces than the '
+                               'environment of the snapshot')
+    n_test_tasks = n_test_tasks or 10
+    setup.check_task_counts(n_test_tasks=n_test_tasks)
+    evaluator = MetaEvaluator(
+        test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
+        n_exploration_eps=(n_exploration_eps or options['episodes_per_task']
+                           or env_config(options['env']).get('episodes_per_task', 20)),
+        n_test_episodes=n_test_episodes or setup.n_test_episodes)
+    click.echo(setup.description)
+    # The evaluator logs progress and garage's MetaTest/... keys through dowel.
+    logger.add_output(dowel.StdOutput())
+    try:
+        rows = task_table(evaluator.evaluate(algo))
+        logger.log(tabular)
+        logger.dump_all()
+    finally:
+        tabular.clear()
+        logger.remove_output_type(dowel.StdOutput)
+    click.echo(format_table(rows))
+    csv_path = csv_path or os.path.join(log_dir, 'meta_test.csv')
+    with open(csv_path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    click.echo(f'wrote {csv_path}')
+    return rows
+
+
+if __name__ == '__main__':
+    main()  # pylint: disable=no-value-for-parameter

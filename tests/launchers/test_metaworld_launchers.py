@@ -1,0 +1,106 @@
+"""launchers/train.py on Meta-World ML1, and launchers/meta_test.py on its snapshot."""
+import csv
+import importlib.util
+import json
+import math
+import pathlib
+
+from garage_promp.experiment.paper_config import METAWORLD, algo_kwargs
+
+from click.testing import CliRunner
+from metaworld.env_dict import ML1_V3, ML10_V3, ML45_V3
+import pytest
+
+LAUNCHERS = pathlib.Path(__file__).parents[2] / 'launchers'
+ML10_TEST = ['drawer-open-v3', 'door-close-v3', 'shelf-place-v3', 'sweep-into-v3',
+             'lever-pull-v3']
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f'{name}_launcher', LAUNCHERS / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _invoke(name, *args):
+    return CliRunner().invoke(_load(name).main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope='module')
+def ml1_run(tmp_path_factory):
+    """One ProMP epoch on ML1 reach-v3 with a tiny batch; returns the log dir."""
+    log_dir = tmp_path_factory.mktemp('ml1') / 'log'
+    result = _invoke('train', '--env', 'ML1', '--task', 'reach-v3', '--algo', 'ProMP',
+                     '--epochs', 1, '--meta-batch-size', 2, '--episodes-per-task', 2,
+                     '--max-episode-length', 10, '--n-test-tasks', 2, '--hidden-sizes', 8,
+                     '--log-dir', log_dir)
+    assert result.exit_code == 0, result.output
+    return log_dir
+
+
+@pytest.mark.metaworld
+def test_ml1_trains_and_meta_tests_on_its_test_goals(ml1_run):
+    rows = _read_csv(ml1_run / 'progress.csv')
+    assert len(rows) == 1
+    row = rows[0]
+    for key in ('Step_0-SuccessRate', 'Step_1-SuccessRate', 'MetaTest/reach-v3/SuccessRate',
+                'MetaTest/Average/SuccessRate'):
+        assert 0. <= float(row[key]) <= 1., key
+    assert math.isfinite(float(row['GaussianMLPPolicy/LossAfter']))
+    assert int(row['MetaTest/reach-v3/NumEpisodes']) == 2 * 3  # 2 goals x 3 eval episodes
+    assert int(row['TotalEnvSteps']) == 2 * 2 * 10 * 2  # M x R x H x (K + 1)
+    with open(ml1_run / 'variant.json') as f:
+        assert json.load(f)['reward_function_version'] == 'v2'
+    assert 'reward_function_version=v2' in (ml1_run / 'debug.log').read_text()
+
+
+@pytest.mark.metaworld
+def test_meta_test_writes_one_row_per_test_task(ml1_run, tmp_path):
+    out = tmp_path / 'ml1.csv'
+    result = _invoke('meta_test', ml1_run, '--n-test-tasks', 3, '--csv', out)
+    assert result.exit_code == 0, result.output
+    rows = _read_csv(out)
+    assert [r['task'] for r in rows] == ['reach-v3', 'Average']
+    assert int(rows[0]['goals']) == 3 and int(rows[0]['episodes']) == 3 * 3
+    assert 0. <= float(rows[0]['success_rate']) <= 1.
+    assert float(rows[1]['average_return']) == pytest.approx(float(rows[0]['average_return']))
+    assert 'reach-v3' in result.output and 'Average' in result.output
+
+
+@pytest.mark.metaworld
+def test_meta_test_on_the_ml10_test_split(ml1_run, tmp_path):
+    # Every Meta-World env has the same spaces, so the ML1 policy can face ML10's test classes.
+    out = tmp_path / 'ml10.csv'
+    result = _invoke('meta_test', ml1_run, '--env', 'ML10', '--n-test-tasks', 5,
+                     '--n-exploration-eps', 1, '--n-test-episodes', 1, '--csv', out)
+    assert result.exit_code == 0, result.output
+    rows = _read_csv(out)
+    assert [r['task'] for r in rows] == ML10_TEST + ['Average']
+    assert all(int(r['episodes']) == 1 for r in rows[:-1])
+    assert float(rows[-1]['success_rate']) == pytest.approx(
+        sum(float(r['success_rate']) for r in rows[:-1]) / 5)
+
+
+def test_meta_world_options_are_refused_elsewhere(tmp_path):
+    result = CliRunner().invoke(_load('train').main, [
+        '--env', 'PointEnvCorner', '--task', 'reach-v3', '--log-dir', str(tmp_path)])
+    assert result.exit_code == 2 and 'Meta-World options' in result.output
+    with pytest.raises(ValueError, match='ML1 needs a task'):
+        _invoke('train', '--env', 'ML1', '--epochs', 1, '--log-dir', tmp_path / 'ml1')
+
+
+def test_meta_world_table_follows_the_protocol():
+    n_train_classes = {'ML1': 1, 'ML10': len(ML10_V3['train']), 'ML45': len(ML45_V3['train'])}
+    assert len(ML1_V3['train']) == 50 and n_train_classes['ML45'] == 45
+    for name, n_classes in n_train_classes.items():
+        kwargs = algo_kwargs('ProMP', name)
+        assert kwargs['meta_batch_size'] % n_classes == 0, name
+        assert (kwargs['clip_eps'], kwargs['num_promp_steps'], kwargs['inner_lr'],
+                kwargs['episodes_per_task']) == (0.3, 5, 0.1, 10)
+        assert METAWORLD[name]['H'] == 500
