@@ -52,7 +52,8 @@ def _parse_overrides(pairs):
 @wrap_experiment(archive_launch_repo=False, snapshot_mode='last', name_parameters='passed')
 def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task,
                max_episode_length, sampler, n_workers, n_test_tasks, evaluate_every,
-               hidden_sizes, overrides, task=None, reward_function_version=None):
+               hidden_sizes, overrides, task=None, reward_function_version=None,
+               envs_per_task=None):
     """Build everything from the paper table plus overrides and train."""
     set_seed(seed)
     env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ENV_KWARGS}
@@ -76,8 +77,9 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
     kwargs = {k: v for k, v in kwargs.items() if k not in ('inner_estimator', 'exploration')
               or algo_class is garage_promp.TRPOMAML}
     algorithm = algo_class(train_env, policy,
-                           garage_promp.make_sampler(policy, train_env, kind=sampler,
-                                                     n_workers=n_workers),
+                           garage_promp.make_sampler(
+                               policy, train_env, kind=sampler, n_workers=n_workers,
+                               envs_per_task=envs_per_task or setup.envs_per_task),
                            setup.train_tasks, meta_evaluator=evaluator,
                            evaluate_every_n_epochs=evaluate_every, **kwargs)
     trainer = Trainer(ctxt)
@@ -105,6 +107,9 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
 @click.option('--sampler', type=click.Choice(['local', 'multiprocessing', 'ray']), default='local',
               show_default=True)
 @click.option('--n-workers', default=1, show_default=True)
+@click.option('--envs-per-task', type=int, default=None,
+              help='Env copies per task per worker; episodes run in waves '
+                   '[default: one per episode; Meta-World: 2].')
 @click.option('--n-test-tasks', default=10, show_default=True)
 @click.option('--evaluate-every', default=1, show_default=True, help='Meta-test period (epochs).')
 @click.option('--hidden-sizes', type=str, default=None, help='e.g. "64,64" [paper: per env].')
@@ -114,7 +119,8 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
               help='Any other constructor argument, key=value (repeatable).')
 @click.pass_context
 def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed, epochs,
-         meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, n_test_tasks,
+         meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, envs_per_task,
+         n_test_tasks,
          evaluate_every, hidden_sizes, snapshot_mode, log_dir, overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
     args = dict(algo=algo, env=env_name, seed=seed, epochs=epochs,
@@ -138,7 +144,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     elif task is not None or reward_function_version is not None:
         raise click.UsageError('--task and --reward-function-version are Meta-World options '
                                f'(--env {"/".join(METAWORLD)})')
-    meta_train(options, sampler=sampler, n_workers=n_workers, evaluate_every=evaluate_every,
+    meta_train(options, sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task,
+               evaluate_every=evaluate_every,
                hidden_sizes=hidden, overrides=parsed, **args)
 
 

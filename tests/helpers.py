@@ -30,7 +30,8 @@ class ShortPointEnv(PointEnv):
 
 
 def make_setup(seed=1, hidden_sizes=(8, ), learn_std=True, n_workers=1,
-               kind='local', env_class=None, batched=True):
+               kind='local', env_class=None, batched=True,
+               envs_per_task=None):
     """Env, policy, sampler and task sampler for a tiny meta-RL run."""
     set_seed(seed)
     env_class = env_class or ShortPointEnv
@@ -38,7 +39,8 @@ def make_setup(seed=1, hidden_sizes=(8, ), learn_std=True, n_workers=1,
     policy = GaussianMLPPolicy(env.spec, hidden_sizes=hidden_sizes,
                                learn_std=learn_std)
     sampler = garage_promp.make_sampler(policy, env, kind=kind,
-                                        n_workers=n_workers, batched=batched)
+                                        n_workers=n_workers, batched=batched,
+                                        envs_per_task=envs_per_task)
     return env, policy, sampler, SetTaskSampler(env_class)
 
 

@@ -51,26 +51,25 @@ def test_per_task_parameters_are_used():
     assert np.all(mean[2:] - mean[:2] > 4.)
 
 
-@pytest.mark.parametrize('n_workers', [1, 2])
-def test_batched_and_sequential_sampling_give_the_same_episodes(n_workers):
-    """One batched forward for all slots = one episode at a time."""
-    results = []
-    for batched in (True, False):
-        env, policy, sampler, task_sampler = make_setup(
-            7, n_workers=n_workers, env_class=LongPointEnv, batched=batched)
-        # Goals close to the start: some episodes end early, some do not.
-        tasks = [SetTaskUpdate(LongPointEnv, {'goal': np.array([0.2, g])},
-                               None) for g in (0., 0.1, -0.1, 0.2)]
-        gen = torch.Generator().manual_seed(0)
-        params = [{k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen)
-                   for k, v in policy.named_parameters()} for _ in tasks]
-        try:
-            results.append(obtain_meta_batch(sampler, tasks, params, 3))
-        finally:
-            sampler.shutdown_worker()
-    fast, slow = results
-    # Some episodes end early (goal reached), so slots go inactive mid-batch.
-    assert len(set(fast.lengths)) > 1
+def _sample_point_goals(n_workers, batched, envs_per_task=None):
+    env, policy, sampler, _ = make_setup(7, n_workers=n_workers, env_class=LongPointEnv,
+                                         batched=batched, envs_per_task=envs_per_task)
+    # Goals close to the start: some episodes end early, some do not.
+    tasks = [SetTaskUpdate(LongPointEnv, {'goal': np.array([0.2, g])}, None)
+             for g in (0., 0.1, -0.1, 0.2)]
+    gen = torch.Generator().manual_seed(0)
+    params = [{k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen)
+               for k, v in policy.named_parameters()} for _ in tasks]
+    try:
+        eps = obtain_meta_batch(sampler, tasks, params, 3)
+        n_envs = (len(sampler._workers[0]._envs)
+                  if hasattr(sampler, '_workers') else None)
+        return eps, n_envs
+    finally:
+        sampler.shutdown_worker()
+
+
+def _assert_same_episodes(fast, slow):
     np.testing.assert_array_equal(fast.lengths, slow.lengths)
     np.testing.assert_array_equal(fast.agent_infos['task_index'],
                                   slow.agent_infos['task_index'])
@@ -81,6 +80,31 @@ def test_batched_and_sequential_sampling_give_the_same_episodes(n_workers):
         np.testing.assert_allclose(fast.agent_infos[key],
                                    slow.agent_infos[key], rtol=1e-5,
                                    atol=1e-6, err_msg=key)
+
+
+@pytest.mark.parametrize('n_workers', [1, 2])
+def test_batched_and_sequential_sampling_give_the_same_episodes(n_workers):
+    """One batched forward for all slots = one episode at a time."""
+    fast, _ = _sample_point_goals(n_workers, batched=True)
+    slow, _ = _sample_point_goals(n_workers, batched=False)
+    # Some episodes end early (goal reached), so slots go inactive mid-batch.
+    assert len(set(fast.lengths)) > 1
+    _assert_same_episodes(fast, slow)
+
+
+def test_fewer_envs_per_task_run_the_same_episodes_in_waves():
+    """envs_per_task=2 with R=3: two waves on 2 env copies per task."""
+    full, n_full = _sample_point_goals(1, batched=True)
+    waves, n_waves = _sample_point_goals(1, batched=True, envs_per_task=2)
+    slow, _ = _sample_point_goals(1, batched=False, envs_per_task=2)
+    assert (n_full, n_waves) == (4 * 3, 4 * 2)
+    _assert_same_episodes(full, waves)
+    _assert_same_episodes(waves, slow)
+
+
+def test_envs_per_task_is_checked():
+    with pytest.raises(ValueError, match='envs_per_task'):
+        make_setup(1, envs_per_task=0)
 
 
 def test_split_meta_batch():

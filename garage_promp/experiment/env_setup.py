@@ -29,6 +29,9 @@ class EnvSetup(NamedTuple):
         n_test_episodes (int): Evaluation episodes per test task.
         description (str): One line for the experiment log, e.g. the
             Meta-World reward function version.
+        envs_per_task (int or None): Environment copies per task in each
+            sampler worker (None: one per episode). Meta-World envs hold
+            ~40 MB each, so their episodes run in waves of a few copies.
 
     """
     env: Environment
@@ -37,6 +40,7 @@ class EnvSetup(NamedTuple):
     hidden_sizes: Tuple[int, ...]
     n_test_episodes: int
     description: str
+    envs_per_task: int | None = None
 
     def check_task_counts(self,
                           meta_batch_size: int | None = None,
@@ -120,7 +124,8 @@ def make_env_setup(env: str,
                        f'{len(samplers[0].class_names)} train / '
                        f'{len(samplers[1].class_names)} test classes, goals seed {seed}')
         return EnvSetup(samplers[0].make_env(), samplers[0], samplers[1], cfg['hidden_sizes'],
-                        cfg['n_test_episodes'], description)
+                        cfg['n_test_episodes'], description,
+                        envs_per_task=cfg['envs_per_task'])
     for name, value in (('task', task), ('reward_function_version', reward_function_version)):
         if value is not None:
             raise ValueError(f'{name} is a Meta-World option; {env} does not take it '

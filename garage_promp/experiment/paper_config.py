@@ -49,14 +49,15 @@ ENVS = {
 #: hidden sizes, M = 20 tasks of R = 10 episodes and α = 0.1 follow garage's
 #: ``maml_trpo_metaworld_ml1_push.py``; R = 10 and 3 evaluation episodes per test
 #: task are Meta-World's ``metalearning_evaluation`` defaults. M must be a multiple
-#: of the number of train classes (1, 10, 45).
+#: of the number of train classes (1, 10, 45). A Meta-World env holds ~40 MB, so
+#: each sampler worker keeps 2 copies per task and runs the R episodes in waves.
 METAWORLD = {
     'ML1': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=20,
-                episodes_per_task=10, n_test_episodes=3),
+                episodes_per_task=10, n_test_episodes=3, envs_per_task=2),
     'ML10': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=20,
-                 episodes_per_task=10, n_test_episodes=3),
+                 episodes_per_task=10, n_test_episodes=3, envs_per_task=2),
     'ML45': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=45,
-                 episodes_per_task=10, n_test_episodes=3),
+                 episodes_per_task=10, n_test_episodes=3, envs_per_task=2),
 }
 
 #: Per paper label: class and its arguments (reference §1.7, §7).

@@ -22,7 +22,7 @@ SAMPLER_KINDS = {
 
 
 def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
-                 max_episode_length=None, seed=None, batched=True):
+                 max_episode_length=None, seed=None, batched=True, envs_per_task=None):
     """A garage sampler whose workers are :class:`MetaBatchWorker`.
 
     Args:
@@ -35,6 +35,8 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
         batched (bool): Workers step all their slots in lockstep with one
             batched policy forward (default), or slot after slot with one
             forward per step (same episodes; for reference and benchmarks).
+        envs_per_task (int or None): Environment copies per task in each
+            worker (None: one per episode); see :class:`MetaBatchWorker`.
 
     Returns:
         garage.sampler.Sampler: The sampler.
@@ -45,6 +47,9 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
                          f'{kind!r}')
     if not (isinstance(n_workers, int) and n_workers >= 1):
         raise ValueError(f'n_workers must be an int >= 1, got {n_workers!r}')
+    if envs_per_task is not None and not (isinstance(envs_per_task, int)
+                                          and envs_per_task >= 1):
+        raise ValueError(f'envs_per_task must be None or an int >= 1, got {envs_per_task!r}')
     if kind == 'ray':
         init_ray()
     factory = WorkerFactory(
@@ -54,7 +59,7 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
                             max_episode_length),
         n_workers=n_workers,
         worker_class=MetaBatchWorker,
-        worker_args=dict(batched=bool(batched)))
+        worker_args=dict(batched=bool(batched), envs_per_task=envs_per_task))
     return SAMPLER_KINDS[kind].from_worker_factory(factory,
                                                    agents=policy,
                                                    envs=env)

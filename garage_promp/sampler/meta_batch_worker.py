@@ -71,22 +71,33 @@ class MetaBatchWorker(Worker):
         batched (bool): Step all slots in lockstep with one batched policy
             forward per step (default); False samples slot after slot, one
             forward per step, for reference and benchmarks.
+        envs_per_task (int or None): Environment copies per task. None (the
+            default) keeps one per episode, so all R episodes of a task run
+            at once; k < R runs them in ceil(R / k) waves of k per task, which
+            bounds memory for heavy environments (a Meta-World env holds
+            ~40 MB). Episode (i, e) always runs on copy (i, e mod k).
 
     """
 
     def __init__(self, *, seed, max_episode_length, worker_number,
-                 batched=True):
+                 batched=True, envs_per_task=None):
         super().__init__(seed=seed,
                          max_episode_length=max_episode_length,
                          worker_number=worker_number)
+        if envs_per_task is not None and not (
+                isinstance(envs_per_task, int) and envs_per_task >= 1):
+            raise ValueError('envs_per_task must be None or an int >= 1, '
+                             f'got {envs_per_task!r}')
         self._batched = bool(batched)
+        self._envs_per_task = envs_per_task
+        self._episodes_per_task = 1
         self._base_seed = 0 if seed is None else int(seed) + worker_number
         self._generator = torch.Generator().manual_seed(self._base_seed)
         self._policy = None
         self._params = None
         self._base_env = None
         self._envs = []
-        self._slot_task = np.zeros(0, dtype=np.int64)
+        self._env_task = np.zeros(0, dtype=np.int64)
         self._task_indices = []
         self._n_seeded = 0
 
@@ -139,18 +150,20 @@ class MetaBatchWorker(Worker):
             self._base_env = env_update
 
     def _build_slots(self, update: MetaBatchEnvUpdate):
+        """One env copy per (task, j), j < k (k = envs_per_task or R)."""
         n_eps = update.episodes_per_task
-        n_slots = len(update.task_updates) * n_eps
-        while len(self._envs) < n_slots:
+        k = min(n_eps, self._envs_per_task or n_eps)
+        n_envs = len(update.task_updates) * k
+        while len(self._envs) < n_envs:
             template = self._envs[0] if self._envs else self._base_env
             self._envs.append(copy.deepcopy(template))
             self._seed_env(self._envs[-1])
-        for slot in range(n_slots):
-            self._envs[slot] = update.task_updates[slot // n_eps](
-                self._envs[slot])
-        del self._envs[n_slots:]
-        self._slot_task = np.repeat(np.arange(len(update.task_updates)),
-                                    n_eps)
+        for index in range(n_envs):
+            self._envs[index] = update.task_updates[index // k](
+                self._envs[index])
+        del self._envs[n_envs:]
+        self._env_task = np.repeat(np.arange(len(update.task_updates)), k)
+        self._episodes_per_task = n_eps
         self._task_indices = list(update.task_indices)
 
     def _seed_env(self, env):
@@ -159,35 +172,37 @@ class MetaBatchWorker(Worker):
             seed_fn(self._base_seed * 100_003 + self._n_seeded)
         self._n_seeded += 1
 
-    def _distribution(self, observations: np.ndarray, slots: np.ndarray):
-        """Mean and log-std for the given slots (numpy, float32)."""
+    def _distribution(self, observations: np.ndarray, task: int | None):
+        """Mean and log-std (numpy, float32) of a forward pass.
+
+        ``task=None``: the rows are task-major blocks of equal size covering
+        every task, evaluated in one batched forward; else all rows belong to
+        ``task``.
+        """
         obs = torch.as_tensor(observations, dtype=torch.float32)
         with torch.no_grad():
             if self._params is None:
                 mean, log_std = distribution_params(self._policy, None, obs)
-            elif len(slots) == len(self._slot_task):
-                # Every slot: (n_tasks, n_eps, O) through one batched forward.
+            elif task is None:
                 n_tasks = len(self._task_indices)
                 mean, log_std = task_distribution_params(
                     self._policy, self._params,
                     obs.reshape(n_tasks, -1, obs.shape[-1]))
-                mean = mean.reshape(len(slots), -1)
-                log_std = log_std.reshape(len(slots), -1)
+                mean = mean.reshape(len(obs), -1)
+                log_std = log_std.reshape(len(obs), -1)
             else:
-                task = int(self._slot_task[slots[0]])
-                if not (self._slot_task[slots] == task).all():
-                    raise ValueError('a partial forward must be of one task')
                 mean, log_std = distribution_params(
                     self._policy, {k: v[task]
                                    for k, v in self._params.items()}, obs)
         return mean.numpy(), log_std.numpy()
 
     def rollout(self) -> EpisodeBatch:
-        """Sample one episode in every slot.
+        """Sample ``episodes_per_task`` episodes of every task.
 
         Returns:
-            EpisodeBatch: Episodes in slot order (task-major), with agent
-                infos ``mean``, ``log_std`` and ``task_index``.
+            EpisodeBatch: Episodes in task-major order (task 0's episodes
+                first), with agent infos ``mean``, ``log_std`` and
+                ``task_index``.
 
         """
         if not self._envs:
@@ -201,51 +216,64 @@ class MetaBatchWorker(Worker):
             raise ValueError(
                 f'{len(next(iter(self._params.values())))} parameter sets '
                 f'for {n_tasks} tasks')
-        n_slots = len(self._envs)
+        n_eps = self._episodes_per_task
+        k = len(self._envs) // n_tasks
         action_dim = int(np.prod(self._envs[0].spec.action_space.shape))
-        noise = torch.randn((n_slots, self._max_episode_length, action_dim),
-                            generator=self._generator).numpy()
-        recorders = [_EpisodeRecorder() for _ in self._envs]
+        # noise[i * R + e, t]: drawn up front so that an episode does not
+        # depend on how the episodes are batched.
+        noise = torch.randn(
+            (n_tasks * n_eps, self._max_episode_length, action_dim),
+            generator=self._generator).numpy()
+        recorders = [_EpisodeRecorder() for _ in range(n_tasks * n_eps)]
         if self._batched:
-            self._rollout_lockstep(recorders, noise)
+            for first in range(0, n_eps, k):
+                episodes = [(i, e) for i in range(n_tasks)
+                            for e in range(first, min(n_eps, first + k))]
+                self._rollout_lockstep(
+                    [i * k + e % k for i, e in episodes],
+                    [recorders[i * n_eps + e] for i, e in episodes],
+                    noise[[i * n_eps + e for i, e in episodes]])
         else:
-            for slot in range(n_slots):
-                self._rollout_slot(slot, recorders[slot], noise[slot])
+            for i in range(n_tasks):
+                for e in range(n_eps):
+                    self._rollout_one(i * k + e % k, recorders[i * n_eps + e],
+                                      noise[i * n_eps + e])
         return self._to_episode_batch(recorders)
 
-    def _rollout_lockstep(self, recorders, noise):
-        """All slots in lockstep, one batched policy forward per step."""
-        all_slots = np.arange(len(self._envs))
+    def _rollout_lockstep(self, env_ids, recorders, noise):
+        """One episode on each env, in lockstep, one forward per step."""
         first = []
-        for env, rec in zip(self._envs, recorders):
-            first_obs, rec.episode_info = env.reset()
+        for env_id, rec in zip(env_ids, recorders):
+            first_obs, rec.episode_info = self._envs[env_id].reset()
             first.append(first_obs)
         obs = np.stack(first)
-        active = np.ones(len(self._envs), dtype=bool)
+        active = np.ones(len(env_ids), dtype=bool)
         for t in range(self._max_episode_length):
             if not active.any():
                 break
-            mean, log_std = self._distribution(obs, all_slots)
+            mean, log_std = self._distribution(obs, None)
             actions = mean + np.exp(log_std) * noise[:, t]
-            for slot in np.flatnonzero(active):
-                if self._step(slot, recorders[slot], obs[slot].copy(),
-                              actions[slot], mean[slot], log_std[slot]):
-                    active[slot] = False
-                obs[slot] = recorders[slot].next_observation
+            for row in np.flatnonzero(active):
+                rec = recorders[row]
+                if self._step(env_ids[row], rec, obs[row].copy(),
+                              actions[row], mean[row], log_std[row]):
+                    active[row] = False
+                obs[row] = rec.next_observation
 
-    def _rollout_slot(self, slot, recorder, noise):
-        """One slot's episode alone, one policy forward per step."""
-        obs, recorder.episode_info = self._envs[slot].reset()
+    def _rollout_one(self, env_id, recorder, noise):
+        """One episode alone, one policy forward per step."""
+        obs, recorder.episode_info = self._envs[env_id].reset()
+        task = int(self._env_task[env_id])
         for t in range(self._max_episode_length):
-            mean, log_std = self._distribution(obs[None], np.array([slot]))
+            mean, log_std = self._distribution(obs[None], task)
             action = mean[0] + np.exp(log_std[0]) * noise[t]
-            if self._step(slot, recorder, obs, action, mean[0], log_std[0]):
+            if self._step(env_id, recorder, obs, action, mean[0], log_std[0]):
                 break
             obs = recorder.next_observation
 
-    def _step(self, slot, recorder, obs, action, mean, log_std) -> bool:
-        """Step one slot; True when its episode is over."""
-        env_step = self._envs[slot].step(action)
+    def _step(self, env_id, recorder, obs, action, mean, log_std) -> bool:
+        """Step one env; True when its episode is over."""
+        env_step = self._envs[env_id].step(action)
         recorder.add(obs, env_step, mean, log_std)
         recorder.next_observation = env_step.observation
         if env_step.terminal or len(
@@ -257,8 +285,8 @@ class MetaBatchWorker(Worker):
     def _to_episode_batch(self, steps: Sequence['_EpisodeRecorder']):
         lengths = np.asarray([len(r.rewards) for r in steps], dtype=np.int64)
         task_index = np.concatenate([
-            np.full(n, self._task_indices[self._slot_task[s]], dtype=np.int64)
-            for s, n in enumerate(lengths)
+            np.full(n, self._task_indices[s // self._episodes_per_task],
+                    dtype=np.int64) for s, n in enumerate(lengths)
         ])
         return EpisodeBatch(
             env_spec=self._envs[0].spec,
