@@ -1,7 +1,7 @@
 """MetaBatchWorker under garage's Local, Multiprocessing and Ray samplers."""
 import math
 
-from garage_promp.sampler import MetaBatchEnvUpdate, obtain_meta_batch
+from garage_promp.sampler import obtain_meta_batch
 from garage_promp.sampler.meta_batch_worker import split_meta_batch
 
 from garage.sampler.env_update import SetTaskUpdate
@@ -139,20 +139,3 @@ def test_ray_sampler_trains_one_epoch(tmp_path):
         assert math.isfinite(last_return)
     finally:
         ray.shutdown()
-
-
-def test_a_once_update_is_sampled_in_one_rollout_only():
-    """garage's MultiprocessingSampler streams a second rollout it then drops;
-    with ``once`` that rollout returns None at once instead of sampling."""
-    env, policy, sampler, task_sampler = make_setup(3)
-    worker = sampler._workers[0]
-    tasks = task_sampler.sample(2)
-    update = MetaBatchEnvUpdate(tasks, [0, 1], 2, once=True)
-    worker.update_env(update)
-    assert len(worker.rollout().lengths) == 4
-    assert worker.rollout() is None
-    worker.update_env(update)
-    assert len(worker.rollout().lengths) == 4
-    worker.update_env(MetaBatchEnvUpdate(tasks, [0, 1], 2))
-    assert len(worker.rollout().lengths) == 4
-    assert len(worker.rollout().lengths) == 4

@@ -19,7 +19,6 @@ straightforward way) and gives the same episodes up to float rounding.
 """
 import copy
 import dataclasses
-import time
 from typing import Dict, List, Sequence
 
 from garage_promp.policies import distribution_params, stack_params, task_distribution_params
@@ -53,20 +52,11 @@ class MetaBatchEnvUpdate:
         task_indices (list[int]): Index of each task in the meta-batch; stored
             in the ``task_index`` agent info of every step.
         episodes_per_task (int): Episodes sampled per task, all in lockstep.
-        once (bool): Sample these tasks in one rollout only: a further
-            ``rollout()`` without a new update returns None at once. garage's
-            ``MultiprocessingSampler`` streams: a worker starts its next
-            rollout as soon as it has sent one, and learns only afterwards
-            that the sampler had enough. With a whole meta-batch share per
-            rollout, that discarded rollout would take seconds of CPU from
-            the other workers and from the update; the sampler discards the
-            None it gets instead. ``obtain_meta_batch`` sets it.
 
     """
     task_updates: List[EnvUpdate]
     task_indices: List[int]
     episodes_per_task: int
-    once: bool = False
 
 
 class MetaBatchWorker(Worker):
@@ -100,8 +90,6 @@ class MetaBatchWorker(Worker):
                              f'got {envs_per_task!r}')
         self._batched = bool(batched)
         self._envs_per_task = envs_per_task
-        self._once = False
-        self._consumed = False
         self._episodes_per_task = 1
         self._base_seed = 0 if seed is None else int(seed) + worker_number
         self._generator = torch.Generator().manual_seed(self._base_seed)
@@ -156,8 +144,6 @@ class MetaBatchWorker(Worker):
             return
         if isinstance(env_update, MetaBatchEnvUpdate):
             self._build_slots(env_update)
-            self._once = env_update.once
-            self._consumed = False
         elif isinstance(env_update, EnvUpdate):
             self._base_env = env_update(self._base_env)
         else:
@@ -210,20 +196,15 @@ class MetaBatchWorker(Worker):
                                    for k, v in self._params.items()}, obs)
         return mean.numpy(), log_std.numpy()
 
-    def rollout(self) -> EpisodeBatch | None:
+    def rollout(self) -> EpisodeBatch:
         """Sample ``episodes_per_task`` episodes of every task.
 
         Returns:
-            EpisodeBatch or None: Episodes in task-major order (task 0's
-                episodes first), with agent infos ``mean``, ``log_std`` and
-                ``task_index``; None for a repeated rollout of a ``once``
-                update (see :class:`MetaBatchEnvUpdate`).
+            EpisodeBatch: Episodes in task-major order (task 0's episodes
+                first), with agent infos ``mean``, ``log_std`` and
+                ``task_index``.
 
         """
-        if self._once and self._consumed:
-            time.sleep(0.001)  # the sampler's "stop" is on its way
-            return None
-        self._consumed = True
         if not self._envs:
             if self._base_env is None:
                 raise ValueError('MetaBatchWorker has no environment')
@@ -415,7 +396,7 @@ def obtain_meta_batch(sampler, task_updates: Sequence[EnvUpdate],
     ]
     env_updates = [
         MetaBatchEnvUpdate([task_updates[i] for i in idx], idx,
-                           episodes_per_task, once=True) for idx in indices
+                           episodes_per_task) for idx in indices
     ]
     return sampler.obtain_exact_episodes(1, agent_updates, env_updates)
 
