@@ -220,13 +220,14 @@ def format_table(results):
         if r['what'] == 'raw':
             continue
         steps = f"{r['meta_batch_size']}×{r['episodes_per_task']}×{r['horizon']}×{r['K'] + 1}"
+        vs_raw = f"{r['sample_steps_per_s'] / raw[r['env']]:.2f}" if r['env'] in raw else ''
         garage_s = garage.get((r['env'], r['batch']))
         speedup = '' if garage_s is None else f"{garage_s / r['iter_s']:.1f}×"
         lines.append(
             f"| {r['env']} | {r['batch']} ({steps}) | {r['what']} | {r['iter_s']:.2f} | "
             f"{r['sample_s']:.2f} | {r['update_s']:.2f} | "
             f"{r['update_s'] / r['iter_s']:.0%} | {r['sample_steps_per_s']:,.0f} | "
-            f"{r['sample_steps_per_s'] / raw[r['env']]:.2f} | "
+            f"{vs_raw} | "
             f"{speedup} | "
             f"{r['peak_rss_mb']:,.0f} / {r['worker_peak_rss_mb']:,.0f} |")
     return '\n'.join(lines)
@@ -294,6 +295,8 @@ def main(ctx, mode, envs, batches, algos, n_workers, iters, garage_iters, raw_st
                                 raw_steps):
             click.echo(f'measuring {spec}', err=True)
             results.append(run_isolated(spec))
+            (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
+                                                            indent=1))
         if memory_env:
             spec = dict(what='ProMP', env=memory_env, batch='paper', n_workers=n_workers,
                         iters=1, **BATCHES['paper'])
