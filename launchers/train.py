@@ -49,7 +49,7 @@ def _parse_overrides(pairs):
     return out
 
 
-@wrap_experiment(archive_launch_repo=False, snapshot_mode='last', name_parameters='passed')
+@wrap_experiment(archive_launch_repo=False, snapshot_mode='last')
 def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task,
                max_episode_length, sampler, n_workers, n_test_tasks, evaluate_every,
                hidden_sizes, overrides, task=None, reward_function_version=None,
@@ -138,6 +138,10 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     options = dict(snapshot_mode=snapshot_mode)
     if log_dir:
         options['log_dir'] = log_dir
+    else:
+        # data/local/experiment/<name>[_N]; every argument is in variant.json.
+        task_part = f'_{task}' if task else ''
+        options['name'] = f"{args['algo']}_{args['env']}{task_part}_seed={args['seed']}"
     hidden = tuple(int(h) for h in hidden_sizes.split(',')) if hidden_sizes else None
     if args['env'] in METAWORLD:
         args.update(task=task, reward_function_version=reward_function_version or 'v2')

@@ -83,3 +83,21 @@ def test_gradient_variance_launcher_logs_rstd_for_both_arms(tmp_path):
     assert len(rows) == 2
     for arm in ('LVC', 'DiCE'):
         assert float(rows[-1][f'{arm}/MetaGradientRStd']) > 0
+
+
+def test_default_log_dir_is_short_and_names_the_run(tmp_path, monkeypatch):
+    """Without --log-dir, garage's data/local/experiment/<name> is used; the
+    name must stay well below the 255-byte file-name limit, with any options."""
+    monkeypatch.chdir(tmp_path)
+    launcher = _load_launcher()
+    result = CliRunner().invoke(launcher.main, [
+        '--preset', 'demo', '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+        '--envs-per-task', '1', '--seed', '3', '--set', 'num_promp_steps=2'
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    runs = os.listdir(tmp_path / 'data' / 'local' / 'experiment')
+    assert runs == ['ProMP_PointEnvCorner_seed=3']
+    with open(tmp_path / 'data' / 'local' / 'experiment' / runs[0] / 'variant.json') as f:
+        variant = f.read()
+    assert '"envs_per_task": 1' in variant and 'num_promp_steps' in variant
