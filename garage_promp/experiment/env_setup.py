@@ -12,6 +12,7 @@ from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config, no
 
 from garage import Environment
 from garage.experiment.task_sampler import SetTaskSampler, TaskSampler
+from garage.sampler.env_update import SetTaskUpdate
 
 #: Environment constructor arguments the launchers accept through ``--set``.
 ENV_KWARGS = ('reward_type', )
@@ -62,17 +63,53 @@ class EnvSetup(NamedTuple):
                 sampler.check_n_tasks(n_tasks, name)
 
 
-def _env_class(base: type, horizon: int, env_kwargs: Dict[str, Any]) -> type:
-    """A no-argument subclass of ``base`` with our horizon (SetTaskSampler
-    constructs ``env_type()``)."""
+class _KwargsSetTaskUpdate(SetTaskUpdate):
+    """garage's ``SetTaskUpdate`` building ``env_type(**env_kwargs)``."""
 
-    def __init__(self, **kwargs):
-        kwargs.setdefault('max_episode_length', horizon)
-        for key, value in env_kwargs.items():
-            kwargs.setdefault(key, value)
-        base.__init__(self, **kwargs)
+    def __init__(self, env_type: type, task: Any, wrapper_constructor,
+                 env_kwargs: Dict[str, Any]):
+        super().__init__(env_type, task, wrapper_constructor)
+        self._env_kwargs = env_kwargs
 
-    return type(base.__name__, (base, ), {'__init__': __init__})
+    def _make_env(self):
+        env = self._env_type(**self._env_kwargs)
+        env.set_task(self._task)
+        if self._wrapper_cons is not None:
+            env = self._wrapper_cons(env, self._task)
+        return env
+
+
+class KwargsSetTaskSampler(SetTaskSampler):
+    """garage's ``SetTaskSampler`` for an env class built with arguments.
+
+    garage constructs ``env_type()``; a subclass created at run time to bake
+    in the arguments cannot be pickled, so ``MultiprocessingSampler`` and
+    ``RaySampler`` could not ship its updates. Here the class stays the
+    importable env class and the arguments travel with each update.
+
+    Args:
+        env_type (type): The env class.
+        env_kwargs (dict): Its constructor arguments.
+        wrapper (Callable or None): As for ``SetTaskSampler``.
+
+    """
+
+    def __init__(self, env_type: type, env_kwargs: Dict[str, Any], wrapper=None):
+        self._env_kwargs = dict(env_kwargs)
+        super().__init__(env_type, env=env_type(**self._env_kwargs), wrapper=wrapper)
+
+    def make_env(self) -> Environment:
+        """A fresh, wrapped env of the sampler's class and arguments."""
+        env = self._env_constructor(**self._env_kwargs)
+        return env if self._wrapper is None else self._wrapper(env, None)
+
+    def sample(self, n_tasks, with_replacement=False):
+        """``n_tasks`` updates, each building or re-tasking an env."""
+        del with_replacement
+        return [
+            _KwargsSetTaskUpdate(self._env_constructor, task, self._wrapper, self._env_kwargs)
+            for task in self._env.sample_tasks(n_tasks)
+        ]
 
 
 def make_env_setup(env: str,
@@ -133,7 +170,7 @@ def make_env_setup(env: str,
     unknown = sorted(set(env_kwargs) - set(ENV_KWARGS))
     if unknown:
         raise ValueError(f'unknown env arguments {unknown}; accepted: {list(ENV_KWARGS)}')
-    env_class = _env_class(ENVS[env]['env'], horizon, env_kwargs)
-    tasks = SetTaskSampler(env_class, wrapper=normalize_actions)
-    return EnvSetup(normalize_actions(env_class(), None), tasks, tasks, cfg['hidden_sizes'], 2,
+    tasks = KwargsSetTaskSampler(ENVS[env]['env'], dict(env_kwargs, max_episode_length=horizon),
+                                 wrapper=normalize_actions)
+    return EnvSetup(tasks.make_env(), tasks, tasks, cfg['hidden_sizes'], 2,
                     f'{env}: max_episode_length={horizon}')

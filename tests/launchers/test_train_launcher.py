@@ -4,6 +4,7 @@ import importlib.util
 import math
 import os
 import pathlib
+import pickle
 
 from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs
 
@@ -101,3 +102,24 @@ def test_default_log_dir_is_short_and_names_the_run(tmp_path, monkeypatch):
     with open(tmp_path / 'data' / 'local' / 'experiment' / runs[0] / 'variant.json') as f:
         variant = f.read()
     assert '"envs_per_task": 1' in variant and 'num_promp_steps' in variant
+
+
+def test_paper_env_runs_under_the_multiprocessing_sampler(tmp_path):
+    """The task updates of a paper env with launcher arguments (horizon,
+    reward_type) must pickle: MultiprocessingSampler ships them to workers."""
+    row = _run(tmp_path, '--algo', 'LVC-VPG', '--env', 'PointEnvCorner', '--sampler',
+               'multiprocessing', '--n-workers', '2', '--set', 'reward_type="dense"')
+    assert float(row['Average/NumEpisodes']) == 4
+
+
+def test_paper_env_task_updates_pickle_with_their_arguments():
+    from garage_promp.envs import PointEnvCorner
+    from garage_promp.experiment.env_setup import make_env_setup
+    setup = make_env_setup('PointEnvCorner', seed=1, max_episode_length=7,
+                           env_kwargs={'reward_type': 'dense'})
+    update = pickle.loads(pickle.dumps(setup.train_tasks.sample(1)[0]))
+    env = update()
+    assert isinstance(env.unwrapped, PointEnvCorner)
+    assert env.spec.max_episode_length == 7
+    assert setup.env.spec.max_episode_length == 7
+    assert update(env) is env  # garage's re-tasking path still reuses the env
