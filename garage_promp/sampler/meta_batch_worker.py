@@ -97,7 +97,6 @@ class MetaBatchWorker(Worker):
         self._params = None
         self._base_env = None
         self._envs = []
-        self._env_task = np.zeros(0, dtype=np.int64)
         self._task_indices = []
         self._n_seeded = 0
 
@@ -162,7 +161,6 @@ class MetaBatchWorker(Worker):
             self._envs[index] = update.task_updates[index // k](
                 self._envs[index])
         del self._envs[n_envs:]
-        self._env_task = np.repeat(np.arange(len(update.task_updates)), k)
         self._episodes_per_task = n_eps
         self._task_indices = list(update.task_indices)
 
@@ -236,7 +234,8 @@ class MetaBatchWorker(Worker):
         else:
             for i in range(n_tasks):
                 for e in range(n_eps):
-                    self._rollout_one(i * k + e % k, recorders[i * n_eps + e],
+                    self._rollout_one(i * k + e % k, i,
+                                      recorders[i * n_eps + e],
                                       noise[i * n_eps + e])
         return self._to_episode_batch(recorders)
 
@@ -260,10 +259,9 @@ class MetaBatchWorker(Worker):
                     active[row] = False
                 obs[row] = rec.next_observation
 
-    def _rollout_one(self, env_id, recorder, noise):
-        """One episode alone, one policy forward per step."""
+    def _rollout_one(self, env_id, task, recorder, noise):
+        """One episode of ``task`` alone, one policy forward per step."""
         obs, recorder.episode_info = self._envs[env_id].reset()
-        task = int(self._env_task[env_id])
         for t in range(self._max_episode_length):
             mean, log_std = self._distribution(obs[None], task)
             action = mean[0] + np.exp(log_std[0]) * noise[t]
