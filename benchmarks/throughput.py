@@ -49,13 +49,12 @@ BATCHES = {
 
 # ------------------------------------------------------------ measurements
 def _setup(env_name):
+    """The launchers' setup of ``env_name``: its table row, env and tasks."""
     import garage_promp  # noqa: F401  (compat layer before garage)
-    from garage_promp.experiment.paper_config import ENVS, normalize_actions
-
-    from garage.experiment.task_sampler import SetTaskSampler
-    cfg = ENVS[env_name]
-    env = normalize_actions(cfg['env']())
-    return cfg, env, SetTaskSampler(cfg['env'], wrapper=normalize_actions)
+    from garage_promp.experiment.env_setup import make_env_setup
+    from garage_promp.experiment.paper_config import env_config
+    setup = make_env_setup(env_name, seed=1)
+    return env_config(env_name), setup.env, setup.train_tasks
 
 
 def _trainer(tmp):
@@ -146,12 +145,8 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
         else:
             kwargs = algo_kwargs(algo, env_name)
             kwargs.update(meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
-            algo_class = ALGOS[algo][0]
-            if algo_class is not garage_promp.TRPOMAML:
-                kwargs.pop('inner_estimator', None)
-                kwargs.pop('exploration', None)
             sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=n_workers)
-            algorithm = algo_class(env, policy, sampler, task_sampler, **kwargs)
+            algorithm = ALGOS[algo][0](env, policy, sampler, task_sampler, **kwargs)
             _time_calls(algorithm, '_sample_meta_batch', '_train_once', timings)
         trainer.setup(algorithm, env)
         trainer.train(n_epochs=iters,
