@@ -24,10 +24,11 @@ from garage_promp.algos import (  # noqa: E402
 from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline  # noqa: E402
 from garage_promp.experiment import MetaEvaluator  # noqa: E402
 from garage_promp.policies import AdaptedPolicy  # noqa: E402
-from garage_promp.sampler import MetaBatchWorker, make_sampler  # noqa: E402
+from garage_promp.sampler import MetaSampler, SamplerWorkerError, make_sampler  # noqa: E402
 
 __all__ = [
     '__version__', 'AdaptedPolicy', 'DiCEVPG', 'EMAMLVPG', 'LinearFeatureBaseline',
-    'LinearTimeBaseline', 'LVCVPG', 'MAMLVPG', 'MetaBatchWorker', 'MetaEvaluator',
-    'MetaPolicySearch', 'MetaVPG', 'ProMP', 'TRPOMAML', 'ZeroBaseline', 'make_sampler'
+    'LinearTimeBaseline', 'LVCVPG', 'MAMLVPG', 'MetaEvaluator', 'MetaPolicySearch',
+    'MetaSampler', 'MetaVPG', 'ProMP', 'SamplerWorkerError', 'TRPOMAML', 'ZeroBaseline',
+    'make_sampler'
 ]

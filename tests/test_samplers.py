@@ -1,141 +1,296 @@
-"""MetaBatchWorker under garage's Local, Multiprocessing and Ray samplers."""
-import math
+"""MetaSampler: identical episodes on every backend, errors that surface, no hang."""
+import os
+import pickle
+import re
+import signal
+import threading
+import time
 
-from garage_promp.sampler import obtain_meta_batch
-from garage_promp.sampler.meta_batch_worker import split_meta_batch
+import garage_promp
+from garage_promp.envs import PointEnvCorner
+from garage_promp.envs._tasks import CORNERS
+from garage_promp.policies import AdaptedPolicy
+from garage_promp.sampler import MetaSampler, SamplerWorkerError, split_episodes
 
+from garage import EnvStep
+from garage.experiment.task_sampler import SetTaskSampler
 from garage.sampler.env_update import SetTaskUpdate
+from garage.torch.policies import GaussianMLPPolicy
 import numpy as np
+import psutil
 import pytest
 import torch
 
-from tests.helpers import HORIZON, LongPointEnv, make_algo, make_setup
+from tests.helpers import HORIZON, LongPointEnv, ShortPointEnv, make_setup
 
 
-def _sample(seed, n_workers=1, kind='local'):
-    env, policy, sampler, task_sampler = make_setup(seed, n_workers=n_workers, kind=kind)
-    tasks = task_sampler.sample(4)
-    params = [dict(policy.named_parameters())] * 4
+def _children():
+    return psutil.Process().children(recursive=True)
+
+
+def _assert_no_children(timeout=10.):
+    deadline = time.time() + timeout
+    while _children() and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _children(), [p.cmdline() for p in _children()]
+
+
+def _early_ending_tasks():
+    """Goals close to the start: some episodes end early, some do not."""
+    return [SetTaskUpdate(LongPointEnv, {'goal': np.array([0.2, g])}, None)
+            for g in (0., 0.1, -0.1, 0.2, 0.05)]
+
+
+def _noisy_params(policy, n, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [{k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen)
+             for k, v in policy.named_parameters()} for _ in range(n)]
+
+
+def _sample_early_ending(kind, n_workers, batched=True, envs_per_task=None,
+                         rounds=2):
+    env, policy, sampler, _ = make_setup(7, n_workers=n_workers, kind=kind,
+                                         env_class=LongPointEnv,
+                                         batched=batched,
+                                         envs_per_task=envs_per_task)
+    tasks = _early_ending_tasks()
+    params = _noisy_params(policy, len(tasks))
     try:
-        return obtain_meta_batch(sampler, tasks, params, 3), tasks
+        return [sampler.obtain_meta_batch(tasks, params, 3)
+                for _ in range(rounds)]
     finally:
         sampler.shutdown_worker()
 
 
-def test_meta_batch_layout_and_seeded_determinism():
-    eps, tasks = _sample(5)
-    again, _ = _sample(5)
-    other, _ = _sample(6)
-    assert len(eps.lengths) == 12 and (eps.lengths == HORIZON).all()
-    task_index = eps.agent_infos['task_index'].reshape(12, HORIZON)[:, 0]
-    np.testing.assert_array_equal(task_index, np.repeat(np.arange(4), 3))
-    # garage's PointEnv reports its goal: episodes are grouped by task.
-    goals = eps.env_infos['task']
-    for i, task in enumerate(tasks):
-        goal = task._task['goal']
-        for e in range(3):
-            step = (3 * i + e) * HORIZON
-            np.testing.assert_array_equal(goals[step]['goal'], goal)
-    np.testing.assert_array_equal(eps.actions, again.actions)
-    assert not np.array_equal(eps.actions, other.actions)
-
-
-def test_per_task_parameters_are_used():
-    env, policy, sampler, task_sampler = make_setup(2)
-    tasks = task_sampler.sample(2)
-    theta = dict(policy.named_parameters())
-    shifted = {k: v.detach() + (5. if 'output_layers.0.linear.bias' in k else 0.)
-               for k, v in theta.items()}
-    eps = obtain_meta_batch(sampler, tasks, [theta, shifted], 2)
-    mean = eps.agent_infos['mean'].reshape(4, HORIZON, -1)
-    assert np.all(mean[2:] - mean[:2] > 4.)
-
-
-def _sample_point_goals(n_workers, batched, envs_per_task=None):
-    env, policy, sampler, _ = make_setup(7, n_workers=n_workers, env_class=LongPointEnv,
-                                         batched=batched, envs_per_task=envs_per_task)
-    # Goals close to the start: some episodes end early, some do not.
-    tasks = [SetTaskUpdate(LongPointEnv, {'goal': np.array([0.2, g])}, None)
-             for g in (0., 0.1, -0.1, 0.2)]
-    gen = torch.Generator().manual_seed(0)
-    params = [{k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen)
-               for k, v in policy.named_parameters()} for _ in tasks]
+def _sample_reset_noise(kind, n_workers):
+    """PointEnvCorner draws its start state from the env's reset noise."""
+    env = PointEnvCorner()
+    torch.manual_seed(0)
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, ))
+    sampler = garage_promp.make_sampler(policy, env, kind=kind,
+                                        n_workers=n_workers, seed=3,
+                                        max_episode_length=6)
+    tasks = [SetTaskUpdate(PointEnvCorner, goal, None) for goal in CORNERS[:3]]
     try:
-        eps = obtain_meta_batch(sampler, tasks, params, 3)
-        n_envs = (len(sampler._workers[0]._envs)
-                  if hasattr(sampler, '_workers') else None)
-        return eps, n_envs
+        return [sampler.obtain_meta_batch(tasks, _noisy_params(policy, 3), 2)]
     finally:
         sampler.shutdown_worker()
 
 
-def _assert_same_episodes(fast, slow):
-    np.testing.assert_array_equal(fast.lengths, slow.lengths)
-    np.testing.assert_array_equal(fast.agent_infos['task_index'],
-                                  slow.agent_infos['task_index'])
-    for field in ('observations', 'actions', 'rewards'):
-        np.testing.assert_allclose(getattr(fast, field), getattr(slow, field),
-                                   rtol=1e-5, atol=1e-5, err_msg=field)
-    for key in ('mean', 'log_std'):
-        np.testing.assert_allclose(fast.agent_infos[key],
-                                   slow.agent_infos[key], rtol=1e-5,
-                                   atol=1e-6, err_msg=key)
+def _assert_identical(first, second):
+    for a, b in zip(first, second):
+        for field in ('observations', 'actions', 'rewards', 'lengths',
+                      'last_observations', 'step_types'):
+            np.testing.assert_array_equal(getattr(a, field),
+                                          getattr(b, field), err_msg=field)
+        for key in ('mean', 'log_std', 'task_index'):
+            np.testing.assert_array_equal(a.agent_infos[key],
+                                          b.agent_infos[key], err_msg=key)
+        assert a.env_infos.keys() == b.env_infos.keys()
+        for key in a.env_infos:
+            np.testing.assert_equal(list(a.env_infos[key]),
+                                    list(b.env_infos[key]), err_msg=key)
 
 
-@pytest.mark.parametrize('n_workers', [1, 2])
-def test_batched_and_sequential_sampling_give_the_same_episodes(n_workers):
-    """One batched forward for all slots = one episode at a time."""
-    fast, _ = _sample_point_goals(n_workers, batched=True)
-    slow, _ = _sample_point_goals(n_workers, batched=False)
-    # Some episodes end early (goal reached), so slots go inactive mid-batch.
-    assert len(set(fast.lengths)) > 1
-    _assert_same_episodes(fast, slow)
+def test_same_seed_same_episodes_in_process_and_with_1_2_3_workers():
+    reference = _sample_early_ending('local', 1)
+    assert len(set(reference[0].lengths)) > 1  # some episodes end early
+    assert not np.array_equal(reference[0].actions, reference[1].actions)
+    _assert_identical(reference, _sample_early_ending('local', 3))
+    for n_workers in (1, 2, 3):
+        _assert_identical(reference,
+                          _sample_early_ending('multiprocessing', n_workers))
 
 
-def test_fewer_envs_per_task_run_the_same_episodes_in_waves():
-    """envs_per_task=2 with R=3: two waves on 2 env copies per task."""
-    full, n_full = _sample_point_goals(1, batched=True)
-    waves, n_waves = _sample_point_goals(1, batched=True, envs_per_task=2)
-    slow, _ = _sample_point_goals(1, batched=False, envs_per_task=2)
-    assert (n_full, n_waves) == (4 * 3, 4 * 2)
-    _assert_same_episodes(full, waves)
-    _assert_same_episodes(waves, slow)
-
-
-def test_envs_per_task_is_checked():
-    with pytest.raises(ValueError, match='envs_per_task'):
-        make_setup(1, envs_per_task=0)
-
-
-def test_split_meta_batch():
-    assert split_meta_batch(list(range(6)), 2) == [[0, 1, 2], [3, 4, 5]]
-    assert split_meta_batch(list(range(4)), 4) == [[0], [1], [2], [3]]
-
-
-def test_multiprocessing_sampler_trains_one_step():
-    _, algo = make_algo('LVCVPG', meta_batch_size=2,
-                        setup_kwargs=dict(n_workers=2, kind='multiprocessing'))
-    try:
-        batches = algo._sample_meta_batch(0)
-        algo._optimize(0, batches)
-    finally:
-        algo._sampler.shutdown_worker()
-    assert batches[0].n_tasks == 2
-    assert all(torch.isfinite(p).all() for p in algo.policy.parameters())
+def test_reset_noise_is_keyed_per_episode():
+    reference = _sample_reset_noise('local', 1)
+    starts = reference[0].observations[::6]
+    assert len(np.unique(starts, axis=0)) == len(starts)  # noisy resets
+    _assert_identical(reference, _sample_reset_noise('local', 2))
+    _assert_identical(reference, _sample_reset_noise('multiprocessing', 2))
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ray_sampler_trains_one_epoch(tmp_path):
-    from garage_promp.sampler import init_ray
-
+def test_ray_gives_the_same_episodes():
     import ray
-    init_ray(num_cpus=2)
+    garage_promp.sampler.init_ray(num_cpus=2)
     try:
-        from tests.algos.test_algos import _train
-        env, algo = make_algo('ProMP', meta_batch_size=2,
-                              setup_kwargs=dict(n_workers=2, kind='ray'))
-        _, last_return = _train(tmp_path, algo, env, 1)
-        assert math.isfinite(last_return)
+        _assert_identical(_sample_early_ending('local', 1),
+                          _sample_early_ending('ray', 2))
     finally:
         ray.shutdown()
+
+
+def test_layout_and_seed():
+    env, policy, sampler, task_sampler = make_setup(5)
+    tasks = task_sampler.sample(4)
+    params = [dict(policy.named_parameters())] * 4
+    eps = sampler.obtain_meta_batch(tasks, params, 3)
+    assert sampler.sampling_round == 1
+    assert len(eps.lengths) == 12 and (eps.lengths == HORIZON).all()
+    task_index = eps.agent_infos['task_index'].reshape(12, HORIZON)[:, 0]
+    np.testing.assert_array_equal(task_index, np.repeat(np.arange(4), 3))
+    goals = eps.env_infos['task']
+    for i, task in enumerate(tasks):
+        for e in range(3):
+            np.testing.assert_array_equal(
+                goals[(3 * i + e) * HORIZON]['goal'], task._task['goal'])
+    other = make_setup(6)[2].obtain_meta_batch(tasks, params, 3)
+    assert not np.array_equal(eps.actions, other.actions)
+
+
+def test_per_task_parameters_are_used():
+    env, policy, sampler, task_sampler = make_setup(2, n_workers=2)
+    tasks = task_sampler.sample(2)
+    theta = dict(policy.named_parameters())
+    shifted = {k: v.detach() + (5. if 'output_layers.0.linear.bias' in k else 0.)
+               for k, v in theta.items()}
+    eps = sampler.obtain_meta_batch(tasks, [theta, shifted], 3)
+    mean = eps.agent_infos['mean'].reshape(6, HORIZON, -1)
+    assert np.all(mean[3:] - mean[:3] > 4.)
+
+
+def test_batched_sequential_and_waves_give_the_same_episodes():
+    reference = _sample_early_ending('local', 2)
+    slow = _sample_early_ending('local', 2, batched=False)
+    waves = _sample_early_ending('local', 1, envs_per_task=2)
+    for other in (slow, waves):
+        for a, b in zip(reference, other):
+            np.testing.assert_array_equal(a.lengths, b.lengths)
+            np.testing.assert_allclose(a.observations, b.observations,
+                                       atol=1e-5)
+            np.testing.assert_allclose(a.agent_infos['mean'],
+                                       b.agent_infos['mean'], atol=1e-5)
+
+
+def test_split_is_balanced_by_episodes():
+    plan = split_episodes([3, 3, 3, 3, 3], 2)
+    assert [sum(c for _, _, c in pieces) for pieces in plan] == [8, 7]
+    assert plan[0][-1] == (2, 0, 2) and plan[1][0] == (2, 2, 1)
+    assert len(split_episodes([1, 1], 4)) == 2  # never an empty worker
+    assert split_episodes([4], 2) == [[(0, 0, 2)], [(0, 2, 2)]]
+
+
+def test_obtain_samples_with_an_adapted_policy_and_exact_episodes():
+    env, policy, sampler, task_sampler = make_setup(1)
+    task = task_sampler.sample(1)[0]
+    params = {k: v.detach() + 1. for k, v in policy.named_parameters()}
+    adapted = AdaptedPolicy(policy, params, 1)
+    eps = sampler.obtain_samples(0, 2 * HORIZON + 1, adapted, task)
+    assert len(eps.lengths) == 3 and eps.lengths.sum() >= 2 * HORIZON + 1
+    mean = distribution_mean(adapted, eps.observations)
+    np.testing.assert_allclose(eps.agent_infos['mean'], mean, atol=1e-5)
+    assert len(sampler.obtain_exact_episodes(2, None).lengths) == 2
+
+
+def distribution_mean(policy, observations):
+    with torch.no_grad():
+        dist, _ = policy(torch.as_tensor(observations))
+    return dist.mean.numpy()
+
+
+def test_pickled_sampler_keeps_its_round_and_starts_nothing():
+    env, policy, sampler, task_sampler = make_setup(1, n_workers=2,
+                                                    kind='multiprocessing')
+    tasks = task_sampler.sample(2)
+    params = [dict(policy.named_parameters())] * 2
+    try:
+        sampler.obtain_meta_batch(tasks, params, 1)
+        assert len(_children()) == 2
+        copy = pickle.loads(pickle.dumps(sampler))
+    finally:
+        sampler.shutdown_worker()
+    _assert_no_children()
+    assert isinstance(copy, MetaSampler) and copy.sampling_round == 1
+    assert not _children()
+
+
+class RaisingEnv(ShortPointEnv):
+    """Raises at step 3 of every episode."""
+
+    def step(self, action):
+        if self._step_cnt == 2:
+            raise RuntimeError('boom at step 3')
+        return super().step(action)
+
+
+class NaNRewardEnv(ShortPointEnv):
+    """Returns a NaN reward at step 2."""
+
+    def step(self, action):
+        env_step = super().step(action)
+        if self._step_cnt == 2:
+            env_step = EnvStep(env_step.env_spec, env_step.action,
+                               float('nan'), env_step.observation,
+                               env_step.env_info, env_step.step_type)
+        return env_step
+
+
+@pytest.mark.parametrize('kind', ['local', 'multiprocessing'])
+def test_env_error_in_a_worker_names_env_task_and_slot(kind):
+    env, policy, sampler, _ = make_setup(1, n_workers=2, kind=kind,
+                                         env_class=RaisingEnv)
+    tasks = SetTaskSampler(RaisingEnv).sample(3)
+    start = time.time()
+    with pytest.raises(SamplerWorkerError) as info:
+        sampler.obtain_meta_batch(tasks, [dict(policy.named_parameters())] * 3,
+                                  2)
+    assert time.time() - start < 60
+    message = str(info.value)
+    assert 'boom at step 3' in message and 'RaisingEnv' in message
+    assert re.search(r'task slot \d, episode \d, step 3', message)
+    assert 'goal' in message  # the task
+    assert isinstance(info.value, RuntimeError)
+    _assert_no_children()
+
+
+def test_nan_reward_from_any_env_is_named():
+    env, policy, sampler, _ = make_setup(1, n_workers=2,
+                                         kind='multiprocessing',
+                                         env_class=NaNRewardEnv)
+    tasks = SetTaskSampler(NaNRewardEnv).sample(2)
+    with pytest.raises(ValueError, match='non-finite reward.*NaNRewardEnv'
+                       r'.*task slot \d, episode 0, step 2'):
+        sampler.obtain_meta_batch(tasks, [dict(policy.named_parameters())] * 2,
+                                  1)
+    _assert_no_children()
+
+
+class SlowEnv(ShortPointEnv):
+    """Sleeps in every step, so a test can kill a worker mid-sampling."""
+
+    def step(self, action):
+        time.sleep(0.05)
+        return super().step(action)
+
+
+def test_a_killed_worker_is_reported_not_waited_for():
+    env, policy, sampler, _ = make_setup(1, n_workers=2,
+                                         kind='multiprocessing',
+                                         env_class=SlowEnv)
+    sampler.start_worker()
+    victim = sampler.backend.pids[1]
+    tasks = SetTaskSampler(SlowEnv).sample(2)
+    timer = threading.Timer(1.0, os.kill, (victim, signal.SIGKILL))
+    timer.start()
+    start = time.time()
+    with pytest.raises(SamplerWorkerError, match='died.*SIGKILL'):
+        for _ in range(100):
+            sampler.obtain_meta_batch(
+                tasks, [dict(policy.named_parameters())] * 2, 4)
+    timer.cancel()
+    assert time.time() - start < 30
+    _assert_no_children()
+
+
+def test_arguments_are_checked_before_any_worker_starts():
+    env, policy, _, _ = make_setup(1)
+    for kwargs, name in ((dict(kind='threads'), 'kind'),
+                         (dict(n_workers=0), 'n_workers'),
+                         (dict(envs_per_task=0), 'envs_per_task'),
+                         (dict(seed=-1), 'seed'),
+                         (dict(batched='yes'), 'batched')):
+        with pytest.raises(ValueError, match=name):
+            garage_promp.make_sampler(policy, env, **kwargs)
+    assert not _children()

@@ -1,9 +1,9 @@
 """Shared machinery of the gradient-based meta-RL algorithms (reference §1.1).
 
 ``MetaPolicySearch`` is a garage :class:`~garage.np.algos.MetaRLAlgorithm`:
-built from an env, a garage torch Gaussian policy, a garage sampler whose
-workers are :class:`~garage_promp.sampler.MetaBatchWorker` and a garage task
-sampler; trained by ``Trainer.setup``/``Trainer.train``; meta-tested through
+built from an env, a garage torch Gaussian policy, a
+:class:`~garage_promp.sampler.MetaSampler` and a garage task sampler;
+trained by ``Trainer.setup``/``Trainer.train``; meta-tested through
 ``get_exploration_policy``/``adapt_policy``. Subclasses define the outer
 objective of every task (:meth:`_objective`) and the outer optimiser
 (:meth:`_optimize`).
@@ -16,6 +16,7 @@ its gradient carries every second-order term.
 """
 import abc
 import collections
+import random
 from typing import Dict, List, NamedTuple, Sequence, Tuple
 
 from garage_promp.algos._batch import MetaBatch, ProcessingConfig, process_episodes
@@ -39,7 +40,7 @@ from garage_promp.policies import (
     task_distribution_params,
     unstack_params,
 )
-from garage_promp.sampler.meta_batch_worker import MetaBatchWorker, obtain_meta_batch
+from garage_promp.sampler import MetaSampler
 
 import akro
 from dowel import tabular
@@ -87,6 +88,17 @@ def _log_step_returns(prefix: str, episodes: EpisodeBatch, discount: float):
         tabular.record(prefix + 'SuccessRate', np.mean(success))
 
 
+def _global_rng_states() -> dict:
+    return dict(python=random.getstate(), numpy=np.random.get_state(),
+                torch=torch.get_rng_state())
+
+
+def _set_global_rng_states(states: dict):
+    random.setstate(states['python'])
+    np.random.set_state(states['numpy'])
+    torch.set_rng_state(states['torch'])
+
+
 class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
     """Base class of ProMP, TRPOMAML and the VPG family.
 
@@ -96,10 +108,9 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         policy (garage.torch.policies.Policy): A garage torch Gaussian policy,
             e.g. ``GaussianMLPPolicy`` (any hidden sizes, ``learn_std`` on or
             off). Every parameter is adapted in the inner loop.
-        sampler (garage.sampler.Sampler): ``LocalSampler``,
-            ``MultiprocessingSampler`` or ``RaySampler`` built with
-            ``worker_class=MetaBatchWorker`` (see
-            :func:`garage_promp.sampler.make_sampler`).
+        sampler (MetaSampler): The meta-batch sampler (see
+            :func:`garage_promp.sampler.make_sampler`); its module docstring
+            is the sampler contract.
         task_sampler (garage.experiment.TaskSampler): Training tasks.
         meta_batch_size (int): Tasks per epoch, M.
         episodes_per_task (int): Episodes per task and step, R.
@@ -185,15 +196,9 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         _check(callable(getattr(task_sampler, 'sample', None)),
                'task_sampler', 'a garage TaskSampler with sample(n)',
                task_sampler)
-        worker_class = getattr(
-            getattr(sampler, '_factory', getattr(sampler, '_worker_factory',
-                                                 None)), '_worker_class',
-            None)
-        _check(
-            isinstance(worker_class, type)
-            and issubclass(worker_class, MetaBatchWorker), 'sampler',
-            'a garage sampler built with worker_class=MetaBatchWorker '
-            '(garage_promp.sampler.make_sampler builds one)', sampler)
+        _check(isinstance(sampler, MetaSampler), 'sampler',
+               'a garage_promp.sampler.MetaSampler '
+               '(garage_promp.make_sampler builds one)', sampler)
 
         self._env_spec = env.spec
         # Per-env diagnostics (e.g. forward velocity) of garage_promp.envs.
@@ -231,6 +236,11 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
     def policy(self):
         """garage torch Policy: the meta-policy (pre-update parameters θ)."""
         return self._policy
+
+    @property
+    def sampler(self) -> MetaSampler:
+        """MetaSampler: the sampler (also used by our MetaEvaluator)."""
+        return self._sampler
 
     @property
     def discount(self) -> float:
@@ -437,9 +447,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         params = expand_params(theta, n_tasks)
         batches = []
         for k in range(self._num_inner_grad_steps + 1):
-            episodes = obtain_meta_batch(self._sampler, task_updates,
-                                         unstack_params(params),
-                                         self._episodes_per_task)
+            episodes = self._sampler.obtain_meta_batch(
+                task_updates, unstack_params(params), self._episodes_per_task)
             batch = process_episodes(episodes, n_tasks,
                                      self._episodes_per_task, self._horizon,
                                      self._processing)
@@ -448,8 +457,31 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                 params = self._inner_step(params, batch, False)
         return batches
 
+    def __getstate__(self):
+        """Pickle state, with the process's global RNG states.
+
+        Our own randomness is keyed (the sampler's rounds, ProMP's minibatch
+        stream), but task samplers such as garage's draw from the global
+        numpy RNG. garage's ``Trainer.restore`` re-seeds the globals after
+        unpickling, so the saved states are applied when ``train`` starts
+        (see :meth:`train`): a restored run then continues exactly.
+        """
+        state = dict(self.__dict__)
+        state['_saved_rng_states'] = _global_rng_states()
+        state.pop('_pending_rng_states', None)
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        state['_pending_rng_states'] = state.pop('_saved_rng_states', None)
+        self.__dict__.update(state)
+
     def train(self, trainer) -> float:
         """Meta-train; called by ``Trainer.train`` and ``Trainer.resume``.
+
+        After a restore, the global RNG states saved in the snapshot are put
+        back first (garage's ``Trainer.restore`` re-seeds them with the
+        original seed, which would replay the first epochs' draws).
 
         Args:
             trainer (garage.trainer.Trainer): The experiment trainer.
@@ -458,6 +490,9 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             float: The average post-update return of the last epoch.
 
         """
+        pending = self.__dict__.pop('_pending_rng_states', None)
+        if pending is not None:
+            _set_global_rng_states(pending)
         last_return = None
         for epoch in trainer.step_epochs():
             batches = self._sample_meta_batch(trainer.step_itr)

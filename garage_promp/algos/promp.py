@@ -117,8 +117,11 @@ class ProMP(MetaPolicySearch):
         self._current_clip_eps = self._clip_eps * self._anneal_factor**itr
         n_tasks = batches[0].n_tasks
         loss_before = None
+        # Task minibatches come from a stream keyed by (seed, itr), not from
+        # the global RNG, so that a restored run shuffles as the original.
+        rng = np.random.default_rng((self._sampler.seed, itr))
         for _ in range(self._num_promp_steps):
-            order = np.random.permutation(n_tasks)
+            order = rng.permutation(n_tasks)
             for tasks in np.array_split(order, self._num_minibatches):
                 sub = [b.select(torch.as_tensor(np.sort(tasks)))
                        for b in batches]

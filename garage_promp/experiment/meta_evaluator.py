@@ -1,4 +1,7 @@
 """garage's MetaEvaluator, adapting with all K inner steps."""
+from garage_promp.policies import AdaptedPolicy
+from garage_promp.sampler import MetaSampler
+
 from dowel import logger, tabular
 from garage import EpisodeBatch, log_multitask_performance
 from garage.experiment import MetaEvaluator as GarageMetaEvaluator
@@ -18,6 +21,13 @@ class MetaEvaluator(GarageMetaEvaluator):
     ``n_test_episodes`` evaluation episodes per task. :meth:`evaluate` also
     returns the evaluation episodes of each task, for per-task reports
     (``launchers/meta_test.py``).
+
+    When the algorithm has a :class:`~garage_promp.sampler.MetaSampler`
+    (``algo.sampler``), every test task is sampled at once through it, task-
+    batched as in training and on the same workers: each adaptation step is
+    one sampling round of ``n_exploration_eps`` episodes per task, and the
+    evaluation one round of ``n_test_episodes`` episodes per task. Otherwise
+    it samples task by task in-process, as garage does.
     """
 
     def evaluate(self, algo, test_episodes_per_task=None):
@@ -40,6 +50,47 @@ class MetaEvaluator(GarageMetaEvaluator):
         num_steps = getattr(algo, 'num_inner_grad_steps', 1)
         logger.log('Sampling for adaptation and meta-testing...')
         env_updates = self._test_task_sampler.sample(self._n_test_tasks)
+        sampler = getattr(algo, 'sampler', None)
+        if isinstance(sampler, MetaSampler):
+            adapted_episodes = self._evaluate_batched(
+                algo, sampler, env_updates, num_steps, test_episodes_per_task)
+        else:
+            adapted_episodes = self._evaluate_per_task(
+                algo, env_updates, num_steps, test_episodes_per_task)
+        logger.log('Finished meta-testing...')
+        name_map = (None if self._test_task_names is None else dict(
+            enumerate(self._test_task_names)))
+        with tabular.prefix(self._prefix + '/' if self._prefix else ''):
+            log_multitask_performance(
+                self._eval_itr,
+                EpisodeBatch.concatenate(*adapted_episodes),
+                getattr(algo, 'discount', 1.0),
+                name_map=name_map)
+        self._eval_itr += 1
+        return adapted_episodes
+
+    def _evaluate_batched(self, algo, sampler, env_updates, num_steps,
+                          test_episodes_per_task):
+        """All test tasks per sampling round, through the algorithm's sampler."""
+        n_tasks = len(env_updates)
+        policies = [algo.get_exploration_policy() for _ in env_updates]
+        for _ in range(num_steps):
+            episodes = sampler.obtain_meta_batch(
+                env_updates, [_params(p) for p in policies],
+                self._n_exploration_eps)
+            policies = [
+                algo.adapt_policy(policy, eps) for policy, eps in zip(
+                    policies,
+                    split_tasks(episodes, n_tasks, self._n_exploration_eps))
+            ]
+        episodes = sampler.obtain_meta_batch(env_updates,
+                                             [_params(p) for p in policies],
+                                             test_episodes_per_task)
+        return split_tasks(episodes, n_tasks, test_episodes_per_task)
+
+    def _evaluate_per_task(self, algo, env_updates, num_steps,
+                           test_episodes_per_task):
+        """Task by task in-process, with garage's LocalSampler."""
         if self._test_sampler is None:
             env = env_updates[0]()
             self._max_episode_length = env.spec.max_episode_length
@@ -66,14 +117,21 @@ class MetaEvaluator(GarageMetaEvaluator):
                     self._eval_itr,
                     test_episodes_per_task * self._max_episode_length,
                     policy, env_up))
-        logger.log('Finished meta-testing...')
-        name_map = (None if self._test_task_names is None else dict(
-            enumerate(self._test_task_names)))
-        with tabular.prefix(self._prefix + '/' if self._prefix else ''):
-            log_multitask_performance(
-                self._eval_itr,
-                EpisodeBatch.concatenate(*adapted_episodes),
-                getattr(algo, 'discount', 1.0),
-                name_map=name_map)
-        self._eval_itr += 1
         return adapted_episodes
+
+
+def _params(policy):
+    if isinstance(policy, AdaptedPolicy):
+        return policy.adapted_params()
+    return dict(policy.named_parameters())
+
+
+def split_tasks(episodes: EpisodeBatch, n_tasks: int,
+                episodes_per_task: int):
+    """Split a task-major meta-batch into one EpisodeBatch per task."""
+    singles = episodes.split()
+    return [
+        EpisodeBatch.concatenate(*singles[i * episodes_per_task:(i + 1) *
+                                          episodes_per_task])
+        for i in range(n_tasks)
+    ]

@@ -138,7 +138,8 @@ def test_meta_evaluator_adapts_k_times():
         test_task_sampler=algo._task_sampler, n_test_tasks=2,
         n_exploration_eps=2, n_test_episodes=1)
     evaluator.evaluate(algo)
-    assert calls == [0, 1, 2, 0, 1, 2]
+    # Both test tasks adapt together, one sampling round per inner step.
+    assert calls == [0, 0, 1, 1, 2, 2]
 
 
 @pytest.mark.parametrize('name', ALGO_NAMES)

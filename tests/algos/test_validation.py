@@ -79,7 +79,7 @@ def test_wrong_sampler_and_task_sampler_are_rejected():
     from garage.sampler import LocalSampler
     env, policy, sampler, task_sampler = make_setup()
     plain = LocalSampler(agents=policy, envs=env, max_episode_length=5, n_workers=1)
-    with pytest.raises(ValueError, match='MetaBatchWorker'):
+    with pytest.raises(ValueError, match='MetaSampler'):
         garage_promp.ProMP(env, policy, plain, task_sampler)
     with pytest.raises(ValueError, match='task_sampler'):
         garage_promp.ProMP(env, policy, sampler, object())
@@ -91,10 +91,12 @@ def test_wrong_sampler_and_task_sampler_are_rejected():
         garage_promp.make_sampler(policy, env, n_workers=0)
 
 
-def test_meta_batch_smaller_than_worker_count_is_rejected():
-    _, algo = make_algo('LVCVPG', meta_batch_size=1, setup_kwargs=dict(n_workers=2))
-    with pytest.raises(ValueError, match='meta_batch_size'):
-        algo._sample_meta_batch(0)
+def test_meta_batch_smaller_than_worker_count_is_split_by_episodes():
+    # One task, two workers: each samples one of its episodes.
+    _, algo = make_algo('LVCVPG', meta_batch_size=1, episodes_per_task=2,
+                        setup_kwargs=dict(n_workers=2))
+    batches = algo._sample_meta_batch(0)
+    assert batches[0].n_tasks == 1 and len(batches[0].episodes.lengths) == 2
 
 
 def test_nan_reward_from_env_names_field_and_task():

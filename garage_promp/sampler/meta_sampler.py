@@ -1,0 +1,373 @@
+"""``MetaSampler``: garage's ``Sampler`` interface over our own worker engine.
+
+The sampler contract (what an algorithm hands the sampler and gets back):
+
+* **In:** :meth:`MetaSampler.obtain_meta_batch` takes the meta-batch's M
+  ``EnvUpdate``\\ s (e.g. a task sampler's ``sample(M)``), one parameter dict
+  per task (names as in ``policy.named_parameters()``; adapted parameters
+  after an inner step) and R, the episodes per task. Only these go to the
+  workers on each call; the policy's structure and the template env travel
+  once, when the workers start.
+* **Out:** one garage ``EpisodeBatch`` of exactly M × R episodes, task-major
+  (task 0's R episodes first, in episode order), with agent infos ``mean``,
+  ``log_std`` (the sampling distribution, per step) and ``task_index`` (the
+  task's slot in the meta-batch, per step).
+* **Randomness:** every call is one *sampling round*; the round counter is
+  part of the sampler's pickled state (so of the algorithm's snapshot), and
+  every draw of episode e of task slot i in round r comes from the stream
+  (seed, r, i, e) (see :mod:`garage_promp.sampler.rollout`). The same seed
+  gives the same episodes with every backend and worker count, and a
+  restored run continues exactly.
+* **Work split:** the M × R episodes are split into contiguous, equal-sized
+  runs of episodes, one per worker (balanced by episodes, so by steps at a
+  fixed horizon); a task may span two workers.
+
+garage's own entry points work unchanged: :meth:`obtain_samples` (whole
+episodes of one env or task with a policy, until ``num_samples`` steps) and
+:meth:`obtain_exact_episodes`, used by garage's ``Trainer`` and
+``MetaEvaluator``; :meth:`shutdown_worker` stops the workers, which start
+again on next use.
+
+Pickling: the sampler pickles as its configuration and round counter. No
+worker starts until the first call, so loading a snapshot starts nothing.
+"""
+import collections
+import copy
+import math
+from typing import Any, Dict, List, Sequence
+
+from garage_promp.policies import AdaptedPolicy
+from garage_promp.sampler.backends import BACKENDS
+from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
+
+from garage import EpisodeBatch, StepType
+from garage.sampler import Sampler
+from garage.sampler.env_update import EnvUpdate
+import numpy as np
+import torch
+
+
+class _UseEnv(EnvUpdate):
+    """EnvUpdate that replaces the env with a copy of a given env."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __call__(self, old_env=None):
+        if old_env is not None and old_env is not self._env:
+            old_env.close()
+        return copy.deepcopy(self._env)
+
+
+class _KeepEnv(EnvUpdate):
+    """EnvUpdate that keeps the env as it is."""
+
+    def __call__(self, old_env=None):
+        return old_env
+
+
+def _check_count(value: Any, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or value < minimum:
+        raise ValueError(f'{name} must be an int >= {minimum}, got {value!r}')
+    return int(value)
+
+
+def split_episodes(counts: Sequence[int], n_workers: int
+                   ) -> List[List[tuple]]:
+    """Split the episodes of tasks into equal contiguous runs, one per worker.
+
+    Args:
+        counts (list[int]): Episodes of each task.
+        n_workers (int): Number of workers.
+
+    Returns:
+        list[list[tuple]]: For each worker that gets episodes, its
+            ``(task, first, count)`` pieces, in task-major order.
+
+    """
+    total = sum(counts)
+    bounds = np.linspace(0, total, min(n_workers, total) + 1).round()
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    plan = []
+    for start, stop in zip(bounds[:-1].astype(int), bounds[1:].astype(int)):
+        pieces = []
+        for task, count in enumerate(counts):
+            lo = max(start, offsets[task])
+            hi = min(stop, offsets[task] + count)
+            if lo < hi:
+                pieces.append((task, int(lo - offsets[task]), int(hi - lo)))
+        plan.append(pieces)
+    return plan
+
+
+class MetaSampler(Sampler):
+    """Samples whole meta-batches with in-process, pool or Ray workers.
+
+    See the module docstring for the contract.
+
+    Args:
+        policy (garage.torch.policies.Policy): The meta-policy (a Gaussian
+            garage torch policy).
+        env (garage.Environment): A template environment of the task family.
+        kind (str): Backend: ``'local'`` (in-process), ``'multiprocessing'``
+            (our persistent worker processes) or ``'ray'``.
+        n_workers (int): Number of workers.
+        seed (int): The experiment seed.
+        max_episode_length (int or None): Defaults to the env's.
+        envs_per_task (int or None): Env copies per task share in a worker;
+            None keeps one per episode, k runs the episodes in waves of k.
+        batched (bool): One batched policy forward per step (default), or
+            one per episode and step (same episodes; for reference).
+
+    """
+
+    def __init__(self, policy, env, *, kind: str = 'local',
+                 n_workers: int = 1, seed: int = 0,
+                 max_episode_length: int | None = None,
+                 envs_per_task: int | None = None, batched: bool = True):
+        # pylint: disable=super-init-not-called
+        # (garage's Sampler.__init__(algo, env) is deprecated.)
+        if kind not in BACKENDS:
+            raise ValueError(f'kind must be one of {sorted(BACKENDS)}, got '
+                             f'{kind!r}')
+        if max_episode_length is None:
+            max_episode_length = getattr(env.spec, 'max_episode_length', None)
+        if max_episode_length is None or not np.isfinite(max_episode_length):
+            raise ValueError('max_episode_length must be finite: the env has '
+                             f'max_episode_length={max_episode_length!r}; '
+                             'give the env (or the sampler) a horizon')
+        self._max_episode_length = _check_count(max_episode_length,
+                                                'max_episode_length')
+        self._n_workers = _check_count(n_workers, 'n_workers')
+        self._seed = _check_count(seed, 'seed', 0)
+        if envs_per_task is not None:
+            envs_per_task = _check_count(envs_per_task, 'envs_per_task')
+        if not isinstance(batched, bool):
+            raise ValueError(f'batched must be a bool, got {batched!r}')
+        self._kind = kind
+        self._policy = policy
+        self._env = env
+        self._envs_per_task = envs_per_task
+        self._batched = batched
+        self._round = 0
+        self._backend = None
+
+    @classmethod
+    def from_worker_factory(cls, worker_factory, agents, envs):
+        """Build from a garage ``WorkerFactory`` (in-process backend)."""
+        return cls(agents, envs, n_workers=worker_factory.n_workers,
+                   seed=worker_factory._seed or 0,  # pylint: disable=protected-access
+                   max_episode_length=worker_factory._max_episode_length)  # pylint: disable=protected-access
+
+    # ------------------------------------------------------------ properties
+    @property
+    def n_workers(self) -> int:
+        """int: Number of workers."""
+        return self._n_workers
+
+    @property
+    def kind(self) -> str:
+        """str: The backend, ``'local'``, ``'multiprocessing'`` or ``'ray'``."""
+        return self._kind
+
+    @property
+    def seed(self) -> int:
+        """int: The experiment seed the episode streams derive from."""
+        return self._seed
+
+    @property
+    def sampling_round(self) -> int:
+        """int: Number of sampler calls so far (the next call's round)."""
+        return self._round
+
+    @property
+    def max_episode_length(self) -> int:
+        """int: The horizon T."""
+        return self._max_episode_length
+
+    @property
+    def backend(self):
+        """The running backend (starting the workers if needed)."""
+        if self._backend is None:
+            config = dict(policy=self._policy, env=self._env, seed=self._seed,
+                          max_episode_length=self._max_episode_length,
+                          envs_per_task=self._envs_per_task,
+                          batched=self._batched)
+            self._backend = BACKENDS[self._kind](config, self._n_workers)
+        return self._backend
+
+    # -------------------------------------------------------------- sampling
+    def obtain_meta_batch(self, task_updates: Sequence[Any],
+                          params: Sequence[Dict[str, torch.Tensor]],
+                          episodes_per_task: int) -> EpisodeBatch:
+        """Sample ``episodes_per_task`` episodes of every task, in one round.
+
+        Args:
+            task_updates (list[EnvUpdate]): One EnvUpdate per task.
+            params (list[dict]): Policy parameters of each task.
+            episodes_per_task (int): Episodes per task, R.
+
+        Returns:
+            EpisodeBatch: Task-major episodes (task 0's episodes first).
+
+        Raises:
+            ValueError: If the numbers of tasks and parameter sets differ.
+            SamplerWorkerError: If a worker raises or dies.
+
+        """
+        if len(task_updates) != len(params):
+            raise ValueError(f'{len(params)} parameter sets for '
+                             f'{len(task_updates)} tasks')
+        if not task_updates:
+            raise ValueError('obtain_meta_batch needs at least one task')
+        episodes_per_task = _check_count(episodes_per_task,
+                                         'episodes_per_task')
+        numpy_params = [_to_numpy(p) for p in params]
+        return self._run(list(task_updates), numpy_params,
+                         [episodes_per_task] * len(task_updates),
+                         first=[0] * len(task_updates))
+
+    def _run(self, updates, params, counts, first) -> EpisodeBatch:
+        key = (self._round, )
+        self._round += 1
+        jobs = [
+            Job(key, [TaskShare(task, updates[task], params[task],
+                                first[task] + start, count)
+                      for task, start, count in pieces])
+            for pieces in split_episodes(counts, self._n_workers)
+        ]
+        try:
+            results = self.backend.run(jobs)
+        except BaseException:
+            self._backend = None  # the backend has stopped its workers
+            raise
+        return self._to_episode_batch(results)
+
+    def obtain_samples(self, itr, num_samples, agent_update,
+                       env_update=None) -> EpisodeBatch:
+        """Whole episodes of one env or task until ``num_samples`` steps.
+
+        garage's ``Sampler`` entry point (used by garage's ``Trainer`` and
+        ``MetaEvaluator``). Episodes are sampled in waves of
+        ``ceil(remaining / T)``, spread over the workers.
+
+        Args:
+            itr (int): Ignored (deprecated in garage).
+            num_samples (int): Minimum number of steps.
+            agent_update (Policy or dict or None): A Gaussian policy of the
+                sampler's policy's structure (e.g. an ``AdaptedPolicy``), a
+                parameter dict, or None (the sampler's policy).
+            env_update (EnvUpdate or Environment or None): The task to
+                sample; None samples the template env.
+
+        Returns:
+            EpisodeBatch: The episodes.
+
+        """
+        del itr
+        num_samples = _check_count(num_samples, 'num_samples')
+        params = self._params_of(agent_update)
+        update = self._update_of(env_update)
+        batches, steps, done = [], 0, 0
+        while steps < num_samples:
+            n_eps = math.ceil((num_samples - steps) / self._max_episode_length)
+            batch = self._run([update], [params], [n_eps], first=[done])
+            batches.append(batch)
+            steps += int(batch.lengths.sum())
+            done += n_eps
+        return EpisodeBatch.concatenate(*batches)
+
+    def obtain_exact_episodes(self, n_eps_per_worker, agent_update,
+                              env_update=None) -> EpisodeBatch:
+        """``n_eps_per_worker × n_workers`` episodes of one env or task."""
+        n_eps = _check_count(n_eps_per_worker, 'n_eps_per_worker')
+        return self._run([self._update_of(env_update)],
+                         [self._params_of(agent_update)],
+                         [n_eps * self._n_workers], first=[0])
+
+    def _params_of(self, agent_update) -> Dict[str, np.ndarray]:
+        if agent_update is None:
+            agent_update = self._policy
+        if isinstance(agent_update, AdaptedPolicy):
+            agent_update = agent_update.adapted_params()
+        elif isinstance(agent_update, torch.nn.Module):
+            agent_update = collections.OrderedDict(
+                agent_update.named_parameters())
+        if not isinstance(agent_update, dict):
+            raise TypeError('agent_update must be a policy, a parameter dict '
+                            f'or None, got {type(agent_update).__name__} '
+                            '(per-worker lists are not supported: use '
+                            'obtain_meta_batch)')
+        expected = {k: tuple(v.shape)
+                    for k, v in self._policy.named_parameters()}
+        got = {k: tuple(np.shape(v)) for k, v in agent_update.items()}
+        if got != expected:
+            raise ValueError('agent_update parameters do not match the '
+                             f'sampler\'s policy: expected {expected}, got '
+                             f'{got}')
+        return _to_numpy(agent_update)
+
+    def _update_of(self, env_update):
+        if env_update is None:
+            return _KeepEnv()
+        if isinstance(env_update, (list, tuple)):
+            raise TypeError('per-worker env_update lists are not supported: '
+                            'use obtain_meta_batch')
+        if callable(env_update) and not hasattr(env_update, 'step'):
+            return env_update
+        return _UseEnv(env_update)
+
+    def _to_episode_batch(self, results: List[EpisodeArrays]) -> EpisodeBatch:
+        def cat(name):
+            return np.concatenate([getattr(r, name) for r in results])
+
+        def cat_dicts(name):
+            dicts = [getattr(r, name) for r in results]
+            check_same_keys(dicts)
+            return {k: np.concatenate([d[k] for d in dicts])
+                    for k in dicts[0]}
+
+        return EpisodeBatch(
+            env_spec=self._env.spec,
+            episode_infos=cat_dicts('episode_infos'),
+            observations=cat('observations'),
+            last_observations=cat('last_observations'),
+            actions=cat('actions'),
+            rewards=cat('rewards'),
+            env_infos=cat_dicts('env_infos'),
+            agent_infos=dict(mean=cat('mean'), log_std=cat('log_std'),
+                             task_index=cat('task_index')),
+            step_types=np.asarray(cat('step_types'), dtype=StepType),
+            lengths=cat('lengths'))
+
+    # -------------------------------------------------------------- lifecycle
+    def start_worker(self):
+        """Start the workers now (they also start on first use)."""
+        _ = self.backend
+
+    def shutdown_worker(self):
+        """Stop the workers; the next call starts new ones."""
+        if self._backend is not None:
+            backend, self._backend = self._backend, None
+            backend.close()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state['_backend'] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __del__(self):
+        try:
+            self.shutdown_worker()
+        except Exception:  # pylint: disable=broad-except
+            pass
+
+
+def _to_numpy(params: Dict[str, Any]) -> Dict[str, np.ndarray]:
+    return collections.OrderedDict(
+        (k, v.detach().cpu().numpy().copy() if isinstance(v, torch.Tensor)
+         else np.asarray(v)) for k, v in params.items())

@@ -1,0 +1,402 @@
+"""What one sampler worker does: step many episodes in lockstep, each keyed.
+
+A :class:`RolloutWorker` lives in the main process (the ``'local'`` backend),
+in a worker process of our own pool (``'multiprocessing'``) or in a Ray actor
+(``'ray'``); the code is the same everywhere. It receives a :class:`Job` (the
+episodes of some tasks it must sample, each task's policy parameters and the
+task's ``EnvUpdate``), steps all of the job's episodes in lockstep with one
+batched policy forward per step (``torch.func.vmap`` of ``functional_call``
+over the stacked per-task parameters, like the original implementation's
+vectorised ``MetaSampler``), and returns an :class:`EpisodeArrays`.
+
+Determinism by construction: every random draw of an episode comes from
+:func:`episode_seed_sequence` of (experiment seed, sampling round, task slot,
+episode index):
+
+* the action noise ``noise[t]`` (drawn for the whole episode up front);
+* the environment's reset noise: ``env.seed(s)`` is called before every
+  ``reset()`` with ``s`` from the same key.
+
+No draw depends on which worker runs the episode, on how the episodes are
+batched, or on what the worker sampled before, so a seed gives the same
+episodes with any backend and any worker count. This holds for every env
+whose randomness goes through ``seed`` (garage_promp's envs, Meta-World, and
+any gymnasium env through ``reset(seed=...)``); an env that draws from a
+generator of its own that ``seed`` does not reach cannot be reproduced by
+any sampler.
+"""
+import copy
+import dataclasses
+import math
+from typing import Any, Dict, List, Sequence, Tuple
+
+from garage_promp.policies import distribution_params
+
+import numpy as np
+import torch
+from torch.func import vmap
+
+NumpyParams = Dict[str, np.ndarray]
+
+
+def episode_seed_sequence(seed: int, key: Sequence[int], task: int,
+                          episode: int) -> np.random.SeedSequence:
+    """The seed material of one episode.
+
+    Args:
+        seed (int): The experiment seed.
+        key (tuple[int, ...]): The sampling round (see ``MetaSampler``).
+        task (int): The task's slot in the meta-batch.
+        episode (int): The episode's index within its task.
+
+    Returns:
+        numpy.random.SeedSequence: Independent of the worker that runs it.
+
+    """
+    return np.random.SeedSequence(int(seed),
+                                  spawn_key=(*map(int, key), int(task),
+                                             int(episode)))
+
+
+@dataclasses.dataclass
+class TaskShare:
+    """Episodes ``first .. first + count - 1`` of one task, for one worker.
+
+    Attributes:
+        task (int): The task's slot in the meta-batch (``task_index``).
+        update (callable): The task's ``EnvUpdate`` (``update(old_env)``
+            returns the env set to the task).
+        params (dict[str, numpy.ndarray]): Policy parameters of the task.
+        first (int): Index of the first episode.
+        count (int): Number of episodes.
+
+    """
+    task: int
+    update: Any
+    params: NumpyParams
+    first: int
+    count: int
+
+
+@dataclasses.dataclass
+class Job:
+    """One worker's part of one sampler call.
+
+    Attributes:
+        key (tuple[int, ...]): The sampling round (see ``MetaSampler``).
+        shares (list[TaskShare]): Task-major, episode-ordered.
+
+    """
+    key: Tuple[int, ...]
+    shares: List[TaskShare]
+
+    @property
+    def n_episodes(self) -> int:
+        """int: Episodes in the job."""
+        return sum(share.count for share in self.shares)
+
+
+@dataclasses.dataclass
+class EpisodeArrays:
+    """A worker's episodes, in the order of its job, as flat arrays.
+
+    The fields are those of garage's ``EpisodeBatch``, without the env spec;
+    ``task_index`` is per step.
+    """
+    lengths: np.ndarray
+    observations: np.ndarray
+    last_observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    step_types: np.ndarray
+    env_infos: Dict[str, np.ndarray]
+    episode_infos: Dict[str, np.ndarray]
+    mean: np.ndarray
+    log_std: np.ndarray
+    task_index: np.ndarray
+
+
+@dataclasses.dataclass
+class Context:
+    """Where a worker is: reported with any exception it raises."""
+    env: str = '?'
+    task: Any = None
+    task_index: int | None = None
+    episode: int | None = None
+    step: int | None = None
+
+    def describe(self) -> str:
+        """One line naming the env, task, slot and step."""
+        where = f'env {self.env}, task {self.task!r}'
+        if self.task_index is not None:
+            where += f', task slot {self.task_index}'
+        if self.episode is not None:
+            where += f', episode {self.episode}'
+        if self.step is not None:
+            where += f', step {self.step}'
+        return where
+
+
+class RolloutWorker:
+    """Samples jobs: many episodes in lockstep, each at its task's parameters.
+
+    Args:
+        policy (torch.nn.Module): The policy (a garage torch Gaussian policy);
+            only its structure is used, parameters come with every job.
+        env (garage.Environment): A template env, copied to make new envs.
+        seed (int): The experiment seed.
+        max_episode_length (int): Maximum episode length T.
+        envs_per_task (int or None): Env copies per task share; None keeps
+            one per episode (all episodes of a share at once); k runs them in
+            waves of k, which bounds memory for heavy envs.
+        batched (bool): One batched forward per step for all episodes
+            (default) or one forward per episode and step (same episodes;
+            for reference and benchmarks).
+
+    """
+
+    def __init__(self, policy, env, seed: int, max_episode_length: int,
+                 envs_per_task: int | None = None, batched: bool = True):
+        self._policy = policy
+        self._template = env
+        self._seed = int(seed)
+        self._max_episode_length = int(max_episode_length)
+        self._envs_per_task = envs_per_task
+        self._batched = bool(batched)
+        self._pool: List[Any] = []
+        self.context = Context()
+
+    # ---------------------------------------------------------------- envs
+    def _env(self, position: int, update) -> Any:
+        """The pool's env at ``position`` (made if missing), set by ``update``."""
+        while len(self._pool) <= position:
+            source = self._pool[0] if self._pool else self._template
+            self._pool.append(copy.deepcopy(source))
+        self._pool[position] = update(self._pool[position])
+        return self._pool[position]
+
+    def _build_envs(self, job: Job) -> List[List[Any]]:
+        envs, position = [], 0
+        for share in job.shares:
+            k = min(share.count, self._envs_per_task or share.count)
+            self.context = Context(_name(self._template), _task_of(share.update),
+                                   share.task)
+            envs.append([self._env(position + j, share.update)
+                         for j in range(k)])
+            position += k
+        return envs
+
+    # -------------------------------------------------------------- policy
+    def _distribution(self, obs: np.ndarray, rows_per_share: List[int],
+                      params: List[Dict[str, torch.Tensor]]):
+        """Mean and log-std (numpy float32) of every row, each at its share's params."""
+        obs_t = torch.as_tensor(obs, dtype=torch.float32)
+        with torch.no_grad():
+            if not self._batched:
+                outs, row = [], 0
+                for count, p in zip(rows_per_share, params):
+                    for _ in range(count):
+                        outs.append(distribution_params(self._policy, p,
+                                                        obs_t[row:row + 1]))
+                        row += 1
+                mean = torch.cat([m for m, _ in outs])
+                log_std = torch.cat([s for _, s in outs])
+            elif len(params) == 1:
+                mean, log_std = distribution_params(self._policy, params[0],
+                                                    obs_t)
+            else:
+                mean, log_std = self._padded_forward(obs_t, rows_per_share,
+                                                     params)
+        return mean.numpy(), log_std.numpy()
+
+    def _padded_forward(self, obs, rows_per_share, params):
+        """vmap over the shares, each padded to the largest share's rows."""
+        width = max(rows_per_share)
+        padded = obs.new_zeros((len(rows_per_share), width, obs.shape[-1]))
+        starts = np.concatenate(([0], np.cumsum(rows_per_share)[:-1]))
+        for i, (start, count) in enumerate(zip(starts, rows_per_share)):
+            padded[i, :count] = obs[start:start + count]
+        stacked = {k: torch.stack([p[k] for p in params]) for k in params[0]}
+        mean, log_std = vmap(
+            lambda p, o: distribution_params(self._policy, p, o))(stacked,
+                                                                   padded)
+        keep = [i * width + j for i, count in enumerate(rows_per_share)
+                for j in range(count)]
+        return (mean.reshape(-1, mean.shape[-1])[keep],
+                log_std.reshape(-1, log_std.shape[-1])[keep])
+
+    # ------------------------------------------------------------- sampling
+    def sample(self, job: Job) -> EpisodeArrays:
+        """Sample every episode of ``job``.
+
+        Returns:
+            EpisodeArrays: The episodes in the job's order (share by share,
+                episode index ascending).
+
+        """
+        envs = self._build_envs(job)
+        params = [{k: torch.as_tensor(v) for k, v in share.params.items()}
+                  for share in job.shares]
+        recorders = [[_EpisodeRecorder() for _ in range(share.count)]
+                     for share in job.shares]
+        n_waves = max(math.ceil(share.count / len(env_list))
+                      for share, env_list in zip(job.shares, envs))
+        for wave in range(n_waves):
+            rows = []  # (share, episode offset, env)
+            for s, (share, env_list) in enumerate(zip(job.shares, envs)):
+                k = len(env_list)
+                for j in range(wave * k, min(share.count, (wave + 1) * k)):
+                    rows.append((s, j, env_list[j % k]))
+            self._run_wave(job, rows, params, recorders)
+        flat = [rec for share_recs in recorders for rec in share_recs]
+        tasks = [share.task for share in job.shares for _ in range(share.count)]
+        return _to_arrays(flat, tasks)
+
+    def _run_wave(self, job: Job, rows, params, recorders):
+        """Run one episode on each row's env in lockstep."""
+        shares = job.shares
+        rows_per_share = [sum(1 for r in rows if r[0] == s)
+                          for s in range(len(shares))]
+        used = [s for s, count in enumerate(rows_per_share) if count]
+        rows_per_share = [rows_per_share[s] for s in used]
+        wave_params = [params[s] for s in used]
+        first_obs, noise, recs = [], [], []
+        for s, j, env in rows:
+            share = shares[s]
+            episode = share.first + j
+            self.context = Context(_name(env), _task_of(share.update),
+                                   share.task, episode, 0)
+            env_seq, noise_seq = episode_seed_sequence(self._seed, job.key,
+                                                       share.task,
+                                                       episode).spawn(2)
+            seed_fn = getattr(env, 'seed', None)
+            if callable(seed_fn):
+                seed_fn(int(env_seq.generate_state(1)[0]))
+            obs, info = env.reset()
+            rec = recorders[s][j]
+            rec.episode_info = info
+            _check_finite('observation', obs, self.context)
+            first_obs.append(np.asarray(obs, dtype=np.float32))
+            action_dim = int(np.prod(env.spec.action_space.shape))
+            noise.append(np.random.default_rng(noise_seq).standard_normal(
+                (self._max_episode_length, action_dim), dtype=np.float32))
+            recs.append(rec)
+        obs = np.stack(first_obs)
+        noise = np.stack(noise)
+        active = np.ones(len(rows), dtype=bool)
+        for t in range(self._max_episode_length):
+            if not active.any():
+                break
+            mean, log_std = self._distribution(obs, rows_per_share,
+                                               wave_params)
+            actions = mean + np.exp(log_std) * noise[:, t]
+            for row in np.flatnonzero(active):
+                s, j, env = rows[row]
+                self.context = Context(_name(env),
+                                       _task_of(shares[s].update),
+                                       shares[s].task, shares[s].first + j,
+                                       t + 1)
+                if self._step(env, recs[row], obs[row].copy(), actions[row],
+                              mean[row], log_std[row]):
+                    active[row] = False
+                obs[row] = recs[row].next_observation
+
+    def _step(self, env, recorder, obs, action, mean, log_std) -> bool:
+        """Step one env; True when its episode is over."""
+        env_step = env.step(action)
+        _check_finite('observation', env_step.observation, self.context)
+        _check_finite('reward', env_step.reward, self.context)
+        recorder.add(obs, env_step, mean, log_std)
+        recorder.next_observation = env_step.observation
+        if env_step.terminal or len(
+                recorder.rewards) >= self._max_episode_length:
+            recorder.last_observation = env_step.observation
+            return True
+        return False
+
+    def close(self):
+        """Close every env of the pool."""
+        for env in self._pool:
+            env.close()
+        self._pool = []
+
+
+def _name(env) -> str:
+    inner = getattr(env, 'unwrapped', env)
+    return type(inner).__name__
+
+
+def _task_of(update) -> Any:
+    """The task an EnvUpdate sets, for error messages."""
+    for attr in ('_task', 'task'):
+        if hasattr(update, attr):
+            return getattr(update, attr)
+    return type(update).__name__
+
+
+def _check_finite(field: str, value, context: Context):
+    if not np.all(np.isfinite(value)):
+        raise ValueError(
+            f'the environment returned a non-finite {field} '
+            f'({context.describe()}): {field}={value!r}')
+
+
+class _EpisodeRecorder:
+    """One episode's steps, as lists."""
+
+    def __init__(self):
+        self.observations, self.actions, self.rewards = [], [], []
+        self.env_infos, self.means, self.log_stds = [], [], []
+        self.step_types = []
+        self.episode_info = {}
+        self.last_observation = None
+        self.next_observation = None
+
+    def add(self, observation, env_step, mean, log_std):
+        self.observations.append(observation)
+        self.actions.append(env_step.action)
+        self.rewards.append(env_step.reward)
+        self.env_infos.append(env_step.env_info)
+        self.means.append(mean)
+        self.log_stds.append(log_std)
+        self.step_types.append(env_step.step_type)
+
+
+def stack_dicts(dicts: List[dict]) -> Dict[str, np.ndarray]:
+    """Stack same-keyed dicts into a dict of arrays.
+
+    Raises:
+        ValueError: If the dicts do not all have the same keys.
+
+    """
+    if not dicts:
+        return {}
+    check_same_keys(dicts)
+    return {k: np.asarray([d[k] for d in dicts]) for k in dicts[0]}
+
+
+def check_same_keys(dicts: Sequence[dict]):
+    """Raise ValueError unless every dict has the keys of the first."""
+    keys = dicts[0].keys()
+    for d in dicts:
+        if d.keys() != keys:
+            raise ValueError('environment infos must have the same keys at '
+                             f'every step, got {sorted(keys)} and '
+                             f'{sorted(d.keys())}')
+
+
+def _to_arrays(recorders: Sequence[_EpisodeRecorder],
+               tasks: Sequence[int]) -> EpisodeArrays:
+    lengths = np.asarray([len(r.rewards) for r in recorders], dtype=np.int64)
+    return EpisodeArrays(
+        lengths=lengths,
+        observations=np.concatenate([r.observations for r in recorders]),
+        last_observations=np.stack([r.last_observation for r in recorders]),
+        actions=np.concatenate([r.actions for r in recorders]),
+        rewards=np.concatenate([r.rewards for r in recorders]),
+        step_types=np.concatenate([r.step_types for r in recorders]),
+        env_infos=stack_dicts([i for r in recorders for i in r.env_infos]),
+        episode_infos=stack_dicts([r.episode_info for r in recorders]),
+        mean=np.concatenate([r.means for r in recorders]),
+        log_std=np.concatenate([r.log_stds for r in recorders]),
+        task_index=np.repeat(np.asarray(tasks, dtype=np.int64), lengths))
