@@ -119,10 +119,15 @@ def _experiment_options(log_dir, cli):
 @click.option('--n-test-episodes', type=int, default=None,
               help='Evaluation episodes per test task [default: 3 on Meta-World, else 2].')
 @click.option('--seed', default=1, show_default=True, help='Sampling seed.')
+@click.option('--sampler', type=click.Choice(list(garage_promp.sampler.SAMPLER_KINDS)),
+              default='local', show_default=True,
+              help='Sampler backend for the test tasks (local: no worker process).')
+@click.option('--n-workers', type=click.IntRange(min=1), default=1, show_default=True,
+              help='Sampler workers.')
 @click.option('--csv', 'csv_path', default=None,
               help='Where to write the table [default: LOG_DIR/meta_test.csv].')
 def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_function_version,
-         n_test_tasks, n_exploration_eps, n_test_episodes, seed, csv_path):
+         n_test_tasks, n_exploration_eps, n_test_episodes, seed, sampler, n_workers, csv_path):
     """Meta-test the snapshot in LOG_DIR on the test tasks; print and save a per-task table."""
     options = _experiment_options(log_dir, dict(
         env=env, task=task, seed=benchmark_seed, max_episode_length=max_episode_length,
@@ -147,7 +152,13 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
                                'environment of the snapshot')
     n_test_tasks = n_test_tasks or 10
     setup.check_task_counts(n_test_tasks=n_test_tasks)
+    # A sampler of its own: the snapshot's (pickled as configuration) is never
+    # started, and the test tasks may have a shorter horizon.
+    test_sampler = garage_promp.make_sampler(
+        algo.policy, setup.env, kind=sampler, n_workers=n_workers, seed=seed,
+        max_episode_length=setup.env.spec.max_episode_length)
     evaluator = MetaEvaluator(
+        sampler=test_sampler,
         test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
         n_exploration_eps=(n_exploration_eps or options['episodes_per_task']
                            or env_config(options['env']).get('episodes_per_task', 20)),
@@ -160,6 +171,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         logger.log(tabular)
         logger.dump_all()
     finally:
+        test_sampler.shutdown_worker()
         tabular.clear()
         logger.remove_output_type(dowel.StdOutput)
     click.echo(format_table(rows))

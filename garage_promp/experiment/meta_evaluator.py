@@ -22,13 +22,28 @@ class MetaEvaluator(GarageMetaEvaluator):
     returns the evaluation episodes of each task, for per-task reports
     (``launchers/meta_test.py``).
 
-    When the algorithm has a :class:`~garage_promp.sampler.MetaSampler`
-    (``algo.sampler``), every test task is sampled at once through it, task-
-    batched as in training and on the same workers: each adaptation step is
-    one sampling round of ``n_exploration_eps`` episodes per task, and the
-    evaluation one round of ``n_test_episodes`` episodes per task. Otherwise
-    it samples task by task in-process, as garage does.
+    With a :class:`~garage_promp.sampler.MetaSampler` (the ``sampler``
+    argument, else the algorithm's own ``algo.sampler``), every test task is
+    sampled at once through it, task-batched as in training and on the same
+    workers: each adaptation step is one sampling round of
+    ``n_exploration_eps`` episodes per task, and the evaluation one round of
+    ``n_test_episodes`` episodes per task. Otherwise it samples task by task
+    in-process, as garage does.
+
+    Args:
+        *args: garage's ``MetaEvaluator`` arguments.
+        sampler (MetaSampler or None): Samples the test tasks (default: the
+            algorithm's sampler). Give one when the test tasks have another
+            horizon than training, or to sample on other workers.
+        **kwargs: garage's ``MetaEvaluator`` keyword arguments.
     """
+
+    def __init__(self, *args, sampler: MetaSampler | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if sampler is not None and not isinstance(sampler, MetaSampler):
+            raise ValueError('sampler must be a garage_promp MetaSampler or '
+                             f'None, got {sampler!r}')
+        self._meta_sampler = sampler
 
     def evaluate(self, algo, test_episodes_per_task=None):
         """Adapt to each test task with K steps and log the evaluation.
@@ -50,7 +65,8 @@ class MetaEvaluator(GarageMetaEvaluator):
         num_steps = getattr(algo, 'num_inner_grad_steps', 1)
         logger.log('Sampling for adaptation and meta-testing...')
         env_updates = self._test_task_sampler.sample(self._n_test_tasks)
-        sampler = getattr(algo, 'sampler', None)
+        sampler = self.__dict__.get('_meta_sampler') or getattr(
+            algo, 'sampler', None)
         if isinstance(sampler, MetaSampler):
             adapted_episodes = self._evaluate_batched(
                 algo, sampler, env_updates, num_steps, test_episodes_per_task)

@@ -1,0 +1,134 @@
+"""Whole programs: the README snippet with every sampler kind, meta_test.py on a
+worker-pool run, and Ctrl-C; no worker process may survive any of them."""
+import os
+import pathlib
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[1]
+
+
+def _tagged_env():
+    tag = uuid.uuid4().hex
+    env = dict(os.environ, GARAGE_PROMP_TEST_TAG=tag, PYTHONPATH=str(ROOT))
+    return env, tag
+
+
+def _tagged_processes(tag):
+    """Live processes (workers inherit the environment) carrying ``tag``."""
+    found = []
+    for proc in psutil.process_iter(['pid']):
+        try:
+            if proc.environ().get('GARAGE_PROMP_TEST_TAG') == tag:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+def _assert_none_left(tag, timeout=10.):
+    deadline = time.time() + timeout
+    while _tagged_processes(tag) and time.time() < deadline:
+        time.sleep(0.2)
+    left = _tagged_processes(tag)
+    assert not left, [p.cmdline() for p in left]
+
+
+def _readme_snippet():
+    text = (ROOT / 'README.md').read_text()
+    block = re.search(r'```python\n(import garage_promp.*?)```', text, re.S)
+    return block.group(1)
+
+
+@pytest.mark.parametrize('kind', [
+    'local', 'multiprocessing',
+    pytest.param('ray', marks=[pytest.mark.ray, pytest.mark.slow])
+])
+def test_readme_snippet_runs_with_every_sampler_kind(tmp_path, kind):
+    code = _readme_snippet()
+    assert code.rstrip().endswith('promp_half_cheetah()')
+    code = code.rstrip()[:-len('promp_half_cheetah()')] + (
+        f'promp_half_cheetah(kind={kind!r}, n_workers=2, n_epochs=1, '
+        'meta_batch_size=2, episodes_per_task=1)\n')
+    script = tmp_path / 'snippet.py'
+    script.write_text(code)
+    env, tag = _tagged_env()
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
+                            env=env, capture_output=True, text=True,
+                            timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list((tmp_path / 'data' / 'local' / 'experiment').iterdir())
+    _assert_none_left(tag)
+
+
+def _train(tmp_path, *args, **kwargs):
+    env, tag = _tagged_env()
+    log_dir = tmp_path / 'run'
+    command = [
+        sys.executable, str(ROOT / 'launchers' / 'train.py'), '--algo',
+        'ProMP', '--env', 'PointEnvCorner', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '5',
+        '--hidden-sizes', '4', '--n-test-tasks', '1', '--log-dir',
+        str(log_dir), '--sampler', 'multiprocessing', '--n-workers', '2',
+        *args
+    ]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            **kwargs), log_dir, tag
+
+
+def test_meta_test_on_a_worker_pool_run_starts_no_worker(tmp_path):
+    proc, log_dir, tag = _train(tmp_path, '--epochs', '1')
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    _assert_none_left(tag)
+    env, tag = _tagged_env()
+    meta_test = subprocess.Popen(
+        [sys.executable, str(ROOT / 'launchers' / 'meta_test.py'),
+         str(log_dir), '--n-test-tasks', '2'], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    children = set()
+    while meta_test.poll() is None:
+        try:
+            children.update(' '.join(p.cmdline()) for p in psutil.Process(
+                meta_test.pid).children(recursive=True))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    out = meta_test.stdout.read()
+    assert meta_test.returncode == 0, out[-3000:]
+    workers = [c for c in children
+               if '_worker_entry' in c or 'ray' in c.split('/')[-1]]
+    assert not workers, workers
+    assert (log_dir / 'meta_test.csv').exists()
+
+
+def test_ctrl_c_stops_every_worker_and_keeps_the_snapshot(tmp_path):
+    proc, log_dir, tag = _train(tmp_path, '--epochs', '100000',
+                                start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        progress = log_dir / 'progress.csv'
+        while time.time() < deadline and proc.poll() is None and (
+                not progress.exists()
+                or len(progress.read_text().splitlines()) < 3):
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert len(_tagged_processes(tag)) >= 3  # main + 2 workers
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    _assert_none_left(tag)
+    with open(log_dir / 'params.pkl', 'rb') as f:
+        assert 'algo' in pickle.load(f)
