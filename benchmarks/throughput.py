@@ -147,10 +147,13 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
             kwargs.update(meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
             sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=n_workers)
             algorithm = ALGOS[algo][0](env, policy, sampler, task_sampler, **kwargs)
-            _time_calls(algorithm, '_sample_meta_batch', '_train_once', timings)
         trainer.setup(algorithm, env)
         trainer.train(n_epochs=iters,
                       batch_size=episodes_per_task * env.spec.max_episode_length)
+        if algo != 'garage-MAMLTRPO':
+            # The algorithm's own per-epoch timers (also logged as Time/...).
+            timings['sample'] = [t['Sampling'] for t in algorithm.epoch_timings]
+            timings['update'] = [t['Update'] for t in algorithm.epoch_timings]
     steady = slice(1, None) if iters > 1 else slice(0, None)
     sample = sum(timings['sample'][steady]) / len(timings['sample'][steady])
     update = sum(timings['update'][steady]) / len(timings['update'][steady])

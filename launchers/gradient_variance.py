@@ -48,12 +48,12 @@ def gradient_variance(ctxt, env_name, seed, epochs, n_rounds, meta_batch_size,
         tabular.record('Epoch', epoch)
         for label, algo in arms.items():
             grads = sample_meta_gradients(algo, n_rounds, tasks)
-            batches = algo._sample_meta_batch(epoch, tasks)
+            batches = algo.sample_meta_batch(epoch, tasks)
             with tabular.prefix(label + '/'):
                 tabular.record('MetaGradientRStd', relative_std(grads.numpy()))
                 tabular.record('Step_1-AverageReturn',
                                float(batches[-1].rewards.sum() / batches[-1].mask[..., 0].sum()))
-                algo._optimize(epoch, batches)
+                algo.optimize(epoch, batches)
         logger.log(tabular)
         logger.dump_all(epoch)
         tabular.clear()

@@ -81,7 +81,7 @@ def _double(batches):
 @pytest.fixture(name='trpo_batches')
 def fixture_trpo_batches():
     _, algo = make_algo('TRPOMAML', num_inner_grad_steps=2)
-    batches = algo._sample_meta_batch(0)
+    batches = algo.sample_meta_batch(0)
     algo.policy.double()
     algo._inner_lr = {k: v.double() for k, v in algo._inner_lr.items()}
     return algo, _double(batches)
@@ -127,7 +127,7 @@ def test_lvc_and_maml_adapt_alike_but_meta_gradients_differ():
     _, lvc = make_algo('LVCVPG')
     _, maml = make_algo('MAMLVPG')
     maml.policy.load_state_dict(lvc.policy.state_dict())
-    batches = lvc._sample_meta_batch(0)
+    batches = lvc.sample_meta_batch(0)
     theta = expand_params(dict(lvc.policy.named_parameters()),
                           batches[0].n_tasks)
     a = lvc._inner_step(theta, batches[0], create_graph=False)
@@ -142,7 +142,7 @@ def test_lvc_and_maml_adapt_alike_but_meta_gradients_differ():
 def test_meta_gradient_has_second_order_terms():
     """Detaching the inner gradient (first-order MAML) changes the meta-gradient."""
     _, algo = make_algo('LVCVPG')
-    batches = algo._sample_meta_batch(0)
+    batches = algo.sample_meta_batch(0)
     full = _meta_grad(algo, batches)
     step = algo._inner_step
 
@@ -158,7 +158,7 @@ def test_meta_gradient_has_second_order_terms():
 def test_likelihood_ratio_is_one_on_pre_update_samples():
     """Reference test_integration: π_θ/π_old ≈ 1 on freshly sampled data."""
     _, algo = make_algo('ProMP', num_inner_grad_steps=2)
-    batches = algo._sample_meta_batch(0)
+    batches = algo.sample_meta_batch(0)
     theta = expand_params(dict(algo.policy.named_parameters()),
                           batches[0].n_tasks)
     chain = algo._adapt_chain(theta, batches, create_graph=False)
@@ -172,7 +172,7 @@ def test_likelihood_ratio_is_one_on_pre_update_samples():
 
 def test_promp_inner_kl_is_zero_at_theta_old():
     _, algo = make_algo('ProMP')
-    batches = algo._sample_meta_batch(0)
+    batches = algo.sample_meta_batch(0)
     meta = algo.meta_objective(batches)
     assert meta.stats['InnerKL_Step_0'] < 1e-10
     assert float(meta.kl) < 1e-8

@@ -6,7 +6,7 @@ built from an env, a garage torch Gaussian policy, a
 trained by ``Trainer.setup``/``Trainer.train``; meta-tested through
 ``get_exploration_policy``/``adapt_policy``. Subclasses define the outer
 objective of every task (:meth:`_objective`) and the outer optimiser
-(:meth:`_optimize`).
+(:meth:`optimize`).
 
 Per epoch: sample M tasks; for k = 0..K sample R episodes of every task in one
 sampler call with each task's current parameters, process them, and (k < K)
@@ -17,6 +17,7 @@ its gradient carries every second-order term.
 import abc
 import collections
 import random
+import time
 from typing import Dict, List, NamedTuple, Sequence, Tuple
 
 from garage_promp.algos._batch import MetaBatch, ProcessingConfig, process_episodes
@@ -434,9 +435,23 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         return MetaObjective(objective, kl, stats)
 
     # -------------------------------------------------------------- training
-    def _sample_meta_batch(self, itr: int,
-                           task_updates=None) -> List[MetaBatch]:
-        """Sample D_0..D_K with fresh episodes after every inner step."""
+    def sample_meta_batch(self, itr: int,
+                          task_updates=None) -> List[MetaBatch]:
+        """Sample D_0..D_K with fresh episodes after every inner step.
+
+        Public step API (with :meth:`optimize`): one epoch is
+        ``optimize(itr, sample_meta_batch(itr))`` plus logging.
+
+        Args:
+            itr (int): The iteration (unused; sampling rounds are counted by
+                the sampler).
+            task_updates (list[EnvUpdate] or None): The tasks (default: M
+                fresh tasks from the task sampler).
+
+        Returns:
+            list[MetaBatch]: The K + 1 processed batches of the same tasks.
+
+        """
         del itr
         if task_updates is None:
             task_updates = self._task_sampler.sample(self._meta_batch_size)
@@ -468,7 +483,9 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         """
         state = dict(self.__dict__)
         state['_saved_rng_states'] = _global_rng_states()
-        state.pop('_pending_rng_states', None)
+        for transient in ('_pending_rng_states', 'epoch_timings',
+                          'last_timings'):
+            state.pop(transient, None)
         return state
 
     def __setstate__(self, state):
@@ -495,7 +512,11 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             _set_global_rng_states(pending)
         last_return = None
         for epoch in trainer.step_epochs():
-            batches = self._sample_meta_batch(trainer.step_itr)
+            start = time.perf_counter()
+            batches = self.sample_meta_batch(trainer.step_itr)
+            self.last_timings = {'Sampling': time.perf_counter() - start}
+            self.__dict__.setdefault('epoch_timings', []).append(
+                self.last_timings)
             trainer.total_env_steps += sum(
                 int(b.episodes.lengths.sum()) for b in batches)
             trainer.step_episode = batches[-1].episodes
@@ -506,8 +527,11 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
     def _train_once(self, itr: int, epoch: int,
                     batches: List[MetaBatch]) -> float:
         self._nan_steps_this_epoch = 0
+        timings = self.__dict__.setdefault('last_timings', {})
         with tabular.prefix(self._policy.name + '/'):
-            self._optimize(itr, batches)
+            start = time.perf_counter()
+            self.optimize(itr, batches)
+            timings['Update'] = time.perf_counter() - start
             tabular.record('Entropy', self._entropy(batches[0]))
             tabular.record('NaNStepsSkipped', self._nan_steps_this_epoch)
         for k, batch in enumerate(batches):
@@ -518,7 +542,13 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                                        batches[-1].episodes,
                                        self._discount,
                                        prefix='Average')
+        start = time.perf_counter()
         self._maybe_evaluate(epoch)
+        timings['MetaTest'] = time.perf_counter() - start
+        for key in ('Sampling', 'Update', 'MetaTest'):
+            # Wall-clock seconds of this epoch's phases (Time/Sampling
+            # includes the inner steps between sampling rounds).
+            tabular.record(f'Time/{key}', timings.get(key, np.nan))
         return float(np.mean(undiscounted))
 
     def _entropy(self, batch: MetaBatch) -> float:
@@ -541,8 +571,17 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                 tabular.record(key, np.nan)
 
     @abc.abstractmethod
-    def _optimize(self, itr: int, batches: List[MetaBatch]):
-        """Update θ from the sampled batches and record the losses."""
+    def optimize(self, itr: int, batches: List[MetaBatch]):
+        """Update θ from the sampled batches and record the losses.
+
+        Public step API (with :meth:`sample_meta_batch`).
+
+        Args:
+            itr (int): The iteration (ProMP's ε annealing and minibatch
+                stream use it).
+            batches (list[MetaBatch]): From :meth:`sample_meta_batch`.
+
+        """
 
     MAX_CONSECUTIVE_NAN_STEPS = 5
 

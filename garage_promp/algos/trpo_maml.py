@@ -138,7 +138,7 @@ class TRPOMAML(MetaPolicySearch):
             for p, value in zip(params, unflatten_like(flat, params)):
                 p.copy_(value)
 
-    def _optimize(self, itr: int, batches: List[MetaBatch]):
+    def optimize(self, itr: int, batches: List[MetaBatch]):
         del itr
         params = list(self._policy.parameters())
         meta = self.meta_objective(batches)

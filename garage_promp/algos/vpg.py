@@ -46,7 +46,7 @@ class MetaVPG(MetaPolicySearch):
         exploration = self._exploration_term(chain[0], batches)
         return objective + exploration, {'ExplorationObjective': exploration}
 
-    def _optimize(self, itr: int, batches: List[MetaBatch]):
+    def optimize(self, itr: int, batches: List[MetaBatch]):
         del itr
         before = self.meta_objective(batches)
         self._adam_step(self._optimizer, -before.objective)

@@ -41,7 +41,7 @@ def sample_meta_gradients(algo, n_rounds: int, task_updates=None
     saved_state = copy.deepcopy(algo.__dict__.get('inner_kl_coeff'))
     grads = []
     for _ in range(n_rounds):
-        batches = algo._sample_meta_batch(0, task_updates)
+        batches = algo.sample_meta_batch(0, task_updates)
         objective = algo.meta_objective(batches).objective
         grads.append(flatten(torch.autograd.grad(objective, params)))
     with torch.no_grad():

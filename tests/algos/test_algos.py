@@ -105,7 +105,7 @@ def test_promp_restores_adaptive_inner_kl_coeff(tmp_path):
 def test_adapt_policy_leaves_meta_policy_and_counts_steps():
     env, algo = make_algo('LVCVPG', num_inner_grad_steps=2)
     before = {k: v.clone() for k, v in algo.policy.state_dict().items()}
-    batches = algo._sample_meta_batch(0)
+    batches = algo.sample_meta_batch(0)
     episodes = batches[0].episodes
     first = episodes.split()[:2]
     from garage import EpisodeBatch
@@ -147,8 +147,8 @@ def test_step_is_deterministic_for_a_seed(name):
     results = []
     for _ in range(2):
         _, algo = make_algo(name, seed=7)
-        batches = algo._sample_meta_batch(0)
-        algo._optimize(0, batches)
+        batches = algo.sample_meta_batch(0)
+        algo.optimize(0, batches)
         results.append(
             (batches[-1].rewards.clone(),
              torch.cat([p.detach().reshape(-1)
@@ -164,8 +164,8 @@ def test_per_parameter_inner_lr_and_learn_std_off():
     _, algo = make_algo('ProMP', inner_lr=lrs,
                         setup_kwargs=dict(learn_std=False))
     assert all('_init_std' not in n for n, _ in algo.policy.named_parameters())
-    batches = algo._sample_meta_batch(0)
-    algo._optimize(0, batches)
+    batches = algo.sample_meta_batch(0)
+    algo.optimize(0, batches)
     assert all(torch.isfinite(p).all() for p in algo.policy.parameters())
 
 

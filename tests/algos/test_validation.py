@@ -95,13 +95,13 @@ def test_meta_batch_smaller_than_worker_count_is_split_by_episodes():
     # One task, two workers: each samples one of its episodes.
     _, algo = make_algo('LVCVPG', meta_batch_size=1, episodes_per_task=2,
                         setup_kwargs=dict(n_workers=2))
-    batches = algo._sample_meta_batch(0)
+    batches = algo.sample_meta_batch(0)
     assert batches[0].n_tasks == 1 and len(batches[0].episodes.lengths) == 2
 
 
 def test_nan_reward_from_env_names_field_and_task():
     _, algo = make_algo('LVCVPG')
-    batches = algo._sample_meta_batch(0)
+    batches = algo.sample_meta_batch(0)
     episodes = batches[0].episodes
     rewards = episodes.rewards.copy()
     rewards[7] = np.nan

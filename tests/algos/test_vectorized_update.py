@@ -25,7 +25,7 @@ def _pair(name, kwargs):
     _, slow = make_algo(name, setup_kwargs=dict(hidden_sizes=(16, 16)),
                         meta_batch_size=4, vectorize_tasks=False, **kwargs)
     slow.policy.load_state_dict(fast.policy.state_dict())
-    batches = fast._sample_meta_batch(0)
+    batches = fast.sample_meta_batch(0)
     # Move θ off θ_old so that every term (ratios, KLs) is non-trivial.
     with torch.no_grad():
         for p_fast, p_slow in zip(fast.policy.parameters(),
@@ -94,7 +94,7 @@ def test_vectorized_training_matches_task_loop():
         env, algo = make_algo('ProMP', meta_batch_size=3,
                               vectorize_tasks=vectorize)
         for itr in range(2):
-            batches = algo._sample_meta_batch(itr)
-            algo._optimize(itr, batches)
+            batches = algo.sample_meta_batch(itr)
+            algo.optimize(itr, batches)
         results.append(flatten(list(algo.policy.parameters())).detach())
     assert torch.allclose(results[0], results[1], rtol=1e-4, atol=1e-5)
