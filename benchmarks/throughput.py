@@ -48,13 +48,19 @@ BATCHES = {
 
 
 # ------------------------------------------------------------ measurements
-def _setup(env_name):
-    """The launchers' setup of ``env_name``: its table row, env and tasks."""
+def _env_setup(env_name):
+    """The launchers' setup of ``env_name`` ('ML1:reach-v3' names an ML1 task)."""
     import garage_promp  # noqa: F401  (compat layer before garage)
     from garage_promp.experiment.env_setup import make_env_setup
     from garage_promp.experiment.paper_config import env_config
-    setup = make_env_setup(env_name, seed=1)
-    return env_config(env_name), setup.env, setup.train_tasks
+    family, _, task = env_name.partition(':')
+    return env_config(family), make_env_setup(family, seed=1, task=task or None)
+
+
+def _setup(env_name):
+    """The launchers' setup of ``env_name``: its table row, env and tasks."""
+    cfg, setup = _env_setup(env_name)
+    return cfg, setup.env, setup.train_tasks
 
 
 def _trainer(tmp):
@@ -113,15 +119,17 @@ def measure_raw(env_name, n_workers, n_steps):
     return dict(steps_per_s=n_workers * n_steps / max(elapsed))
 
 
-def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, iters, seed=1):
-    """Seconds per iteration (sampling / update) of one algorithm."""
+def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, iters, seed=1,
+                 n_test_tasks=0):
+    """Seconds per iteration (sampling / update / meta-test) of one algorithm."""
     import garage_promp
     from garage_promp.experiment.paper_config import ALGOS, algo_kwargs
 
     from garage.experiment.deterministic import set_seed
     from garage.torch.policies import GaussianMLPPolicy
     set_seed(seed)
-    cfg, env, task_sampler = _setup(env_name)
+    cfg, setup = _env_setup(env_name)
+    env, task_sampler = setup.env, setup.train_tasks
     policy = GaussianMLPPolicy(env.spec, hidden_sizes=cfg['hidden_sizes'])
     timings = dict(sample=[], update=[])
     kind = 'local' if n_workers == 1 else 'multiprocessing'
@@ -143,9 +151,14 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
                                  num_grad_updates=cfg['K'])
             _time_calls(algorithm, '_obtain_samples', '_train_once', timings)
         else:
-            kwargs = algo_kwargs(algo, env_name)
+            kwargs = algo_kwargs(algo, env_name.partition(':')[0])
             kwargs.update(meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
-            sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=n_workers)
+            if n_test_tasks:
+                kwargs['meta_evaluator'] = garage_promp.MetaEvaluator(
+                    test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
+                    n_exploration_eps=episodes_per_task, n_test_episodes=setup.n_test_episodes)
+            sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=n_workers,
+                                                envs_per_task=cfg.get('envs_per_task'))
             algorithm = ALGOS[algo][0](env, policy, sampler, task_sampler, **kwargs)
         trainer.setup(algorithm, env)
         trainer.train(n_epochs=iters,
@@ -154,11 +167,19 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
             # The algorithm's own per-epoch timers (also logged as Time/...).
             timings['sample'] = [t['Sampling'] for t in algorithm.epoch_timings]
             timings['update'] = [t['Update'] for t in algorithm.epoch_timings]
+            timings['meta_test'] = [t['MetaTest'] for t in algorithm.epoch_timings]
     steady = slice(1, None) if iters > 1 else slice(0, None)
     sample = sum(timings['sample'][steady]) / len(timings['sample'][steady])
     update = sum(timings['update'][steady]) / len(timings['update'][steady])
     env_steps = (cfg['K'] + 1) * meta_batch_size * episodes_per_task * env.spec.max_episode_length
-    return dict(sample_s=sample, update_s=update, iter_s=sample + update, K=cfg['K'],
+    extra = {}
+    if n_test_tasks:
+        meta_test = timings['meta_test'][steady]
+        extra = dict(meta_test_s=sum(meta_test) / len(meta_test),
+                     meta_test_steps=n_test_tasks * env.spec.max_episode_length * (
+                         cfg['K'] * episodes_per_task + setup.n_test_episodes))
+        extra['meta_test_steps_per_s'] = extra['meta_test_steps'] / extra['meta_test_s']
+    return dict(sample_s=sample, update_s=update, iter_s=sample + update, K=cfg['K'], **extra,
                 horizon=env.spec.max_episode_length,
                 first_iter_s=timings['sample'][0] + timings['update'][0],
                 env_steps=env_steps, sample_steps_per_s=env_steps / sample)
@@ -172,7 +193,8 @@ def run_one(spec):
         out = measure_raw(spec['env'], spec['n_workers'], spec['n_steps'])
     else:
         out = measure_algo(spec['env'], spec['what'], spec['meta_batch_size'],
-                           spec['episodes_per_task'], spec['n_workers'], spec['iters'])
+                           spec['episodes_per_task'], spec['n_workers'], spec['iters'],
+                           n_test_tasks=spec.get('n_test_tasks', 0))
     out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out['worker_peak_rss_mb'] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return out
@@ -254,9 +276,45 @@ def plot_scaling(results, path):
     fig.savefig(path, dpi=120)
 
 
+def measure_worker_scaling(envs, counts, algo, iters, raw_steps, quick):
+    """Sampling (and meta-test) steps/s against the raw rate of as many processes."""
+    from garage_promp.experiment.paper_config import env_config
+    results = []
+    for env in envs:
+        cfg = env_config(env.partition(':')[0])
+        for workers in counts:
+            raw = run_isolated(dict(what='raw', env=env, n_workers=workers, n_steps=raw_steps))
+            spec = dict(what=algo, env=env, batch='default', n_workers=workers, iters=iters,
+                        meta_batch_size=cfg.get('meta_batch_size', 40),
+                        episodes_per_task=cfg.get('episodes_per_task', 20), n_test_tasks=10)
+            if quick:
+                spec.update(meta_batch_size=2, episodes_per_task=2, n_test_tasks=2)
+            click.echo(f'measuring {spec}', err=True)
+            results.append({**run_isolated(spec), 'raw_steps_per_s': raw['steps_per_s']})
+    return results
+
+
+def format_worker_table(results):
+    """Markdown table of the workers mode."""
+    lines = ['| env | workers | batch (M×R×H×(K+1)) | s/iter | sampling s | update s | '
+             'sampling / raw | meta-test s | meta-test / raw |',
+             '|---|---|---|---|---|---|---|---|---|']
+    for r in results:
+        raw = r['raw_steps_per_s']
+        lines.append(
+            f"| {r['env']} | {r['n_workers']} | {r['meta_batch_size']}×{r['episodes_per_task']}×"
+            f"{r['horizon']}×{r['K'] + 1} | {r['iter_s']:.2f} | {r['sample_s']:.2f} | "
+            f"{r['update_s']:.2f} | {r['sample_steps_per_s'] / raw:.2f} | "
+            f"{r.get('meta_test_s', float('nan')):.2f} | "
+            f"{r.get('meta_test_steps_per_s', float('nan')) / raw:.2f} |")
+    return '\n'.join(lines)
+
+
 @click.group(invoke_without_command=True)
-@click.option('--mode', type=click.Choice(['table', 'scaling']), default='table',
+@click.option('--mode', type=click.Choice(['table', 'scaling', 'workers']), default='table',
               show_default=True)
+@click.option('--worker-counts', default='1,2', show_default=True,
+              help='workers mode: comma-separated worker counts.')
 @click.option('--env', 'envs', multiple=True, default=['HalfCheetahFwdBack', 'PointEnvCorner'],
               show_default=True)
 @click.option('--batch', 'batches', multiple=True, default=['paper', 'small'], show_default=True,
@@ -274,8 +332,8 @@ def plot_scaling(results, path):
 @click.option('--out', default=str(HERE / 'results'), show_default=True,
               help='Directory for the JSON (and PNG).')
 @click.pass_context
-def main(ctx, mode, envs, batches, algos, n_workers, iters, garage_iters, raw_steps, memory_env,
-         quick, out):
+def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garage_iters,
+         raw_steps, memory_env, quick, out):
     """Measure and print the throughput table (or the scaling plot)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -304,6 +362,11 @@ def main(ctx, mode, envs, batches, algos, n_workers, iters, garage_iters, raw_st
         click.echo(format_table(results))
         (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
                                                         indent=1))
+    elif mode == 'workers':
+        counts = [int(c) for c in worker_counts.split(',')]
+        results = measure_worker_scaling(envs, counts, algos[0], iters, raw_steps, quick)
+        click.echo(format_worker_table(results))
+        (out / 'workers.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
     else:
         env = envs[0]
         results = []

@@ -27,6 +27,12 @@ Workarounds:
    by garage PR #2327) and a truncated file fails with an anonymous
    unpickling error. We sort by epoch number, name the file that fails, and
    for ``'last'``/``'first'`` fall back to the newest intact ``itr_N.pkl``.
+5. **Ray-free import.** ``garage/sampler/ray_sampler.py`` imports ``ray`` at
+   module level, so ``import garage`` needs Ray even for an in-process run.
+   When Ray is not installed, a stand-in ``ray`` module is served whose every
+   attribute raises an ``ImportError`` that says to install Ray (only
+   ``make_sampler(kind='ray')`` and garage's ``RaySampler`` need it). When Ray
+   is installed, nothing is changed.
 """
 import errno
 import importlib.abc
@@ -105,6 +111,38 @@ def _install_tensorflow_free_import():
     if any(isinstance(f, _GarageTFFinder) for f in sys.meta_path):
         return
     sys.meta_path.insert(0, _GarageTFFinder())
+
+
+_RAY_MISSING_MESSAGE = (
+    '{name} needs Ray, which is not installed. Only the Ray sampler backend '
+    "(make_sampler(kind='ray')) and garage's RaySampler use it: "
+    'pip install ray')
+
+
+class _MissingRayModule(types.ModuleType):
+    """A stand-in for ``ray`` whose every attribute raises ImportError."""
+
+    def __getattr__(self, attr):
+        if attr.startswith('__'):
+            raise AttributeError(attr)
+        raise ImportError(_RAY_MISSING_MESSAGE.format(name=f'ray.{attr}'))
+
+
+def ray_available() -> bool:
+    """Whether Ray can be imported in this environment."""
+    module = sys.modules.get('ray')
+    if module is not None:
+        return not isinstance(module, _MissingRayModule)
+    try:
+        return importlib.util.find_spec('ray') is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _install_ray_free_import():
+    # Workaround 5: garage.sampler imports ray at module level.
+    if 'ray' not in sys.modules and not ray_available():
+        sys.modules['ray'] = _MissingRayModule('ray')
 
 
 def _restore_numpy_aliases():
@@ -245,5 +283,6 @@ def _patch_snapshotter():
 def apply():
     """Apply every workaround. Idempotent; called by ``import garage_promp``."""
     _install_tensorflow_free_import()
+    _install_ray_free_import()
     _restore_numpy_aliases()
     _patch_snapshotter()

@@ -33,6 +33,24 @@ def test_import_garage_without_tensorflow():
     assert result.stdout.strip().endswith('ok')
 
 
+def test_import_garage_without_ray_and_a_clear_error_on_use():
+    result = _run_python(
+        'import sys, importlib.abc\n'
+        'class Block(importlib.abc.MetaPathFinder):\n'
+        '    def find_spec(self, name, path, target=None):\n'
+        "        if name == 'ray' or name.startswith('ray.'):\n"
+        '            raise ModuleNotFoundError(name)\n'
+        'sys.meta_path.insert(0, Block())\n'
+        'import garage_promp, garage.sampler\n'
+        'from garage_promp.sampler import init_ray\n'
+        "print('imported')\n"
+        'init_ray()\n')
+    assert 'imported' in result.stdout, result.stderr
+    assert result.returncode != 0
+    assert 'ray.is_initialized needs Ray' in result.stderr
+    assert 'pip install ray' in result.stderr
+
+
 @needs_no_tf
 def test_garage_tf_submodule_gives_clear_import_error():
     result = _run_python('import garage_promp\nfrom garage.tf.algos import PPO')

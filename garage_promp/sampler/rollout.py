@@ -164,7 +164,8 @@ class RolloutWorker:
         self._envs_per_task = envs_per_task
         self._batched = bool(batched)
         self._pool: List[Any] = []
-        self.context = Context()
+        self._where = None
+        self._job = None
 
     # ---------------------------------------------------------------- envs
     def _env(self, position: int, update) -> Any:
@@ -179,8 +180,7 @@ class RolloutWorker:
         envs, position = [], 0
         for share in job.shares:
             k = min(share.count, self._envs_per_task or share.count)
-            self.context = Context(_name(self._template), _task_of(share.update),
-                                   share.task)
+            self._where = (self._template, share, 0, None)
             envs.append([self._env(position + j, share.update)
                          for j in range(k)])
             position += k
@@ -234,6 +234,7 @@ class RolloutWorker:
                 episode index ascending).
 
         """
+        self._job, self._where = job, None
         envs = self._build_envs(job)
         params = [{k: torch.as_tensor(v) for k, v in share.params.items()}
                   for share in job.shares]
@@ -264,8 +265,7 @@ class RolloutWorker:
         for s, j, env in rows:
             share = shares[s]
             episode = share.first + j
-            self.context = Context(_name(env), _task_of(share.update),
-                                   share.task, episode, 0)
+            self._where = (env, share, j, 0)
             env_seq, noise_seq = episode_seed_sequence(self._seed, job.key,
                                                        share.task,
                                                        episode).spawn(2)
@@ -275,7 +275,8 @@ class RolloutWorker:
             obs, info = env.reset()
             rec = recorders[s][j]
             rec.episode_info = info
-            _check_finite('observation', obs, self.context)
+            if not np.isfinite(obs).all():
+                _check_finite('observation', obs, self.context)
             first_obs.append(np.asarray(obs, dtype=np.float32))
             action_dim = int(np.prod(env.spec.action_space.shape))
             noise.append(np.random.default_rng(noise_seq).standard_normal(
@@ -290,29 +291,43 @@ class RolloutWorker:
             mean, log_std = self._distribution(obs, rows_per_share,
                                                wave_params)
             actions = mean + np.exp(log_std) * noise[:, t]
-            for row in np.flatnonzero(active):
+            stepped = np.flatnonzero(active)
+            rewards = np.empty(len(stepped))
+            for n, row in enumerate(stepped):
                 s, j, env = rows[row]
-                self.context = Context(_name(env),
-                                       _task_of(shares[s].update),
-                                       shares[s].task, shares[s].first + j,
-                                       t + 1)
-                if self._step(env, recs[row], obs[row].copy(), actions[row],
-                              mean[row], log_std[row]):
+                # Cheap to keep; turned into a Context only on an error.
+                self._where = (env, shares[s], j, t + 1)
+                rec = recs[row]
+                env_step = env.step(actions[row])
+                rec.add(obs[row].copy(), env_step, mean[row], log_std[row])
+                rewards[n] = env_step.reward
+                obs[row] = env_step.observation
+                if env_step.terminal or len(
+                        rec.rewards) >= self._max_episode_length:
+                    rec.last_observation = env_step.observation
                     active[row] = False
-                obs[row] = recs[row].next_observation
+            # One vectorised check per step for every env of the wave.
+            if not (np.isfinite(rewards).all()
+                    and np.isfinite(obs[stepped]).all()):
+                self._raise_not_finite(rows, stepped, rewards, obs, t + 1)
 
-    def _step(self, env, recorder, obs, action, mean, log_std) -> bool:
-        """Step one env; True when its episode is over."""
-        env_step = env.step(action)
-        _check_finite('observation', env_step.observation, self.context)
-        _check_finite('reward', env_step.reward, self.context)
-        recorder.add(obs, env_step, mean, log_std)
-        recorder.next_observation = env_step.observation
-        if env_step.terminal or len(
-                recorder.rewards) >= self._max_episode_length:
-            recorder.last_observation = env_step.observation
-            return True
-        return False
+    @property
+    def context(self) -> Context:
+        """Where the worker is (env, task, slot, episode, step)."""
+        if self._where is None:
+            return Context()
+        env, share, j, t = self._where
+        return Context(_name(env), _task_of(share.update), share.task,
+                       None if t is None else share.first + j, t)
+
+    def _raise_not_finite(self, rows, stepped, rewards, obs, t):
+        for n, row in enumerate(stepped):
+            s, j, env = rows[row]
+            for field, value in (('reward', rewards[n]),
+                                 ('observation', obs[row])):
+                if not np.isfinite(value).all():
+                    self._where = (env, self._job.shares[s], j, t)
+                    _check_finite(field, value, self.context)
 
     def close(self):
         """Close every env of the pool."""
