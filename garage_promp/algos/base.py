@@ -20,6 +20,7 @@ import random
 import time
 from typing import Dict, List, NamedTuple, Sequence, Tuple
 
+from garage_promp._threads import learner_threads
 from garage_promp.algos._batch import MetaBatch, ProcessingConfig, process_episodes
 from garage_promp.baselines import Baseline, LinearFeatureBaseline, LinearTimeBaseline
 from garage_promp.objectives import (
@@ -38,6 +39,7 @@ from garage_promp.policies import (
     distribution_params,
     expand_params,
     named_params,
+    stack_params,
     task_distribution_params,
     unstack_params,
 )
@@ -136,6 +138,9 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             batched forward (``torch.func.vmap`` over per-task parameters)
             and build the meta-objective of all tasks in one pass; False
             loops over the tasks (same values up to float rounding).
+        learner_threads (int or None): torch threads of the learner while
+            the sampler's workers wait (processing, inner steps, the outer
+            step); None uses every core. Sampling itself is unaffected.
 
     """
 
@@ -159,7 +164,12 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                  dice_baseline: Baseline | None = None,
                  meta_evaluator=None,
                  evaluate_every_n_epochs: int = 1,
-                 vectorize_tasks: bool = True):
+                 vectorize_tasks: bool = True,
+                 learner_threads: int | None = None):
+        _check(learner_threads is None or (
+            isinstance(learner_threads, int) and not isinstance(
+                learner_threads, bool) and learner_threads >= 1),
+               'learner_threads', 'None or an int >= 1', learner_threads)
         _check(isinstance(meta_batch_size, int) and meta_batch_size >= 1,
                'meta_batch_size', 'an int >= 1', meta_batch_size)
         _check(
@@ -226,6 +236,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             LinearFeatureBaseline(),
             dice_baseline=dice_baseline if inner_estimator == 'dice' else None)
         self._vectorize_tasks = bool(vectorize_tasks)
+        self._learner_threads = learner_threads
         self._meta_evaluator = meta_evaluator
         self._evaluate_every_n_epochs = evaluate_every_n_epochs
         self._meta_test_keys = None
@@ -464,13 +475,41 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         for k in range(self._num_inner_grad_steps + 1):
             episodes = self._sampler.obtain_meta_batch(
                 task_updates, unstack_params(params), self._episodes_per_task)
-            batch = process_episodes(episodes, n_tasks,
-                                     self._episodes_per_task, self._horizon,
-                                     self._processing)
-            batches.append(batch)
-            if k < self._num_inner_grad_steps:
-                params = self._inner_step(params, batch, False)
+            with learner_threads(self._learner_threads):
+                batch = process_episodes(episodes, n_tasks,
+                                         self._episodes_per_task,
+                                         self._horizon, self._processing)
+                batches.append(batch)
+                if k < self._num_inner_grad_steps:
+                    params = self._inner_step(params, batch, False)
         return batches
+
+    def adapt_many(self, params: Sequence[Params], episodes: EpisodeBatch,
+                   episodes_per_task: int) -> List[Params]:
+        """One inner step for each of several tasks at once.
+
+        The batched form of :meth:`adapt_policy` (same result per task),
+        used by :class:`garage_promp.experiment.MetaEvaluator`.
+
+        Args:
+            params (list[dict]): Current parameters of each task.
+            episodes (EpisodeBatch): Task-major episodes, ``episodes_per_task``
+                per task, sampled with ``params``.
+            episodes_per_task (int): Episodes of each task.
+
+        Returns:
+            list[dict]: The adapted (detached) parameters of each task.
+
+        """
+        with learner_threads(self._learner_threads):
+            batch = process_episodes(episodes, len(params), episodes_per_task,
+                                     self._horizon, self._processing)
+            stacked = stack_params([
+                collections.OrderedDict(
+                    (k, torch.as_tensor(v).detach()) for k, v in p.items())
+                for p in params
+            ])
+            return unstack_params(self._inner_step(stacked, batch, False))
 
     def __getstate__(self):
         """Pickle state, with the process's global RNG states.
@@ -530,7 +569,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         timings = self.__dict__.setdefault('last_timings', {})
         with tabular.prefix(self._policy.name + '/'):
             start = time.perf_counter()
-            self.optimize(itr, batches)
+            with learner_threads(self._learner_threads):
+                self.optimize(itr, batches)
             timings['Update'] = time.perf_counter() - start
             tabular.record('Entropy', self._entropy(batches[0]))
             tabular.record('NaNStepsSkipped', self._nan_steps_this_epoch)

@@ -89,18 +89,21 @@ class MetaEvaluator(GarageMetaEvaluator):
                           test_episodes_per_task):
         """All test tasks per sampling round, through the algorithm's sampler."""
         n_tasks = len(env_updates)
-        policies = [algo.get_exploration_policy() for _ in env_updates]
-        for _ in range(num_steps):
-            episodes = sampler.obtain_meta_batch(
-                env_updates, [_params(p) for p in policies],
-                self._n_exploration_eps)
-            policies = [
-                algo.adapt_policy(policy, eps) for policy, eps in zip(
-                    policies,
-                    split_tasks(episodes, n_tasks, self._n_exploration_eps))
-            ]
-        episodes = sampler.obtain_meta_batch(env_updates,
-                                             [_params(p) for p in policies],
+        params = [_params(algo.get_exploration_policy()) for _ in env_updates]
+        for step in range(num_steps):
+            episodes = sampler.obtain_meta_batch(env_updates, params,
+                                                 self._n_exploration_eps)
+            if hasattr(algo, 'adapt_many'):  # every task in one inner step
+                params = algo.adapt_many(params, episodes,
+                                         self._n_exploration_eps)
+            else:  # any meta-RL algorithm: adapt_policy task by task
+                params = [
+                    _params(algo.adapt_policy(AdaptedPolicy(
+                        algo.policy, p, step), eps))
+                    for p, eps in zip(params, split_tasks(
+                        episodes, n_tasks, self._n_exploration_eps))
+                ]
+        episodes = sampler.obtain_meta_batch(env_updates, params,
                                              test_episodes_per_task)
         return split_tasks(episodes, n_tasks, test_episodes_per_task)
 

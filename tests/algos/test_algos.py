@@ -6,7 +6,7 @@ import garage_promp
 from garage_promp.experiment import relative_std, sample_meta_gradients
 from garage_promp.policies import AdaptedPolicy
 
-from garage import wrap_experiment
+from garage import EpisodeBatch, wrap_experiment
 from garage.trainer import Trainer
 import numpy as np
 import pytest
@@ -124,22 +124,61 @@ def test_adapt_policy_leaves_meta_policy_and_counts_steps():
     assert not torch.equal(one(obs)[0].mean, two(obs)[0].mean)
 
 
-def test_meta_evaluator_adapts_k_times():
+class _WithoutAdaptMany:
+    """An algorithm seen without ``adapt_many``, as a third-party one."""
+
+    def __init__(self, algo):
+        self._algo = algo
+
+    def __getattr__(self, name):
+        if name == 'adapt_many':
+            raise AttributeError(name)
+        return getattr(self._algo, name)
+
+
+@pytest.mark.parametrize('batched', [True, False])
+def test_meta_evaluator_adapts_k_times(batched):
     env, algo = make_algo('LVCVPG', num_inner_grad_steps=3)
     calls = []
-    adapt = algo.adapt_policy
+    if batched:  # both test tasks adapt together, one round per inner step
+        adapt_many = algo.adapt_many
 
-    def counting(policy, episodes):
-        calls.append(policy.num_steps)
-        return adapt(policy, episodes)
+        def counting_many(params, episodes, episodes_per_task):
+            calls.append(len(params))
+            return adapt_many(params, episodes, episodes_per_task)
 
-    algo.adapt_policy = counting
+        algo.adapt_many = counting_many
+        expected = [2, 2, 2]
+    else:  # adapt_policy task by task
+        adapt = algo.adapt_policy
+
+        def counting(policy, episodes):
+            calls.append(policy.num_steps)
+            return adapt(policy, episodes)
+
+        algo.adapt_policy = counting
+        algo = _WithoutAdaptMany(algo)
+        expected = [0, 0, 1, 1, 2, 2]
     evaluator = garage_promp.MetaEvaluator(
         test_task_sampler=algo._task_sampler, n_test_tasks=2,
         n_exploration_eps=2, n_test_episodes=1)
     evaluator.evaluate(algo)
-    # Both test tasks adapt together, one sampling round per inner step.
-    assert calls == [0, 0, 1, 1, 2, 2]
+    assert calls == expected
+
+
+def test_adapt_many_equals_adapt_policy_task_by_task():
+    env, algo = make_algo('ProMP')
+    batches = algo.sample_meta_batch(0)
+    episodes = batches[0].episodes
+    theta = dict(algo.policy.named_parameters())
+    together = algo.adapt_many([theta] * 3, episodes, 2)
+    singles = episodes.split()
+    for i in range(3):
+        alone = algo.adapt_policy(algo.get_exploration_policy(),
+                                  EpisodeBatch.concatenate(*singles[2 * i:2 * i + 2]))
+        for name, value in alone.adapted_params().items():
+            torch.testing.assert_close(together[i][name], value)
+        assert not torch.equal(together[i][name], theta[name].detach())
 
 
 @pytest.mark.parametrize('name', ALGO_NAMES)
@@ -211,3 +250,22 @@ def test_post_update_return_improves(tmp_path, name, kwargs):
     gain = post - pre
     assert gain.mean() > 0, gain
     assert gain[-5:].mean() > gain[:5].mean(), gain
+
+
+def test_learner_uses_its_threads_only_while_workers_wait(monkeypatch):
+    import garage_promp._threads as threads
+    seen = []
+    optimize = garage_promp.ProMP.optimize
+
+    def spy(self, itr, batches):
+        seen.append(torch.get_num_threads())
+        return optimize(self, itr, batches)
+
+    monkeypatch.setattr(garage_promp.ProMP, 'optimize', spy)
+    before = torch.get_num_threads()
+    env, algo = make_algo('ProMP', learner_threads=3)
+    with threads.learner_threads(3):
+        assert torch.get_num_threads() == 3
+    assert torch.get_num_threads() == before
+    algo._train_once(0, 0, algo.sample_meta_batch(0))
+    assert seen == [3] and torch.get_num_threads() == before

@@ -16,6 +16,7 @@ COMMON_BAD = [
     ('inner_lr', True), ('inner_lr', {'nope': 0.1}), ('discount', 0.),
     ('discount', 1.5), ('gae_lambda', -0.1), ('gae_lambda', 1.1),
     ('evaluate_every_n_epochs', 0), ('baseline', 'linear'),
+    ('learner_threads', 0), ('learner_threads', True), ('learner_threads', 1.5),
 ]
 ALGO_BAD = {
     'ProMP': [('learning_rate', 0.), ('num_promp_steps', 0), ('num_minibatches', 0),
