@@ -158,7 +158,7 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
                     test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
                     n_exploration_eps=episodes_per_task, n_test_episodes=setup.n_test_episodes)
             sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=n_workers,
-                                                envs_per_task=cfg.get('envs_per_task'))
+                                                max_envs_per_worker=setup.max_envs_per_worker)
             algorithm = ALGOS[algo][0](env, policy, sampler, task_sampler, **kwargs)
         trainer.setup(algorithm, env)
         trainer.train(n_epochs=iters,

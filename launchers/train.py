@@ -79,7 +79,8 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
     algorithm = algo_class(train_env, policy,
                            garage_promp.make_sampler(
                                policy, train_env, kind=sampler, n_workers=n_workers,
-                               envs_per_task=envs_per_task or setup.envs_per_task),
+                               envs_per_task=envs_per_task,
+                               max_envs_per_worker=setup.max_envs_per_worker),
                            setup.train_tasks, meta_evaluator=evaluator,
                            evaluate_every_n_epochs=evaluate_every, **kwargs)
     trainer = Trainer(ctxt)

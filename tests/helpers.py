@@ -31,7 +31,7 @@ class ShortPointEnv(PointEnv):
 
 def make_setup(seed=1, hidden_sizes=(8, ), learn_std=True, n_workers=1,
                kind='local', env_class=None, batched=True,
-               envs_per_task=None):
+               envs_per_task=None, max_envs_per_worker=None):
     """Env, policy, sampler and task sampler for a tiny meta-RL run."""
     set_seed(seed)
     env_class = env_class or ShortPointEnv
@@ -40,7 +40,8 @@ def make_setup(seed=1, hidden_sizes=(8, ), learn_std=True, n_workers=1,
                                learn_std=learn_std)
     sampler = garage_promp.make_sampler(policy, env, kind=kind,
                                         n_workers=n_workers, batched=batched,
-                                        envs_per_task=envs_per_task)
+                                        envs_per_task=envs_per_task,
+                                        max_envs_per_worker=max_envs_per_worker)
     return env, policy, sampler, SetTaskSampler(env_class)
 
 

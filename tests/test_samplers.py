@@ -48,11 +48,12 @@ def _noisy_params(policy, n, seed=0):
 
 
 def _sample_early_ending(kind, n_workers, batched=True, envs_per_task=None,
-                         rounds=2):
+                         rounds=2, max_envs_per_worker=None):
     env, policy, sampler, _ = make_setup(7, n_workers=n_workers, kind=kind,
                                          env_class=LongPointEnv,
                                          batched=batched,
-                                         envs_per_task=envs_per_task)
+                                         envs_per_task=envs_per_task,
+                                         max_envs_per_worker=max_envs_per_worker)
     tasks = _early_ending_tasks()
     params = _noisy_params(policy, len(tasks))
     try:
@@ -155,7 +156,8 @@ def test_batched_sequential_and_waves_give_the_same_episodes():
     reference = _sample_early_ending('local', 2)
     slow = _sample_early_ending('local', 2, batched=False)
     waves = _sample_early_ending('local', 1, envs_per_task=2)
-    for other in (slow, waves):
+    budget = _sample_early_ending('local', 1, max_envs_per_worker=6)
+    for other in (slow, waves, budget):
         for a, b in zip(reference, other):
             np.testing.assert_array_equal(a.lengths, b.lengths)
             np.testing.assert_allclose(a.observations, b.observations,
@@ -204,6 +206,16 @@ def test_pickled_sampler_keeps_its_round_and_starts_nothing():
     _assert_no_children()
     assert isinstance(copy, MetaSampler) and copy.sampling_round == 1
     assert not _children()
+
+
+def test_env_budget_bounds_the_copies_a_worker_keeps():
+    env, policy, sampler, _ = make_setup(7, env_class=LongPointEnv,
+                                         max_envs_per_worker=6)
+    tasks = _early_ending_tasks()  # 5 tasks x 3 episodes: 1 copy per task
+    sampler.obtain_meta_batch(tasks, _noisy_params(policy, 5), 3)
+    assert len(sampler.backend._workers[0]._pool) == 5
+    sampler.obtain_meta_batch(tasks[:2], _noisy_params(policy, 2), 3)
+    assert len(sampler.backend._workers[0]._pool) == 6  # 2 tasks x 3 copies
 
 
 class RaisingEnv(ShortPointEnv):
@@ -289,6 +301,7 @@ def test_arguments_are_checked_before_any_worker_starts():
     for kwargs, name in ((dict(kind='threads'), 'kind'),
                          (dict(n_workers=0), 'n_workers'),
                          (dict(envs_per_task=0), 'envs_per_task'),
+                         (dict(max_envs_per_worker=0), 'max_envs_per_worker'),
                          (dict(seed=-1), 'seed'),
                          (dict(batched='yes'), 'batched')):
         with pytest.raises(ValueError, match=name):

@@ -30,9 +30,9 @@ class EnvSetup(NamedTuple):
         n_test_episodes (int): Evaluation episodes per test task.
         description (str): One line for the experiment log, e.g. the
             Meta-World reward function version.
-        envs_per_task (int or None): Environment copies per task in each
-            sampler worker (None: one per episode). Meta-World envs hold
-            ~40 MB each, so their episodes run in waves of a few copies.
+        max_envs_per_worker (int or None): Environment copies per sampler
+            worker, split over its tasks (None: one per episode). Meta-World
+            envs hold ~40 MB each, so their episodes run in waves.
 
     """
     env: Environment
@@ -41,7 +41,7 @@ class EnvSetup(NamedTuple):
     hidden_sizes: Tuple[int, ...]
     n_test_episodes: int
     description: str
-    envs_per_task: int | None = None
+    max_envs_per_worker: int | None = None
 
     def check_task_counts(self,
                           meta_batch_size: int | None = None,
@@ -162,7 +162,7 @@ def make_env_setup(env: str,
                        f'{len(samplers[1].class_names)} test classes, goals seed {seed}')
         return EnvSetup(samplers[0].make_env(), samplers[0], samplers[1], cfg['hidden_sizes'],
                         cfg['n_test_episodes'], description,
-                        envs_per_task=cfg['envs_per_task'])
+                        max_envs_per_worker=cfg['max_envs_per_worker'])
     for name, value in (('task', task), ('reward_function_version', reward_function_version)):
         if value is not None:
             raise ValueError(f'{name} is a Meta-World option; {env} does not take it '

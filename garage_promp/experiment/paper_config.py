@@ -53,11 +53,11 @@ ENVS = {
 #: each sampler worker keeps 2 copies per task and runs the R episodes in waves.
 METAWORLD = {
     'ML1': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=20,
-                episodes_per_task=10, n_test_episodes=3, envs_per_task=2),
+                episodes_per_task=10, n_test_episodes=3, max_envs_per_worker=40),
     'ML10': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=20,
-                 episodes_per_task=10, n_test_episodes=3, envs_per_task=2),
+                 episodes_per_task=10, n_test_episodes=3, max_envs_per_worker=40),
     'ML45': dict(H=500, K=1, inner_lr=0.1, hidden_sizes=(256, 256), meta_batch_size=45,
-                 episodes_per_task=10, n_test_episodes=3, envs_per_task=2),
+                 episodes_per_task=10, n_test_episodes=3, max_envs_per_worker=40),
 }
 
 #: Per paper label: class and its arguments (reference §1.7, §7).

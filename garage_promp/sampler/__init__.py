@@ -24,7 +24,7 @@ SAMPLER_KINDS = tuple(BACKENDS)
 
 def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
                  max_episode_length=None, seed=None, batched=True,
-                 envs_per_task=None) -> MetaSampler:
+                 envs_per_task=None, max_envs_per_worker=None) -> MetaSampler:
     """A :class:`MetaSampler` for ``policy`` on ``env``'s task family.
 
     Args:
@@ -39,6 +39,8 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
             (default), or one per episode and step (same episodes).
         envs_per_task (int or None): Env copies per task in each worker
             (None: one per episode).
+        max_envs_per_worker (int or None): Env copies per worker in all,
+            split over its tasks (None: no budget).
 
     Returns:
         MetaSampler: The sampler; its workers start on first use.
@@ -49,7 +51,8 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
         seed = 0 if seed is None else seed
     return MetaSampler(policy, env, kind=kind, n_workers=n_workers, seed=seed,
                        max_episode_length=max_episode_length,
-                       envs_per_task=envs_per_task, batched=batched)
+                       envs_per_task=envs_per_task, batched=batched,
+                       max_envs_per_worker=max_envs_per_worker)
 
 
 __all__ = [

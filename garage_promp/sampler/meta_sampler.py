@@ -119,13 +119,16 @@ class MetaSampler(Sampler):
             None keeps one per episode, k runs the episodes in waves of k.
         batched (bool): One batched policy forward per step (default), or
             one per episode and step (same episodes; for reference).
+        max_envs_per_worker (int or None): Env copies per worker in all
+            (split over its tasks); None: no budget.
 
     """
 
     def __init__(self, policy, env, *, kind: str = 'local',
                  n_workers: int = 1, seed: int = 0,
                  max_episode_length: int | None = None,
-                 envs_per_task: int | None = None, batched: bool = True):
+                 envs_per_task: int | None = None, batched: bool = True,
+                 max_envs_per_worker: int | None = None):
         # pylint: disable=super-init-not-called
         # (garage's Sampler.__init__(algo, env) is deprecated.)
         if kind not in BACKENDS:
@@ -143,6 +146,9 @@ class MetaSampler(Sampler):
         self._seed = _check_count(seed, 'seed', 0)
         if envs_per_task is not None:
             envs_per_task = _check_count(envs_per_task, 'envs_per_task')
+        if max_envs_per_worker is not None:
+            max_envs_per_worker = _check_count(max_envs_per_worker,
+                                               'max_envs_per_worker')
         if not isinstance(batched, bool):
             raise ValueError(f'batched must be a bool, got {batched!r}')
         self._kind = kind
@@ -150,6 +156,7 @@ class MetaSampler(Sampler):
         self._env = env
         self._envs_per_task = envs_per_task
         self._batched = batched
+        self._max_envs_per_worker = max_envs_per_worker
         self._round = 0
         self._backend = None
 
@@ -193,7 +200,8 @@ class MetaSampler(Sampler):
             config = dict(policy=self._policy, env=self._env, seed=self._seed,
                           max_episode_length=self._max_episode_length,
                           envs_per_task=self._envs_per_task,
-                          batched=self._batched)
+                          batched=self._batched,
+                          max_envs_per_worker=self._max_envs_per_worker)
             self._backend = BACKENDS[self._kind](config, self._n_workers)
         return self._backend
 

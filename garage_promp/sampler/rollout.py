@@ -152,17 +152,24 @@ class RolloutWorker:
         batched (bool): One batched forward per step for all episodes
             (default) or one forward per episode and step (same episodes;
             for reference and benchmarks).
+        max_envs_per_worker (int or None): A budget of env copies for the
+            worker's whole job: each of its S task shares gets at most
+            ``max(1, budget // S)`` copies (and at most ``envs_per_task``).
+            Bounds memory for heavy envs while keeping many episodes per
+            policy forward when a worker holds few tasks.
 
     """
 
     def __init__(self, policy, env, seed: int, max_episode_length: int,
-                 envs_per_task: int | None = None, batched: bool = True):
+                 envs_per_task: int | None = None, batched: bool = True,
+                 max_envs_per_worker: int | None = None):
         self._policy = policy
         self._template = env
         self._seed = int(seed)
         self._max_episode_length = int(max_episode_length)
         self._envs_per_task = envs_per_task
         self._batched = bool(batched)
+        self._max_envs_per_worker = max_envs_per_worker
         self._pool: List[Any] = []
         self._where = None
         self._job = None
@@ -180,6 +187,8 @@ class RolloutWorker:
         envs, position = [], 0
         for share in job.shares:
             k = min(share.count, self._envs_per_task or share.count)
+            if self._max_envs_per_worker:
+                k = min(k, max(1, self._max_envs_per_worker // len(job.shares)))
             self._where = (self._template, share, 0, None)
             envs.append([self._env(position + j, share.update)
                          for j in range(k)])
@@ -187,43 +196,49 @@ class RolloutWorker:
         return envs
 
     # -------------------------------------------------------------- policy
-    def _distribution(self, obs: np.ndarray, rows_per_share: List[int],
-                      params: List[Dict[str, torch.Tensor]]):
+    def _forward_plan(self, rows_per_share: List[int],
+                      params: List[Dict[str, torch.Tensor]]) -> dict:
+        """What every step of a wave reuses: stacked parameters, padding."""
+        width = max(rows_per_share)
+        keep = torch.as_tensor([i * width + j
+                                for i, count in enumerate(rows_per_share)
+                                for j in range(count)])
+        stacked = ({k: torch.stack([p[k] for p in params]) for k in params[0]}
+                   if len(params) > 1 else None)
+        return dict(rows_per_share=rows_per_share, params=params,
+                    width=width, keep=keep, stacked=stacked)
+
+    def _distribution(self, obs: np.ndarray, plan: dict):
         """Mean and log-std (numpy float32) of every row, each at its share's params."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32)
+        params = plan['params']
         with torch.no_grad():
             if not self._batched:
                 outs, row = [], 0
-                for count, p in zip(rows_per_share, params):
+                for count, p in zip(plan['rows_per_share'], params):
                     for _ in range(count):
                         outs.append(distribution_params(self._policy, p,
                                                         obs_t[row:row + 1]))
                         row += 1
                 mean = torch.cat([m for m, _ in outs])
                 log_std = torch.cat([s for _, s in outs])
-            elif len(params) == 1:
+            elif plan['stacked'] is None:
                 mean, log_std = distribution_params(self._policy, params[0],
                                                     obs_t)
             else:
-                mean, log_std = self._padded_forward(obs_t, rows_per_share,
-                                                     params)
+                mean, log_std = self._padded_forward(obs_t, plan)
         return mean.numpy(), log_std.numpy()
 
-    def _padded_forward(self, obs, rows_per_share, params):
+    def _padded_forward(self, obs, plan):
         """vmap over the shares, each padded to the largest share's rows."""
-        width = max(rows_per_share)
-        padded = obs.new_zeros((len(rows_per_share), width, obs.shape[-1]))
-        starts = np.concatenate(([0], np.cumsum(rows_per_share)[:-1]))
-        for i, (start, count) in enumerate(zip(starts, rows_per_share)):
-            padded[i, :count] = obs[start:start + count]
-        stacked = {k: torch.stack([p[k] for p in params]) for k in params[0]}
+        n_shares, width = len(plan['params']), plan['width']
+        padded = obs.new_zeros((n_shares * width, obs.shape[-1]))
+        padded[plan['keep']] = obs
         mean, log_std = vmap(
-            lambda p, o: distribution_params(self._policy, p, o))(stacked,
-                                                                   padded)
-        keep = [i * width + j for i, count in enumerate(rows_per_share)
-                for j in range(count)]
-        return (mean.reshape(-1, mean.shape[-1])[keep],
-                log_std.reshape(-1, log_std.shape[-1])[keep])
+            lambda p, o: distribution_params(self._policy, p, o))(
+                plan['stacked'], padded.reshape(n_shares, width, -1))
+        return (mean.reshape(n_shares * width, -1)[plan['keep']],
+                log_std.reshape(n_shares * width, -1)[plan['keep']])
 
     # ------------------------------------------------------------- sampling
     def sample(self, job: Job) -> EpisodeArrays:
@@ -259,8 +274,8 @@ class RolloutWorker:
         rows_per_share = [sum(1 for r in rows if r[0] == s)
                           for s in range(len(shares))]
         used = [s for s, count in enumerate(rows_per_share) if count]
-        rows_per_share = [rows_per_share[s] for s in used]
-        wave_params = [params[s] for s in used]
+        plan = self._forward_plan([rows_per_share[s] for s in used],
+                                  [params[s] for s in used])
         first_obs, noise, recs = [], [], []
         for s, j, env in rows:
             share = shares[s]
@@ -288,8 +303,7 @@ class RolloutWorker:
         for t in range(self._max_episode_length):
             if not active.any():
                 break
-            mean, log_std = self._distribution(obs, rows_per_share,
-                                               wave_params)
+            mean, log_std = self._distribution(obs, plan)
             actions = mean + np.exp(log_std) * noise[:, t]
             stepped = np.flatnonzero(active)
             rewards = np.empty(len(stepped))
