@@ -9,7 +9,7 @@ per test task) and prints one row per test task (Meta-World: per env class;
 paper envs: per sampled task) plus the average; the table is also written as
 CSV.
 
-    python launchers/meta_test.py data/local/experiment/meta_train_... --n-test-tasks 50
+    python launchers/meta_test.py data/local/experiment/ProMP_ML1_reach-v3_seed=1 --n-test-tasks 50
 """
 import collections
 import csv

@@ -107,10 +107,12 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
               help='[paper: per env; Meta-World: 500].')
 @click.option('--sampler', type=click.Choice(['local', 'multiprocessing', 'ray']), default='local',
               show_default=True)
-@click.option('--n-workers', default=1, show_default=True)
+@click.option('--n-workers', default=1, show_default=True,
+              help='Sampler workers (local: objects in this process; multiprocessing: '
+                   'worker processes; ray: Ray actors).')
 @click.option('--envs-per-task', type=int, default=None,
               help='Env copies per task per worker; episodes run in waves '
-                   '[default: one per episode; Meta-World: 2].')
+                   '[default: one per episode; Meta-World: at most 40 per worker].')
 @click.option('--n-test-tasks', default=10, show_default=True)
 @click.option('--evaluate-every', default=1, show_default=True, help='Meta-test period (epochs).')
 @click.option('--hidden-sizes', type=str, default=None, help='e.g. "64,64" [paper: per env].')
