@@ -1,0 +1,101 @@
+"""Fast checks that pin the update's math (each fails on a plausible bug)."""
+import collections
+
+from garage_promp.baselines import LinearFeatureBaseline
+from garage_promp.objectives import discount_cumsum
+from garage_promp.optimizers import conjugate_gradient
+from garage_promp.policies import expand_params, named_params
+
+import numpy as np
+import pytest
+import torch
+
+from tests.helpers import make_algo
+
+
+def _perturb(policy, scale=0.3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+
+
+def test_conjugate_gradient_solves_a_small_spd_system():
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(6, 6, generator=gen, dtype=torch.float64)
+    h = a @ a.T + 0.5 * torch.eye(6, dtype=torch.float64)
+    b = torch.randn(6, generator=gen, dtype=torch.float64)
+    x = conjugate_gradient(lambda v: h @ v, b, iters=6, residual_tol=1e-30)
+    torch.testing.assert_close(x, torch.linalg.solve(h, b), rtol=1e-8,
+                               atol=1e-8)
+
+
+def test_promp_objective_is_clipped_surrogate_minus_eta_times_inner_kl():
+    _, algo = make_algo('ProMP', init_inner_kl_penalty=5.0, clip_eps=0.2)
+    batches = algo.sample_meta_batch(0)
+    algo._current_clip_eps = 0.2
+    _perturb(algo.policy)  # θ away from θ_old: the inner KL is positive
+    meta = algo.meta_objective(batches, create_graph=False)
+    kl = meta.stats['InnerKL_Step_0']
+    assert kl > 1e-4
+    expected = meta.stats['ClipObjective'] - 5.0 * kl
+    assert float(meta.objective) == pytest.approx(expected, rel=1e-5,
+                                                  abs=1e-7)
+
+
+def test_every_accepted_trpo_step_is_inside_the_trust_region():
+    delta = 1e-3
+    _, algo = make_algo('TRPOMAML', max_kl_step=delta)
+    accepted = 0
+    for itr in range(4):
+        batches = algo.sample_meta_batch(itr)
+        before = float(algo.meta_objective(batches, create_graph=False).objective)
+        theta = [p.detach().clone() for p in algo.policy.parameters()]
+        algo.optimize(itr, batches)
+        moved = any(not torch.equal(a, b.detach())
+                    for a, b in zip(theta, algo.policy.parameters()))
+        if moved:
+            accepted += 1
+            after = algo.meta_objective(batches, create_graph=False)
+            assert float(after.kl) <= delta
+            assert float(after.objective) > before
+    assert accepted >= 1
+
+
+@pytest.mark.parametrize('estimator', ['lvc', 'maml', 'dice'])
+def test_inner_step_ascends_every_tasks_inner_objective(estimator):
+    _, algo = make_algo('TRPOMAML', inner_estimator=estimator, inner_lr=1e-3,
+                        meta_batch_size=4)
+    batch = algo.sample_meta_batch(0)[0]
+    theta = collections.OrderedDict(
+        (k, v.detach()) for k, v in named_params(algo.policy).items())
+    params = collections.OrderedDict(
+        (k, v.clone().requires_grad_(True))
+        for k, v in expand_params(theta, batch.n_tasks).items())
+    before = algo._inner_objective(params, batch)
+    grads = torch.autograd.grad(before.sum(), list(params.values()))
+    stepped = algo._inner_step(params, batch, create_graph=False)
+    # The step points along each task's own gradient (ascent, not descent).
+    for i in range(batch.n_tasks):
+        along = sum(float(((stepped[k][i] - params[k][i]) * g[i]).sum())
+                    for k, g in zip(params, grads))
+        assert along > 0, (i, along)
+    if estimator != 'dice':  # DiCE's magic box has the value 1 everywhere
+        with torch.no_grad():
+            after = algo._inner_objective(stepped, batch)
+        assert (after > before.detach()).all(), (before, after)
+
+
+def test_advantages_are_returns_minus_a_baseline_fit_on_the_returns():
+    _, algo = make_algo('LVCVPG', normalize_adv=False, gae_lambda=1.,
+                        discount=0.9, meta_batch_size=2)
+    batch = algo.sample_meta_batch(0)[0]
+    mask = batch.mask.numpy().astype(bool)
+    for i in range(batch.n_tasks):
+        rewards = batch.rewards[i].numpy().astype(np.float64)
+        returns = discount_cumsum(rewards, 0.9)
+        obs = batch.observations[i].numpy().astype(np.float64)
+        values = LinearFeatureBaseline().fit_predict(obs, returns, mask[i])
+        np.testing.assert_allclose(batch.advantages[i].numpy()[mask[i]],
+                                   (returns - values)[mask[i]], rtol=1e-4,
+                                   atol=1e-4)
