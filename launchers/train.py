@@ -20,8 +20,10 @@ from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs
+from garage_promp.experiment.progress import ProgressOutput
 
 import click
+import dowel
 from dowel import logger
 from garage import wrap_experiment
 from garage.experiment.deterministic import set_seed
@@ -53,7 +55,7 @@ def _parse_overrides(pairs):
 def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task,
                max_episode_length, sampler, n_workers, n_test_tasks, evaluate_every,
                hidden_sizes, overrides, task=None, reward_function_version=None,
-               envs_per_task=None):
+               envs_per_task=None, full_table=False):
     """Build everything from the paper table plus overrides and train."""
     set_seed(seed)
     env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ENV_KWARGS}
@@ -85,6 +87,9 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
                            evaluate_every_n_epochs=evaluate_every, **kwargs)
     trainer = Trainer(ctxt)
     trainer.setup(algorithm, train_env)
+    # One line per epoch on the console (--full-table adds garage's table).
+    logger.remove_output_type(dowel.StdOutput)
+    logger.add_output(ProgressOutput(epochs, full_table=full_table))
     return trainer.train(n_epochs=epochs, batch_size=1)
 
 
@@ -118,13 +123,16 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
 @click.option('--hidden-sizes', type=str, default=None, help='e.g. "64,64" [paper: per env].')
 @click.option('--snapshot-mode', default='last', show_default=True)
 @click.option('--log-dir', default=None, help='Default: data/local/experiment/<name>.')
+@click.option('--full-table', is_flag=True,
+              help="Print garage's full table of logged values each epoch, not only the "
+                   'one-line summary.')
 @click.option('--set', 'overrides', multiple=True,
               help='Any other constructor argument, key=value (repeatable).')
 @click.pass_context
 def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed, epochs,
          meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, envs_per_task,
          n_test_tasks,
-         evaluate_every, hidden_sizes, snapshot_mode, log_dir, overrides):
+         evaluate_every, hidden_sizes, snapshot_mode, log_dir, full_table, overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
     args = dict(algo=algo, env=env_name, seed=seed, epochs=epochs,
                 meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task,
@@ -152,7 +160,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         raise click.UsageError('--task and --reward-function-version are Meta-World options '
                                f'(--env {"/".join(METAWORLD)})')
     meta_train(options, sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task,
-               evaluate_every=evaluate_every,
+               evaluate_every=evaluate_every, full_table=full_table,
                hidden_sizes=hidden, overrides=parsed, **args)
 
 

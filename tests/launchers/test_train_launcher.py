@@ -104,6 +104,19 @@ def test_default_log_dir_is_short_and_names_the_run(tmp_path, monkeypatch):
     assert '"envs_per_task": 1' in variant and 'num_promp_steps' in variant
 
 
+def test_console_shows_one_line_per_epoch_not_the_table(tmp_path):
+    launcher = _load_launcher()
+    result = CliRunner().invoke(launcher.main, [
+        '--algo', 'LVC-VPG', '--env', 'PointEnvCorner', '--epochs', '2',
+        '--meta-batch-size', '2', '--episodes-per-task', '2', '--max-episode-length', '4',
+        '--n-test-tasks', '1', '--hidden-sizes', '4', '--log-dir', str(tmp_path / 'log')
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert 'epoch 1/2 | 32 steps | pre ' in result.output
+    assert 'epoch 2/2 | 64 steps | pre ' in result.output
+    assert 'GaussianMLPPolicy/LossBefore' not in result.output
+
+
 def test_paper_env_runs_under_the_multiprocessing_sampler(tmp_path):
     """The task updates of a paper env with launcher arguments (horizon,
     reward_type) must pickle: MultiprocessingSampler ships them to workers."""

@@ -1,0 +1,97 @@
+"""A one-line-per-epoch console output for dowel, with an ETA.
+
+garage prints a table of every logged key each epoch (about 60 rows for our
+algorithms). :class:`ProgressOutput` prints text lines as garage's
+``StdOutput`` does and, instead of the table, one line per epoch::
+
+    epoch 12/300 | 2.3M steps | pre -1.2 | post 85.2 | meta-test 101.7 | 14.1 s/epoch | ETA 1h10m
+
+(``pre``: ``Step_0-AverageReturn``; ``post``: ``Step_K-AverageReturn``;
+``meta-test``: ``MetaTest/Average/AverageReturn``, ``-`` in epochs without
+a meta-test). It works in a log file or a pipe as well as in a terminal.
+``full_table=True`` prints garage's table too. Every key still goes to
+``progress.csv`` and TensorBoard unchanged.
+"""
+import math
+import re
+import time
+
+from dowel import StdOutput, TabularInput
+
+
+def _steps(n: float) -> str:
+    if n >= 1e6:
+        return f'{n / 1e6:.1f}M'
+    if n >= 1e3:
+        return f'{n / 1e3:.0f}k'
+    return f'{n:.0f}'
+
+
+def _duration(seconds: float) -> str:
+    minutes = int(round(seconds / 60))
+    if minutes < 1:
+        return f'{seconds:.0f}s'
+    hours, minutes = divmod(minutes, 60)
+    return f'{hours}h{minutes:02d}m' if hours else f'{minutes}m'
+
+
+def _number(value) -> str:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return '-'
+    return '-' if math.isnan(value) else f'{value:.1f}'
+
+
+class ProgressOutput(StdOutput):
+    """garage's console output with one line per epoch instead of the table.
+
+    Args:
+        n_epochs (int): Epochs of the run (for ``epoch i/n`` and the ETA).
+        start_epoch (int): Epochs already done (a resumed run).
+        full_table (bool): Also print garage's full table.
+        with_timestamp (bool): Timestamp text lines (as ``StdOutput``).
+
+    """
+
+    def __init__(self, n_epochs: int, start_epoch: int = 0,
+                 full_table: bool = False, with_timestamp: bool = True):
+        super().__init__(with_timestamp=with_timestamp)
+        self._n_epochs = n_epochs
+        self._epoch = start_epoch
+        self._full_table = full_table
+        self._last = time.perf_counter()
+        self._durations = []
+
+    def record(self, data, prefix=''):
+        """Print a text line, or the epoch's line for a table."""
+        if not isinstance(data, TabularInput):
+            super().record(data, prefix)
+            return
+        if self._full_table:
+            super().record(data, prefix)
+        values = data.as_dict
+        data.mark_str()
+        print(self.epoch_line(values))
+
+    def epoch_line(self, values: dict) -> str:
+        """The line of one epoch from its logged values."""
+        now = time.perf_counter()
+        self._durations.append(now - self._last)
+        self._last = now
+        self._epoch += 1
+        steps = [int(m.group(1)) for key in values
+                 for m in [re.fullmatch(r'Step_(\d+)-AverageReturn', key)] if m]
+        post = f'Step_{max(steps)}-AverageReturn' if steps else None
+        recent = self._durations[-5:]
+        per_epoch = sum(recent) / len(recent)
+        left = max(self._n_epochs - self._epoch, 0) * per_epoch
+        return ' | '.join([
+            f'epoch {self._epoch}/{self._n_epochs}',
+            f"{_steps(float(values.get('TotalEnvSteps', 0)))} steps",
+            f"pre {_number(values.get('Step_0-AverageReturn'))}",
+            f'post {_number(values.get(post))}',
+            f"meta-test {_number(values.get('MetaTest/Average/AverageReturn'))}",
+            f'{per_epoch:.1f} s/epoch',
+            f'ETA {_duration(left)}',
+        ])
