@@ -14,8 +14,10 @@ On Meta-World, training samples the benchmark's train split and the meta-test
 meta-test of a snapshot.
 """
 import ast
+import os
 
 import garage_promp
+from garage_promp.algos.base import supported_options
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
@@ -51,22 +53,27 @@ def _parse_overrides(pairs):
     return out
 
 
-@wrap_experiment(archive_launch_repo=False, snapshot_mode='last')
-def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task,
-               max_episode_length, sampler, n_workers, n_test_tasks, evaluate_every,
-               hidden_sizes, overrides, task=None, reward_function_version=None,
-               envs_per_task=None, full_table=False):
-    """Build everything from the paper table plus overrides and train."""
+def build(algo, env, seed, meta_batch_size, episodes_per_task, max_episode_length, sampler,
+          n_workers, n_test_tasks, evaluate_every, hidden_sizes, overrides, task=None,
+          reward_function_version=None, envs_per_task=None, log=None, **_):
+    """The algorithm and its env, from the paper table plus overrides.
+
+    Every constructor checks its arguments, so calling this before the
+    experiment starts refuses a bad configuration before anything is
+    created on disk.
+    """
     set_seed(seed)
+    overrides = dict(overrides)
     env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ENV_KWARGS}
     setup = make_env_setup(env, seed=seed, max_episode_length=max_episode_length, task=task,
                            reward_function_version=reward_function_version,
                            env_kwargs=env_kwargs)
-    logger.log(setup.description)
+    if log is not None:
+        log(setup.description)
     kwargs = algo_kwargs(algo, env)
-    if meta_batch_size:
+    if meta_batch_size is not None:
         kwargs['meta_batch_size'] = meta_batch_size
-    if episodes_per_task:
+    if episodes_per_task is not None:
         kwargs['episodes_per_task'] = episodes_per_task
     kwargs.update(overrides)
     setup.check_task_counts(kwargs['meta_batch_size'], n_test_tasks)
@@ -75,22 +82,51 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
     evaluator = MetaEvaluator(test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
                               n_exploration_eps=kwargs['episodes_per_task'],
                               n_test_episodes=setup.n_test_episodes)
-    algo_class = ALGOS[algo][0]
-    kwargs = {k: v for k, v in kwargs.items() if k not in ('inner_estimator', 'exploration')
-              or algo_class is garage_promp.TRPOMAML}
-    algorithm = algo_class(train_env, policy,
-                           garage_promp.make_sampler(
-                               policy, train_env, kind=sampler, n_workers=n_workers,
-                               envs_per_task=envs_per_task,
-                               max_envs_per_worker=setup.max_envs_per_worker),
-                           setup.train_tasks, meta_evaluator=evaluator,
-                           evaluate_every_n_epochs=evaluate_every, **kwargs)
+    algorithm = ALGOS[algo][0](train_env, policy,
+                               garage_promp.make_sampler(
+                                   policy, train_env, kind=sampler, n_workers=n_workers,
+                                   envs_per_task=envs_per_task,
+                                   max_envs_per_worker=setup.max_envs_per_worker),
+                               setup.train_tasks, meta_evaluator=evaluator,
+                               evaluate_every_n_epochs=evaluate_every, **kwargs)
+    return algorithm, train_env
+
+
+@wrap_experiment(archive_launch_repo=False, snapshot_mode='last')
+def meta_train(ctxt, epochs, full_table=False, **options):
+    """Build everything from the paper table plus overrides and train."""
+    algorithm, train_env = build(log=logger.log, **options)
     trainer = Trainer(ctxt)
     trainer.setup(algorithm, train_env)
     # One line per epoch on the console (--full-table adds garage's table).
     logger.remove_output_type(dowel.StdOutput)
     logger.add_output(ProgressOutput(epochs, full_table=full_table))
     return trainer.train(n_epochs=epochs, batch_size=1)
+
+
+def _check_overrides(algo, overrides):
+    """Refuse ``--set`` keys the algorithm and env do not take."""
+    valid = set(supported_options(ALGOS[algo][0])) | set(ENV_KWARGS)
+    # Set by their own options; '--set' must not override them silently.
+    valid -= {'meta_evaluator', 'evaluate_every_n_epochs'}
+    for key in overrides:
+        if key not in valid:
+            raise click.BadParameter(
+                f'{key!r} is not an option of {algo} ({ALGOS[algo][0].__name__}) or of the '
+                f'environments; valid keys: {sorted(valid)}', param_hint='--set')
+
+
+def _parse_hidden_sizes(text):
+    if text is None:
+        return None
+    try:
+        sizes = tuple(int(h) for h in text.split(','))
+    except ValueError:
+        sizes = ()
+    if not sizes or any(h < 1 for h in sizes):
+        raise click.BadParameter(f'expected comma-separated ints >= 1, e.g. "64,64", got {text!r}',
+                                 param_hint='--hidden-sizes')
+    return sizes
 
 
 @click.command()
@@ -103,25 +139,28 @@ def meta_train(ctxt, algo, env, seed, epochs, meta_batch_size, episodes_per_task
 @click.option('--task', default=None, help='Meta-World ML1 environment, e.g. reach-v3.')
 @click.option('--reward-function-version', type=click.Choice(REWARD_FUNCTION_VERSIONS),
               default=None, help='Meta-World reward functions [default: v2].')
-@click.option('--seed', default=1, show_default=True)
-@click.option('--epochs', default=1000, show_default=True)
-@click.option('--meta-batch-size', type=int, default=None,
+@click.option('--seed', type=click.IntRange(min=0), default=1, show_default=True)
+@click.option('--epochs', type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option('--meta-batch-size', type=click.IntRange(min=1), default=None,
               help='Tasks per epoch [paper: 40; Meta-World: 20, ML45: 45].')
-@click.option('--episodes-per-task', type=int, default=None, help='[paper: 20; Meta-World: 10].')
-@click.option('--max-episode-length', type=int, default=None,
+@click.option('--episodes-per-task', type=click.IntRange(min=1), default=None,
+              help='[paper: 20; Meta-World: 10].')
+@click.option('--max-episode-length', type=click.IntRange(min=1), default=None,
               help='[paper: per env; Meta-World: 500].')
 @click.option('--sampler', type=click.Choice(['local', 'multiprocessing', 'ray']), default='local',
               show_default=True)
-@click.option('--n-workers', default=1, show_default=True,
+@click.option('--n-workers', type=click.IntRange(min=1), default=1, show_default=True,
               help='Sampler workers (local: objects in this process; multiprocessing: '
                    'worker processes; ray: Ray actors).')
-@click.option('--envs-per-task', type=int, default=None,
+@click.option('--envs-per-task', type=click.IntRange(min=1), default=None,
               help='Env copies per task per worker; episodes run in waves '
                    '[default: one per episode; Meta-World: at most 40 per worker].')
-@click.option('--n-test-tasks', default=10, show_default=True)
-@click.option('--evaluate-every', default=1, show_default=True, help='Meta-test period (epochs).')
+@click.option('--n-test-tasks', type=click.IntRange(min=1), default=10, show_default=True)
+@click.option('--evaluate-every', type=click.IntRange(min=1), default=1, show_default=True,
+              help='Meta-test period (epochs).')
 @click.option('--hidden-sizes', type=str, default=None, help='e.g. "64,64" [paper: per env].')
-@click.option('--snapshot-mode', default='last', show_default=True)
+@click.option('--snapshot-mode', type=click.Choice(['last', 'all', 'gap', 'gap_and_last', 'none']),
+              default='last', show_default=True)
 @click.option('--log-dir', default=None, help='Default: data/local/experiment/<name>.')
 @click.option('--full-table', is_flag=True,
               help="Print garage's full table of logged values each epoch, not only the "
@@ -153,15 +192,23 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         # data/local/experiment/<name>[_N]; every argument is in variant.json.
         task_part = f'_{task}' if task else ''
         options['name'] = f"{args['algo']}_{args['env']}{task_part}_seed={args['seed']}"
-    hidden = tuple(int(h) for h in hidden_sizes.split(',')) if hidden_sizes else None
+    hidden = _parse_hidden_sizes(hidden_sizes)
+    if log_dir and os.path.exists(log_dir) and not os.path.isdir(log_dir):
+        raise click.BadParameter(f'{log_dir!r} exists and is not a directory',
+                                 param_hint='--log-dir')
+    _check_overrides(args['algo'], parsed)
     if args['env'] in METAWORLD:
         args.update(task=task, reward_function_version=reward_function_version or 'v2')
     elif task is not None or reward_function_version is not None:
         raise click.UsageError('--task and --reward-function-version are Meta-World options '
                                f'(--env {"/".join(METAWORLD)})')
-    meta_train(options, sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task,
-               evaluate_every=evaluate_every, full_table=full_table,
-               hidden_sizes=hidden, overrides=parsed, **args)
+    run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task,
+               evaluate_every=evaluate_every, hidden_sizes=hidden, overrides=parsed, **args)
+    try:  # every check runs here, before the experiment's directory exists
+        build(**run)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from error
+    meta_train(options, full_table=full_table, **run)
 
 
 if __name__ == '__main__':

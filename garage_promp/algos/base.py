@@ -16,6 +16,7 @@ its gradient carries every second-order term.
 """
 import abc
 import collections
+import inspect
 import random
 import time
 from typing import Dict, List, NamedTuple, Sequence, Tuple
@@ -44,10 +45,18 @@ from garage_promp.policies import (
     unstack_params,
 )
 from garage_promp.sampler import MetaSampler
+from garage_promp.validation import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+)
 
 import akro
 from dowel import tabular
 from garage import EpisodeBatch, log_performance
+from garage.experiment import MetaEvaluator
 from garage.np.algos import MetaRLAlgorithm
 import numpy as np
 import torch
@@ -66,9 +75,76 @@ class MetaObjective(NamedTuple):
     stats: Dict[str, float]  # per-algorithm scalars, averaged over tasks
 
 
+def supported_options(cls) -> List[str]:
+    """The keyword options an algorithm class takes (its own and inherited).
+
+    Options listed in the class's ``FIXED_OPTIONS`` (fixed by the variant,
+    e.g. the inner estimator of ``LVCVPG``) are not among them.
+    """
+    names = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get('__init__')
+        if init is None or klass is object:
+            continue
+        for param in inspect.signature(init).parameters.values():
+            if param.kind == param.KEYWORD_ONLY:
+                names.add(param.name)
+    return sorted(names - set(getattr(cls, 'FIXED_OPTIONS', ())))
+
+
+def refuse_fixed_options(cls, kwargs: dict):
+    """Raise ValueError if ``kwargs`` sets an option ``cls`` fixes."""
+    for name in getattr(cls, 'FIXED_OPTIONS', ()):
+        if name in kwargs:
+            raise ValueError(
+                f'{cls.__name__} does not take {name!r} (the variant fixes it; '
+                f'use TRPOMAML or MetaVPG to choose it); its options are '
+                f'{supported_options(cls)}')
+
+
 def _check(condition: bool, name: str, requirement: str, value):
     if not condition:
         raise ValueError(f'{name} must be {requirement}, got {value!r}')
+
+
+def check_env_and_policy(env, policy) -> int:
+    """Check that ``env`` and ``policy`` fit each other; return the horizon.
+
+    The env needs flat Box spaces, a bounded action space (Gaussian policy)
+    and a finite horizon; the policy's input and output sizes must be the
+    env's observation and action sizes.
+
+    Raises:
+        ValueError: Naming ``env`` or ``policy`` and what does not fit.
+
+    """
+    spec = getattr(env, 'spec', None)
+    obs_space = getattr(spec, 'observation_space', None)
+    act_space = getattr(spec, 'action_space', None)
+    for name, space in (('observation', obs_space), ('action', act_space)):
+        if not isinstance(space, akro.Box) or len(space.shape) != 1:
+            raise ValueError(f'env must have a flat (1-D) Box {name} space, '
+                             f'got {space!r}')
+    if not (np.isfinite(act_space.low).all()
+            and np.isfinite(act_space.high).all()):
+        raise ValueError('env must have a bounded action space (Gaussian '
+                         f'policy), got {act_space!r}')
+    horizon = spec.max_episode_length
+    if horizon is None or not np.isfinite(horizon):
+        raise ValueError('env must have a finite max_episode_length, got '
+                         f'{horizon!r}')
+    # A probe forward: works for any policy, whatever it records of its spec.
+    obs_dim, act_dim = obs_space.shape[0], act_space.shape[0]
+    try:
+        with torch.no_grad():
+            mean, _ = distribution_params(policy, None, torch.zeros(1, obs_dim))
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"policy does not take the env's observations of size "
+                         f'{obs_dim}: {error}') from error
+    if tuple(mean.shape) != (1, act_dim):
+        raise ValueError(f'policy outputs actions of size {mean.shape[-1]} but the env '
+                         f'has {act_dim}')
+    return int(horizon)
 
 
 def _log_step_returns(prefix: str, episodes: EpisodeBatch, discount: float):
@@ -166,50 +242,43 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                  evaluate_every_n_epochs: int = 1,
                  vectorize_tasks: bool = True,
                  learner_threads: int | None = None):
-        _check(learner_threads is None or (
-            isinstance(learner_threads, int) and not isinstance(
-                learner_threads, bool) and learner_threads >= 1),
-               'learner_threads', 'None or an int >= 1', learner_threads)
-        _check(isinstance(meta_batch_size, int) and meta_batch_size >= 1,
-               'meta_batch_size', 'an int >= 1', meta_batch_size)
-        _check(
-            isinstance(episodes_per_task, int) and episodes_per_task >= 1,
-            'episodes_per_task', 'an int >= 1', episodes_per_task)
-        _check(
-            isinstance(num_inner_grad_steps, int)
-            and num_inner_grad_steps >= 1, 'num_inner_grad_steps',
-            'an int >= 1', num_inner_grad_steps)
-        _check(0. < discount <= 1., 'discount', 'in (0, 1]', discount)
-        _check(0. <= gae_lambda <= 1., 'gae_lambda', 'in [0, 1]', gae_lambda)
-        _check(inner_estimator in INNER_ESTIMATORS, 'inner_estimator',
-               f'one of {INNER_ESTIMATORS}', inner_estimator)
-        _check(
-            isinstance(evaluate_every_n_epochs, int)
-            and evaluate_every_n_epochs >= 1, 'evaluate_every_n_epochs',
-            'an int >= 1', evaluate_every_n_epochs)
+        if learner_threads is not None:
+            learner_threads = check_int(learner_threads, 'learner_threads', 1)
+        meta_batch_size = check_int(meta_batch_size, 'meta_batch_size', 1)
+        episodes_per_task = check_int(episodes_per_task, 'episodes_per_task',
+                                      1)
+        num_inner_grad_steps = check_int(num_inner_grad_steps,
+                                         'num_inner_grad_steps', 1)
+        discount = check_float(discount, 'discount', 0., 1., low_open=True)
+        gae_lambda = check_float(gae_lambda, 'gae_lambda', 0., 1.)
+        normalize_adv = check_bool(normalize_adv, 'normalize_adv')
+        positive_adv = check_bool(positive_adv, 'positive_adv')
+        exploration = check_bool(exploration, 'exploration')
+        vectorize_tasks = check_bool(vectorize_tasks, 'vectorize_tasks')
+        check_choice(inner_estimator, 'inner_estimator', INNER_ESTIMATORS)
+        evaluate_every_n_epochs = check_int(evaluate_every_n_epochs,
+                                            'evaluate_every_n_epochs', 1)
         for name, value in (('baseline', baseline), ('dice_baseline',
                                                      dice_baseline)):
-            _check(value is None or isinstance(value, Baseline), name,
-                   'a garage_promp.baselines.Baseline', value)
-        _check(isinstance(policy, torch.nn.Module), 'policy',
-               'a garage torch policy (torch.nn.Module)', policy)
-        _check(isinstance(env.spec.action_space, akro.Box), 'env',
-               'an environment with a Box action space (Gaussian policy)',
-               env.spec.action_space)
-        _check(
-            np.isfinite(env.spec.action_space.low).all()
-            and np.isfinite(env.spec.action_space.high).all(), 'env',
-            'an environment with a bounded action space',
-            env.spec.action_space)
-        horizon = env.spec.max_episode_length
-        _check(horizon is not None and np.isfinite(horizon), 'env',
-               'an environment with a finite max_episode_length', horizon)
+            check_instance(value, name, Baseline,
+                           'a garage_promp.baselines.Baseline',
+                           allow_none=True)
+        check_instance(meta_evaluator, 'meta_evaluator', MetaEvaluator,
+                       "a garage MetaEvaluator (e.g. garage_promp's)",
+                       allow_none=True)
+        check_instance(policy, 'policy', torch.nn.Module,
+                       'a garage torch policy (torch.nn.Module)')
+        check_instance(sampler, 'sampler', MetaSampler,
+                       'a garage_promp.sampler.MetaSampler '
+                       '(garage_promp.make_sampler builds one)')
         _check(callable(getattr(task_sampler, 'sample', None)),
                'task_sampler', 'a garage TaskSampler with sample(n)',
                task_sampler)
-        _check(isinstance(sampler, MetaSampler), 'sampler',
-               'a garage_promp.sampler.MetaSampler '
-               '(garage_promp.make_sampler builds one)', sampler)
+        horizon = check_env_and_policy(env, policy)
+        if sampler.max_episode_length != horizon:
+            raise ValueError(
+                f'sampler has max_episode_length={sampler.max_episode_length}'
+                f' but env has {horizon}: build the sampler for this env')
 
         self._env_spec = env.spec
         # Per-env diagnostics (e.g. forward velocity) of garage_promp.envs.
@@ -275,20 +344,24 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                    inner_lr)
             lrs = collections.OrderedDict()
             for name, param in params.items():
-                lr = torch.as_tensor(inner_lr[name], dtype=param.dtype)
-                _check(lr.dim() == 0 or lr.shape == param.shape, 'inner_lr',
-                       f'a scalar or a tensor of shape {tuple(param.shape)} '
-                       f'for {name}', inner_lr[name])
-                _check(bool((lr > 0).all()), 'inner_lr', 'positive',
+                try:
+                    lr = torch.as_tensor(inner_lr[name], dtype=param.dtype)
+                except (TypeError, ValueError, RuntimeError):
+                    lr = None
+                _check(lr is not None and (lr.dim() == 0
+                                           or lr.shape == param.shape),
+                       'inner_lr', f'a scalar or a tensor of shape '
+                       f'{tuple(param.shape)} for {name}', inner_lr[name])
+                _check(bool((lr > 0).all() and torch.isfinite(lr).all()),
+                       'inner_lr', f'finite and > 0 for {name}',
                        inner_lr[name])
                 lrs[name] = lr.detach().clone()
             return lrs
-        _check(
-            isinstance(inner_lr, (int, float)) and not isinstance(
-                inner_lr, bool) and inner_lr > 0, 'inner_lr',
-            '> 0 (a number or a dict of per-parameter step sizes)', inner_lr)
+        inner_lr = check_float(inner_lr, 'inner_lr (a number, or a dict of '
+                               'per-parameter step sizes)', 0.,
+                               low_open=True)
         return collections.OrderedDict(
-            (name, torch.tensor(float(inner_lr))) for name in params)
+            (name, torch.tensor(inner_lr)) for name in params)
 
     # ------------------------------------------------------ policy functions
     def _dist(self, params: Params | None,

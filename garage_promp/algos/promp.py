@@ -2,8 +2,9 @@
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, _check, per_task
+from garage_promp.algos.base import MetaPolicySearch, _check, per_task, refuse_fixed_options
 from garage_promp.objectives import clipped_objective
+from garage_promp.validation import check_bool, check_float, check_int
 
 from dowel import tabular
 import numpy as np
@@ -12,6 +13,9 @@ import torch
 
 class ProMP(MetaPolicySearch):
     r"""Proximal Meta-Policy Search.
+
+    Its inner estimator is LVC and it has no E-MAML term, so
+    ``inner_estimator`` and ``exploration`` are refused.
 
     Inner step: the LVC objective (Eq. 9-10), K steps. Outer objective,
     Eq. 13:
@@ -45,6 +49,8 @@ class ProMP(MetaPolicySearch):
 
     """
 
+    FIXED_OPTIONS = ('inner_estimator', 'exploration')
+
     def __init__(self,
                  env,
                  policy,
@@ -60,20 +66,21 @@ class ProMP(MetaPolicySearch):
                  adaptive_inner_kl_penalty: bool = False,
                  anneal_factor: float = 1.,
                  **kwargs):
-        _check(learning_rate > 0, 'learning_rate', '> 0', learning_rate)
-        _check(
-            isinstance(num_promp_steps, int) and num_promp_steps >= 1,
-            'num_promp_steps', 'an int >= 1', num_promp_steps)
-        _check(
-            isinstance(num_minibatches, int) and num_minibatches >= 1,
-            'num_minibatches', 'an int >= 1', num_minibatches)
-        _check(clip_eps > 0, 'clip_eps', '> 0', clip_eps)
-        _check(target_inner_step > 0, 'target_inner_step', '> 0',
-               target_inner_step)
-        _check(init_inner_kl_penalty >= 0, 'init_inner_kl_penalty', '>= 0',
-               init_inner_kl_penalty)
-        _check(0 < anneal_factor <= 1, 'anneal_factor', 'in (0, 1]',
-               anneal_factor)
+        refuse_fixed_options(type(self), kwargs)
+        learning_rate = check_float(learning_rate, 'learning_rate', 0.,
+                                    low_open=True)
+        num_promp_steps = check_int(num_promp_steps, 'num_promp_steps', 1)
+        num_minibatches = check_int(num_minibatches, 'num_minibatches', 1)
+        clip_eps = check_float(clip_eps, 'clip_eps', 0., low_open=True)
+        target_inner_step = check_float(target_inner_step,
+                                        'target_inner_step', 0.,
+                                        low_open=True)
+        init_inner_kl_penalty = check_float(init_inner_kl_penalty,
+                                            'init_inner_kl_penalty', 0.)
+        adaptive_inner_kl_penalty = check_bool(adaptive_inner_kl_penalty,
+                                               'adaptive_inner_kl_penalty')
+        anneal_factor = check_float(anneal_factor, 'anneal_factor', 0., 1.,
+                                    low_open=True)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator='lvc', **kwargs)
         _check(num_minibatches <= self._meta_batch_size, 'num_minibatches',

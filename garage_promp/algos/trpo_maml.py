@@ -2,7 +2,7 @@
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, _check, per_task
+from garage_promp.algos.base import MetaPolicySearch, per_task
 from garage_promp.objectives import lvc_objective
 from garage_promp.optimizers import (
     conjugate_gradient,
@@ -11,6 +11,7 @@ from garage_promp.optimizers import (
     flatten,
     unflatten_like,
 )
+from garage_promp.validation import check_choice, check_float, check_int
 
 from dowel import logger, tabular
 import torch
@@ -73,17 +74,15 @@ class TRPOMAML(MetaPolicySearch):
                  fd_eps: float = 1e-5,
                  cg_damping: float = 0.,
                  **kwargs):
-        _check(max_kl_step > 0, 'max_kl_step', '> 0', max_kl_step)
-        _check(isinstance(cg_iters, int) and cg_iters >= 1, 'cg_iters',
-               'an int >= 1', cg_iters)
-        _check(0 < backtrack_ratio < 1, 'backtrack_ratio', 'in (0, 1)',
-               backtrack_ratio)
-        _check(isinstance(max_backtracks, int) and max_backtracks >= 1,
-               'max_backtracks', 'an int >= 1', max_backtracks)
-        _check(hvp_approach in HVP_APPROACHES, 'hvp_approach',
-               f'one of {HVP_APPROACHES}', hvp_approach)
-        _check(fd_eps > 0, 'fd_eps', '> 0', fd_eps)
-        _check(cg_damping >= 0, 'cg_damping', '>= 0', cg_damping)
+        max_kl_step = check_float(max_kl_step, 'max_kl_step', 0.,
+                                  low_open=True)
+        cg_iters = check_int(cg_iters, 'cg_iters', 1)
+        backtrack_ratio = check_float(backtrack_ratio, 'backtrack_ratio', 0.,
+                                      1., low_open=True, high_open=True)
+        max_backtracks = check_int(max_backtracks, 'max_backtracks', 1)
+        check_choice(hvp_approach, 'hvp_approach', HVP_APPROACHES)
+        fd_eps = check_float(fd_eps, 'fd_eps', 0., low_open=True)
+        cg_damping = check_float(cg_damping, 'cg_damping', 0.)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator=inner_estimator,
                          exploration=exploration, **kwargs)

@@ -12,8 +12,9 @@ the post-update data; "VPG" in the paper is Adam(1e-3), one step per epoch.
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, _check, per_task
+from garage_promp.algos.base import MetaPolicySearch, per_task, refuse_fixed_options
 from garage_promp.objectives import log_likelihood_objective
+from garage_promp.validation import check_float
 
 from dowel import tabular
 import torch
@@ -32,7 +33,8 @@ class MetaVPG(MetaPolicySearch):
 
     def __init__(self, env, policy, sampler, task_sampler, *,
                  learning_rate: float = 1e-3, **kwargs):
-        _check(learning_rate > 0, 'learning_rate', '> 0', learning_rate)
+        learning_rate = check_float(learning_rate, 'learning_rate', 0.,
+                                    low_open=True)
         super().__init__(env, policy, sampler, task_sampler, **kwargs)
         self._optimizer = torch.optim.Adam(policy.parameters(),
                                            lr=learning_rate,
@@ -60,7 +62,10 @@ class MetaVPG(MetaPolicySearch):
 class LVCVPG(MetaVPG):
     """LVC-VPG: likelihood-ratio (LVC) inner steps, VPG outer step."""
 
+    FIXED_OPTIONS = ('inner_estimator', 'exploration')
+
     def __init__(self, env, policy, sampler, task_sampler, **kwargs):
+        refuse_fixed_options(type(self), kwargs)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator='lvc', **kwargs)
 
@@ -68,7 +73,10 @@ class LVCVPG(MetaVPG):
 class DiCEVPG(MetaVPG):
     """DiCE-VPG: DiCE inner steps (time-only reward baseline), VPG outer step."""
 
+    FIXED_OPTIONS = ('inner_estimator', 'exploration')
+
     def __init__(self, env, policy, sampler, task_sampler, **kwargs):
+        refuse_fixed_options(type(self), kwargs)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator='dice', **kwargs)
 
@@ -76,7 +84,10 @@ class DiCEVPG(MetaVPG):
 class MAMLVPG(MetaVPG):
     """MAML-VPG: log-likelihood inner steps (no pre-update credit)."""
 
+    FIXED_OPTIONS = ('inner_estimator', 'exploration')
+
     def __init__(self, env, policy, sampler, task_sampler, **kwargs):
+        refuse_fixed_options(type(self), kwargs)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator='maml', **kwargs)
 
@@ -84,6 +95,9 @@ class MAMLVPG(MetaVPG):
 class EMAMLVPG(MetaVPG):
     """E-MAML-VPG: MAML-VPG plus the E-MAML exploration term."""
 
+    FIXED_OPTIONS = ('inner_estimator', 'exploration')
+
     def __init__(self, env, policy, sampler, task_sampler, **kwargs):
+        refuse_fixed_options(type(self), kwargs)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator='maml', exploration=True, **kwargs)
