@@ -18,11 +18,13 @@ import os
 
 import garage_promp
 from garage_promp.algos.base import supported_options
+from garage_promp.envs.base import reset_construction_counter
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs
 from garage_promp.experiment.progress import ProgressOutput
+from garage_promp.experiment.resume import resume_run
 
 import click
 import dowel
@@ -63,6 +65,7 @@ def build(algo, env, seed, meta_batch_size, episodes_per_task, max_episode_lengt
     created on disk.
     """
     set_seed(seed)
+    reset_construction_counter()  # one seed, one run, even in a shared process
     overrides = dict(overrides)
     env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ENV_KWARGS}
     setup = make_env_setup(env, seed=seed, max_episode_length=max_episode_length, task=task,
@@ -165,14 +168,34 @@ def _parse_hidden_sizes(text):
 @click.option('--full-table', is_flag=True,
               help="Print garage's full table of logged values each epoch, not only the "
                    'one-line summary.')
+@click.option('--resume', 'resume_dir', type=click.Path(exists=True, file_okay=False),
+              default=None,
+              help='Continue the run in this directory from its snapshot, to --epochs in all '
+                   '[default: the run\'s]; appends to its progress.csv.')
 @click.option('--set', 'overrides', multiple=True,
               help='Any other constructor argument, key=value (repeatable).')
 @click.pass_context
 def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed, epochs,
          meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, envs_per_task,
          n_test_tasks,
-         evaluate_every, hidden_sizes, snapshot_mode, log_dir, full_table, overrides):
+         evaluate_every, hidden_sizes, snapshot_mode, log_dir, full_table, resume_dir,
+         overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
+    if resume_dir:
+        given = [name for name in click_ctx.params
+                 if name not in ('resume_dir', 'epochs', 'full_table', 'snapshot_mode')
+                 and click_ctx.get_parameter_source(name)
+                 == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError('--resume continues the run as configured in its '
+                                   f'variant.json; it takes only --epochs (got {given})')
+        epochs_given = click_ctx.get_parameter_source(
+            'epochs') == click.core.ParameterSource.COMMANDLINE
+        try:
+            resume_run(resume_dir, epochs if epochs_given else None, snapshot_mode, full_table)
+        except ValueError as error:
+            raise click.UsageError(str(error)) from error
+        return
     args = dict(algo=algo, env=env_name, seed=seed, epochs=epochs,
                 meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task,
                 max_episode_length=max_episode_length, n_test_tasks=n_test_tasks)

@@ -32,6 +32,16 @@ DEFAULT_SEED = 0
 _instance_counter = itertools.count()
 
 
+def reset_construction_counter() -> None:
+    """Restart the construction index of unseeded envs at 0.
+
+    Call it right after ``set_seed`` (the launchers do) so that one seed gives
+    one run even when several runs share a process.
+    """
+    global _instance_counter  # pylint: disable=global-statement
+    _instance_counter = itertools.count()
+
+
 def check_seed(seed: Any, name: str = 'seed') -> int:
     """Return ``seed`` as an int, or raise ValueError if it is not one >= 0."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \

@@ -1,0 +1,88 @@
+"""Continue a run in its own directory: the snapshot, then appended logs.
+
+garage's ``wrap_experiment`` reopens ``progress.csv`` with mode ``'w'`` (it
+would truncate it) and rewrites ``variant.json``; :func:`resume_run` does
+neither. It restores the newest snapshot with garage's ``Trainer.restore``,
+drops ``progress.csv`` rows of epochs after that snapshot (they are run
+again), appends the new epochs' rows, and leaves ``variant.json`` as it was.
+With garage_promp's algorithms the continued rows equal those of an
+uninterrupted run (see ``MetaPolicySearch.__getstate__``).
+"""
+import csv
+import os
+
+from garage_promp.experiment.progress import ProgressOutput
+
+import dowel
+from dowel import CsvOutput, logger
+from garage.experiment.experiment import ExperimentContext
+from garage.trainer import Trainer
+
+
+class AppendingCsvOutput(CsvOutput):
+    """dowel's CSV output, appending to an existing file under its header."""
+
+    def __init__(self, file_name: str):  # pylint: disable=super-init-not-called
+        with open(file_name, newline='') as f:
+            header = next(csv.reader(f), None)
+        if not header:
+            raise ValueError(f'{file_name} has no header row to append under')
+        dowel.simple_outputs.FileOutput.__init__(self, file_name, mode='a')
+        self._filename = file_name
+        self._fieldnames = set(header)
+        self._writer = csv.DictWriter(self._log_file, fieldnames=header,
+                                      restval='', extrasaction='raise')
+
+
+def _keep_rows(path: str, n_rows: int):
+    """Keep the header and the first ``n_rows`` rows of a CSV (atomically)."""
+    with open(path, newline='') as f:
+        lines = f.readlines()
+    if len(lines) <= n_rows + 1:
+        return
+    tmp = path + '.tmp'
+    with open(tmp, 'w', newline='') as f:
+        f.writelines(lines[:n_rows + 1])
+    os.replace(tmp, path)
+
+
+def resume_run(log_dir: str, n_epochs: int | None = None,
+               snapshot_mode: str = 'last', full_table: bool = False) -> float:
+    """Restore the snapshot in ``log_dir`` and train on to ``n_epochs``.
+
+    Args:
+        log_dir (str): The run's directory (``params.pkl`` / ``itr_N.pkl``
+            and ``progress.csv``).
+        n_epochs (int or None): Total epochs to reach (default: the run's).
+        snapshot_mode (str): garage snapshot mode for the continued epochs.
+        full_table (bool): Print garage's full table each epoch.
+
+    Returns:
+        float: The last epoch's average return.
+
+    """
+    progress = os.path.join(log_dir, 'progress.csv')
+    trainer = Trainer(ExperimentContext(snapshot_dir=log_dir,
+                                        snapshot_mode=snapshot_mode,
+                                        snapshot_gap=1))
+    logger.add_output(dowel.StdOutput())
+    try:
+        args = trainer.restore(log_dir)
+        # garage's stats hold the index of the last epoch done; train args
+        # the epoch to start from.
+        done = args.start_epoch
+        n_epochs = n_epochs or args.n_epochs
+        if n_epochs <= done:
+            raise ValueError(f'the run in {log_dir} has done {done} epochs; '
+                             f'--epochs must be more, got {n_epochs}')
+        if os.path.exists(progress):
+            _keep_rows(progress, done)
+            logger.add_output(AppendingCsvOutput(progress))
+        else:
+            logger.add_output(CsvOutput(progress))
+        logger.remove_output_type(dowel.StdOutput)
+        logger.add_output(ProgressOutput(n_epochs, start_epoch=done,
+                                         full_table=full_table))
+        return trainer.resume(n_epochs=n_epochs)
+    finally:
+        logger.remove_all()
