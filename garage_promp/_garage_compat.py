@@ -176,9 +176,13 @@ def atomic_cloudpickle_dump(obj, file_name):
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp_name, file_name)
-    except BaseException:
+    except BaseException as error:
         if os.path.exists(tmp_name):
             os.remove(tmp_name)
+        if isinstance(error, OSError):
+            raise OSError(error.errno, f'could not write the snapshot {file_name} '
+                          f'({error.strerror or error}); the previous one is kept',
+                          file_name) from error
         raise
 
 
@@ -186,16 +190,41 @@ def _load_snapshot_file(file_name):
     import cloudpickle
     try:
         with open(file_name, 'rb') as file:
-            return cloudpickle.load(file)
+            snapshot = cloudpickle.load(file)
     except (EOFError, ValueError, TypeError, AttributeError, ImportError,
             IndexError, KeyError, __import__('pickle').UnpicklingError) as e:
         raise CorruptSnapshotError(
             f'snapshot file {file_name} is corrupt or truncated '
             f'({type(e).__name__}: {e})') from e
+    except OSError as e:
+        raise OSError(e.errno, f'could not read the snapshot {file_name} '
+                      f'({e.strerror or e})', file_name) from e
+    if not isinstance(snapshot, dict):
+        raise NotASnapshotError(
+            f'{file_name} holds a {type(snapshot).__name__}, not a snapshot '
+            "(a dict, e.g. with 'seed', 'train_args', 'stats', 'env' and "
+            "'algo' as garage's Trainer.save writes)")
+    return snapshot
+
+
+TRAINING_SNAPSHOT_KEYS = ('seed', 'train_args', 'stats', 'env', 'algo')
+
+
+def check_training_snapshot(snapshot, where):
+    """Raise NotASnapshotError unless ``snapshot`` is a Trainer snapshot."""
+    missing = [k for k in TRAINING_SNAPSHOT_KEYS if k not in snapshot]
+    if missing:
+        raise NotASnapshotError(
+            f'the snapshot in {where} is not a training snapshot: it lacks '
+            f'{missing} (garage\'s Trainer.save writes {list(TRAINING_SNAPSHOT_KEYS)})')
 
 
 class CorruptSnapshotError(ValueError):
     """A snapshot file exists but cannot be unpickled."""
+
+
+class NotASnapshotError(CorruptSnapshotError):
+    """A pickle that is not a training snapshot."""
 
 
 def _patch_snapshotter():
@@ -247,12 +276,14 @@ def _patch_snapshotter():
         if isinstance(itr, int) or (isinstance(itr, str) and itr.isdigit()):
             file_name = os.path.join(load_dir, f'itr_{itr}.pkl')
             if not os.path.isfile(file_name):
-                raise NotAFileError('File not existing: ', file_name)
+                raise NotAFileError(f'no snapshot of epoch {itr}: {file_name} '
+                                    'does not exist')
             return _load_snapshot_file(file_name)
         if itr not in ('last', 'first'):
             raise ValueError("itr should be an integer or 'last' or 'first'")
         if not os.path.isdir(load_dir):
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT),
+            raise FileNotFoundError(errno.ENOENT,
+                                    f'no snapshot directory {load_dir}',
                                     load_dir)
         numbered = sorted(
             (_snapshot_epoch(f), f) for f in os.listdir(load_dir)
@@ -263,8 +294,10 @@ def _patch_snapshotter():
         if os.path.isfile(os.path.join(load_dir, 'params.pkl')):
             candidates.insert(0, 'params.pkl')
         if not candidates:
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT),
-                                    '*.pkl file in', load_dir)
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f'no snapshot (params.pkl or itr_N.pkl) in {load_dir}',
+                load_dir)
         errors = []
         for file_name in candidates:
             try:

@@ -18,6 +18,7 @@ import math
 import os
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
+from garage_promp._garage_compat import check_training_snapshot
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
@@ -133,6 +134,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         env=env, task=task, seed=benchmark_seed, max_episode_length=max_episode_length,
         reward_function_version=reward_function_version))
     snapshot = Snapshotter().load(log_dir, itr)
+    check_training_snapshot(snapshot, log_dir)
     algo = snapshot['algo']
     horizon = snapshot['env'].spec.max_episode_length
     if options['max_episode_length'] is not None and options['max_episode_length'] > horizon:

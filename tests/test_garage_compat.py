@@ -194,5 +194,28 @@ def test_snapshot_load_bad_arguments(tmp_path):
         _snapshotter(tmp_path, mode='sometimes').save_itr_params(0, {})
 
 
+def test_snapshot_errors_name_the_file_or_directory(tmp_path, monkeypatch):
+    snap = _snapshotter(tmp_path)
+    with pytest.raises(FileNotFoundError, match=f'no snapshot .* in {tmp_path}'):
+        snap.load(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match='no snapshot directory .*missing'):
+        snap.load(str(tmp_path / 'missing'))
+    cloudpickle.dump([1, 2], open(tmp_path / 'params.pkl', 'wb'))
+    with pytest.raises(_garage_compat.CorruptSnapshotError, match='params.pkl holds a list'):
+        snap.load(str(tmp_path))
+    with pytest.raises(_garage_compat.NotASnapshotError, match="lacks \\['seed'"):
+        _garage_compat.check_training_snapshot({'algo': 1}, str(tmp_path))
+    snap.save_itr_params(0, {'epoch': 0})
+
+    def too_big(obj, file):
+        raise OSError(27, 'File too large')
+
+    monkeypatch.setattr(cloudpickle, 'dump', too_big)
+    with pytest.raises(OSError, match='could not write the snapshot .*params.pkl'):
+        snap.save_itr_params(1, {'epoch': 1})
+    monkeypatch.undo()
+    assert snap.load(str(tmp_path))['epoch'] == 0
+
+
 def test_numpy_is_pinned_below_2():
     assert int(np.__version__.split('.')[0]) < 2

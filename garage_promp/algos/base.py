@@ -290,6 +290,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         self._episodes_per_task = episodes_per_task
         self._num_inner_grad_steps = num_inner_grad_steps
         self._inner_lr = self._build_inner_lr(inner_lr)
+        self._inner_lr_value = inner_lr
         self._discount = discount
         self._inner_estimator = inner_estimator
         self._exploration = bool(exploration)
@@ -703,10 +704,17 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         self._consecutive_nan_steps += 1
         self._nan_steps_this_epoch += 1
         if self._consecutive_nan_steps >= self.MAX_CONSECUTIVE_NAN_STEPS:
+            suspects = ', '.join(
+                f'{name}={getattr(self, attr)!r}' for name, attr in (
+                    ('inner_lr', '_inner_lr_value'),
+                    ('learning_rate', '_learning_rate'),
+                    ('max_kl_step', '_max_kl_step'))
+                if hasattr(self, attr))
             raise FloatingPointError(
                 f'{what} was NaN/inf in {self._consecutive_nan_steps} '
-                'consecutive outer steps; the policy parameters were left at '
-                'their last finite values')
+                'consecutive epochs (the inner steps or the outer step '
+                f'diverged; the step sizes are the likely culprits: {suspects});'
+                ' the policy parameters were left at their last finite values')
 
     def _adam_step(self, optimizer: torch.optim.Optimizer,
                    loss: torch.Tensor) -> bool:

@@ -95,6 +95,7 @@ class ProMP(MetaPolicySearch):
         self.inner_kl_coeff = np.full(self._num_inner_grad_steps,
                                       float(init_inner_kl_penalty))
         self._current_clip_eps = clip_eps
+        self._learning_rate = learning_rate
         self._optimizer = torch.optim.Adam(policy.parameters(),
                                            lr=learning_rate,
                                            eps=1e-8)
@@ -127,6 +128,7 @@ class ProMP(MetaPolicySearch):
         # Task minibatches come from a stream keyed by (seed, itr), not from
         # the global RNG, so that a restored run shuffles as the original.
         rng = np.random.default_rng((self._sampler.seed, itr))
+        finite = True
         for _ in range(self._num_promp_steps):
             order = rng.permutation(n_tasks)
             for tasks in np.array_split(order, self._num_minibatches):
@@ -135,7 +137,13 @@ class ProMP(MetaPolicySearch):
                 loss = -self.meta_objective(sub).objective
                 if loss_before is None:
                     loss_before = float(loss.detach())
-                self._adam_step(self._optimizer, loss)
+                # A non-finite loss or gradient skips the rest of this
+                # batch: it counts once towards MAX_CONSECUTIVE_NAN_STEPS.
+                finite = self._adam_step(self._optimizer, loss)
+                if not finite:
+                    break
+            if not finite:
+                break
         after = self.meta_objective(batches, create_graph=False)
         for k in range(self._num_inner_grad_steps):
             inner_kl = after.stats[f'InnerKL_Step_{k}']

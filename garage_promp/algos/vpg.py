@@ -36,6 +36,7 @@ class MetaVPG(MetaPolicySearch):
         learning_rate = check_float(learning_rate, 'learning_rate', 0.,
                                     low_open=True)
         super().__init__(env, policy, sampler, task_sampler, **kwargs)
+        self._learning_rate = learning_rate
         self._optimizer = torch.optim.Adam(policy.parameters(),
                                            lr=learning_rate,
                                            eps=1e-8)

@@ -11,10 +11,12 @@ uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 import csv
 import os
 
+from garage_promp._garage_compat import check_training_snapshot
 from garage_promp.experiment.progress import ProgressOutput
 
 import dowel
 from dowel import CsvOutput, logger
+from garage.experiment import Snapshotter
 from garage.experiment.experiment import ExperimentContext
 from garage.trainer import Trainer
 
@@ -67,6 +69,7 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
                                         snapshot_gap=1))
     logger.add_output(dowel.StdOutput())
     try:
+        check_training_snapshot(Snapshotter().load(log_dir), log_dir)
         args = trainer.restore(log_dir)
         # garage's stats hold the index of the last epoch done; train args
         # the epoch to start from.

@@ -132,3 +132,23 @@ def test_baseline_rejects_bad_reg_coeff_and_nan_fit():
     obs = np.full((2, 3, 1), np.nan)
     with pytest.raises(FloatingPointError, match='NaN'):
         LinearFeatureBaseline().fit(obs, np.ones((2, 3)), np.ones((2, 3)))
+
+
+def test_promp_counts_a_non_finite_batch_once(monkeypatch):
+    from garage_promp.algos.base import MetaObjective
+    _, algo = make_algo('ProMP', num_promp_steps=5)
+    batches = algo.sample_meta_batch(0)
+    real = algo.meta_objective
+
+    def nan_objective(*args, **kwargs):
+        meta = real(*args, **kwargs)
+        return MetaObjective(meta.objective * float('nan'), meta.kl, meta.stats)
+
+    monkeypatch.setattr(algo, 'meta_objective', nan_objective)
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    for itr in range(algo.MAX_CONSECUTIVE_NAN_STEPS - 1):  # 4 bad batches: skipped
+        algo.optimize(itr, batches)
+    assert algo._consecutive_nan_steps == algo.MAX_CONSECUTIVE_NAN_STEPS - 1
+    assert all(torch.equal(p.detach(), b) for p, b in zip(algo.policy.parameters(), before))
+    with pytest.raises(FloatingPointError, match='consecutive epochs.*learning_rate=0.001'):
+        algo.optimize(9, batches)
