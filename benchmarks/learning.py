@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Learning benchmark: algorithms × seeds at a budget of env steps, side by side.
+
+Every run is ``launchers/train.py`` in a process of its own (single-threaded,
+in-process sampler), at most ``--parallel`` at a time, so cores are shared
+fairly. Runs write to ``OUT/<algo>_seed=<s>/`` and can be resumed: a finished
+run is skipped, an interrupted one continues with ``--resume``. Then it
+writes ``OUT/summary.md`` (per algorithm, the mean ± std over seeds of the
+pre- and post-update return at matched env steps, and Welch's t of every pair)
+and ``OUT/learning_<env>.png`` (mean ± std bands against env steps: post-update
+solid, pre-update dashed, one colour per algorithm, in the style of the
+paper's Fig. 2).
+
+    python benchmarks/learning.py --env HalfCheetahFwdBack --algo ProMP --algo MAML-TRPO \\
+        --seeds 3 --steps 2000000 --parallel 2 --out benchmarks/results/learning
+    python benchmarks/learning.py --summarize-only --out benchmarks/results/learning
+"""
+import csv
+import itertools
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import click
+
+HERE = pathlib.Path(__file__).resolve().parent
+TRAIN = HERE.parent / 'launchers' / 'train.py'
+
+
+def _rows(run_dir):
+    path = run_dir / 'progress.csv'
+    if not path.exists():
+        return []
+    with open(path, newline='') as f:
+        return list(csv.DictReader(f))
+
+
+def _run_command(algo, env, seed, epochs, batch, run_dir, resume):
+    if resume:
+        return [sys.executable, str(TRAIN), '--resume', str(run_dir), '--epochs', str(epochs)]
+    return [sys.executable, str(TRAIN), '--algo', algo, '--env', env, '--seed', str(seed),
+            '--epochs', str(epochs), '--meta-batch-size', str(batch[0]),
+            '--episodes-per-task', str(batch[1]), '--evaluate-every', str(10 ** 6),
+            '--n-test-tasks', '2', '--log-dir', str(run_dir)]
+
+
+def run_all(specs, parallel, deadline):
+    """Run the specs' commands, ``parallel`` at a time, until done or the deadline."""
+    pending, running = list(specs), []
+    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
+    while pending or running:
+        while pending and len(running) < parallel:
+            name, command, log = pending.pop(0)
+            click.echo(f'start {name}', err=True)
+            running.append((name, subprocess.Popen(command, env=env, stdout=open(log, 'a'),
+                                                   stderr=subprocess.STDOUT)))
+        time.sleep(1)
+        for name, proc in list(running):
+            if proc.poll() is not None:
+                click.echo(f'done {name} (exit {proc.returncode})', err=True)
+                running.remove((name, proc))
+        if deadline and time.time() > deadline:
+            for name, proc in running:
+                proc.terminate()  # Ctrl-C-like: the last snapshot stays intact
+                click.echo(f'stopped {name} at the time limit', err=True)
+            for _, proc in running:
+                proc.wait(timeout=60)
+            return
+
+
+def _series(rows, key):
+    return [(float(r['TotalEnvSteps']), float(r[key])) for r in rows
+            if r.get(key) not in (None, '', 'nan')]
+
+
+def _post_key(rows):
+    steps = [int(k.split('-')[0][len('Step_'):]) for k in rows[0]
+             if k.startswith('Step_') and k.endswith('-AverageReturn')]
+    return f'Step_{max(steps)}-AverageReturn'
+
+
+def _at(series, steps, window=3):
+    """Mean of the last ``window`` values logged at or before ``steps``."""
+    values = [v for s, v in series if s <= steps]
+    return sum(values[-window:]) / len(values[-window:]) if values else math.nan
+
+
+def _mean_std(values):
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.
+    return mean, math.sqrt(var)
+
+
+def welch_t(a, b):
+    """Welch's t statistic of two samples (positive when a's mean is larger)."""
+    (ma, sa), (mb, sb) = _mean_std(a), _mean_std(b)
+    se = math.sqrt(sa ** 2 / len(a) + sb ** 2 / len(b))
+    return (ma - mb) / se if se > 0 else math.nan
+
+
+def summarize(out, env, runs):
+    """Write summary.md and the figure; return the summary text."""
+    data = {}
+    for (algo, seed), run_dir in runs.items():
+        rows = _rows(run_dir)
+        if rows:
+            data.setdefault(algo, {})[seed] = rows
+    matched = min(float(rows[-1]['TotalEnvSteps']) for seeds in data.values()
+                  for rows in seeds.values())
+    lines = [f'# Learning benchmark: {env}', '',
+             f'Returns at matched env steps ({matched:,.0f} per run; mean of the last 3 logged '
+             'epochs up to there), mean ± std over seeds.', '',
+             '| algorithm | seeds | pre-update return | post-update return |', '|---|---|---|---|']
+    finals = {}
+    for algo, seeds in data.items():
+        post = [_at(_series(rows, _post_key(rows)), matched) for rows in seeds.values()]
+        pre = [_at(_series(rows, 'Step_0-AverageReturn'), matched) for rows in seeds.values()]
+        finals[algo] = post
+        (mpre, spre), (mpost, spost) = _mean_std(pre), _mean_std(post)
+        lines.append(f'| {algo} | {len(seeds)} | {mpre:.1f} ± {spre:.1f} | '
+                     f'{mpost:.1f} ± {spost:.1f} |')
+    lines += ['', "Welch's t of the post-update returns (row minus column):", '',
+              '| | ' + ' | '.join(finals) + ' |', '|---' * (len(finals) + 1) + '|']
+    for a in finals:
+        cells = [('' if a == b else f'{welch_t(finals[a], finals[b]):+.2f}') for b in finals]
+        lines.append(f'| {a} | ' + ' | '.join(cells) + ' |')
+    text = '\n'.join(lines) + '\n'
+    (out / 'summary.md').write_text(text)
+    plot(out / f'learning_{env}.png', env, data)
+    return text
+
+
+def plot(path, env, data):
+    """Mean ± std bands against env steps (post solid, pre dashed)."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = itertools.cycle(plt.rcParams['axes.prop_cycle'].by_key()['color'])
+    for algo, seeds in data.items():
+        color = next(colors)
+        n = min(len(rows) for rows in seeds.values())
+        steps = [float(r['TotalEnvSteps']) for r in next(iter(seeds.values()))[:n]]
+        for key, style in ((None, '-'), ('Step_0-AverageReturn', '--')):
+            curves = [[float(r[key or _post_key(rows)]) for r in rows[:n]]
+                      for rows in seeds.values()]
+            stats = [_mean_std([c[i] for c in curves]) for i in range(n)]
+            mean = [m for m, _ in stats]
+            ax.plot(steps, mean, style, color=color,
+                    label=f'{algo} ({"post" if key is None else "pre"}-update)')
+            ax.fill_between(steps, [m - s for m, s in stats], [m + s for m, s in stats],
+                            color=color, alpha=0.15)
+    ax.set_xlabel('env steps')
+    ax.set_ylabel('average return')
+    ax.set_title(f'{env}: mean ± std over seeds')
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+@click.command()
+@click.option('--env', default='HalfCheetahFwdBack', show_default=True)
+@click.option('--algo', 'algos', multiple=True,
+              default=['ProMP', 'MAML-TRPO', 'E-MAML-TRPO', 'LVC-VPG', 'DiCE-VPG'],
+              show_default=True)
+@click.option('--seeds', type=click.IntRange(min=1), default=3, show_default=True)
+@click.option('--steps', type=click.IntRange(min=1), default=2_000_000, show_default=True,
+              help='Env steps per run (all K+1 sampling rounds counted).')
+@click.option('--meta-batch-size', type=click.IntRange(min=1), default=20, show_default=True)
+@click.option('--episodes-per-task', type=click.IntRange(min=1), default=10, show_default=True)
+@click.option('--parallel', type=click.IntRange(min=1), default=2, show_default=True,
+              help='Runs at a time (one core each).')
+@click.option('--time-limit', type=float, default=None,
+              help='Stop the runs after this many seconds (resume later).')
+@click.option('--summarize-only', is_flag=True)
+@click.option('--out', required=True, help='Directory of the runs and the summary.')
+def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel, time_limit,
+         summarize_only, out):
+    """Run algorithms × seeds on ENV at a budget of env steps and summarise."""
+    import garage_promp  # noqa: F401  (compat layer first)
+    from garage_promp.experiment.paper_config import env_config
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = env_config(env)
+    per_epoch = meta_batch_size * episodes_per_task * cfg['H'] * (cfg['K'] + 1)
+    epochs = math.ceil(steps / per_epoch)
+    runs = {(a, s): out / f'{a}_seed={s}' for a in algos for s in range(1, seeds + 1)}
+    if not summarize_only:
+        specs = []
+        for (algo, seed), run_dir in runs.items():
+            done = len(_rows(run_dir))
+            if done >= epochs:
+                continue
+            resume = (run_dir / 'params.pkl').exists() and done > 0
+            specs.append((f'{algo} seed {seed}',
+                          _run_command(algo, env, seed, epochs,
+                                       (meta_batch_size, episodes_per_task), run_dir, resume),
+                          out / f'{algo}_seed={seed}.log'))
+        run_all(specs, parallel, time.time() + time_limit if time_limit else None)
+    click.echo(summarize(out, env, runs))
+
+
+if __name__ == '__main__':
+    main()  # pylint: disable=no-value-for-parameter
