@@ -1,4 +1,5 @@
 """The throughput benchmark runs end to end (tiny batches; no timing asserted)."""
+import importlib.util
 import json
 import pathlib
 import subprocess
@@ -51,3 +52,34 @@ def test_throughput_table_formats_ratios():
     row = next(line for line in table.splitlines() if '| ProMP |' in line)
     cells = [c.strip() for c in row.split('|')[1:-1]]
     assert cells[2:] == ['ProMP', '2.00', '1.50', '0.50', '25%', '80', '0.08', '5.0×', '1 / 2']
+
+
+def _write_run(path, returns_pre, returns_post):
+    path.mkdir(parents=True)
+    with open(path / 'progress.csv', 'w') as f:
+        f.write('TotalEnvSteps,Step_0-AverageReturn,Step_1-AverageReturn\n')
+        for i, (pre, post) in enumerate(zip(returns_pre, returns_post)):
+            f.write(f'{(i + 1) * 100},{pre},{post}\n')
+
+
+def test_learning_summary_statistics_and_figure(tmp_path):
+    spec = importlib.util.spec_from_file_location('learning_bench',
+                                                  ROOT / 'benchmarks' / 'learning.py')
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+    runs = {}
+    for seed, shift in ((1, 0.), (2, 2.)):
+        _write_run(tmp_path / f'A_seed={seed}', [0, 1, 2, 3], [10 + shift, 11 + shift,
+                                                              12 + shift, 13 + shift])
+        _write_run(tmp_path / f'B_seed={seed}', [0, 0, 0, 0], [1 + shift, 1 + shift,
+                                                              1 + shift, 1 + shift])
+        runs[('A', seed)] = tmp_path / f'A_seed={seed}'
+        runs[('B', seed)] = tmp_path / f'B_seed={seed}'
+    text = learning.summarize(tmp_path, 'Toy', runs)
+    # A: post = mean of the last 3 epochs = 12 (+ shift): 12 and 14 -> 13 ± 1.41.
+    assert '| A | 2 | 2.0 ± 0.0 | 13.0 ± 1.4 |' in text
+    assert '| B | 2 | 0.0 ± 0.0 | 2.0 ± 1.4 |' in text
+    # Welch t = (13 - 2) / sqrt(2/2 + 2/2) = 7.78
+    assert '| A |  | +7.78 |' in text
+    assert learning.welch_t([1., 2., 3.], [1., 2., 3.]) == 0.
+    assert (tmp_path / 'learning_Toy.png').stat().st_size > 1000

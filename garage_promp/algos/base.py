@@ -21,7 +21,7 @@ import random
 import time
 from typing import Dict, List, NamedTuple, Sequence, Tuple
 
-from garage_promp._threads import learner_threads
+from garage_promp._threads import available_cores, learner_threads
 from garage_promp.algos._batch import MetaBatch, ProcessingConfig, process_episodes
 from garage_promp.baselines import Baseline, LinearFeatureBaseline, LinearTimeBaseline
 from garage_promp.objectives import (
@@ -216,7 +216,9 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             loops over the tasks (same values up to float rounding).
         learner_threads (int or None): torch threads of the learner while
             the sampler's workers wait (processing, inner steps, the outer
-            step); None uses every core. Sampling itself is unaffected.
+            step). None: every core when the sampler has worker processes
+            or actors; with the in-process sampler the thread count is left
+            as it is (so that runs side by side never oversubscribe).
 
     """
 
@@ -318,6 +320,14 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
     def policy(self):
         """garage torch Policy: the meta-policy (pre-update parameters θ)."""
         return self._policy
+
+    def _learner_thread_count(self) -> int:
+        """torch threads while the workers wait (see ``learner_threads``)."""
+        if self._learner_threads is not None:
+            return self._learner_threads
+        if self._sampler.kind == 'local':  # no worker processes to wait for
+            return torch.get_num_threads()
+        return available_cores()
 
     @property
     def sampler(self) -> MetaSampler:
@@ -549,7 +559,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         for k in range(self._num_inner_grad_steps + 1):
             episodes = self._sampler.obtain_meta_batch(
                 task_updates, unstack_params(params), self._episodes_per_task)
-            with learner_threads(self._learner_threads):
+            with learner_threads(self._learner_thread_count()):
                 batch = process_episodes(episodes, n_tasks,
                                          self._episodes_per_task,
                                          self._horizon, self._processing)
@@ -575,7 +585,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             list[dict]: The adapted (detached) parameters of each task.
 
         """
-        with learner_threads(self._learner_threads):
+        with learner_threads(self._learner_thread_count()):
             batch = process_episodes(episodes, len(params), episodes_per_task,
                                      self._horizon, self._processing)
             stacked = stack_params([
@@ -643,7 +653,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         timings = self.__dict__.setdefault('last_timings', {})
         with tabular.prefix(self._policy.name + '/'):
             start = time.perf_counter()
-            with learner_threads(self._learner_threads):
+            with learner_threads(self._learner_thread_count()):
                 self.optimize(itr, batches)
             timings['Update'] = time.perf_counter() - start
             tabular.record('Entropy', self._entropy(batches[0]))
