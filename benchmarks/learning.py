@@ -38,13 +38,13 @@ def _rows(run_dir):
         return list(csv.DictReader(f))
 
 
-def _run_command(algo, env, seed, epochs, batch, run_dir, resume):
+def _run_command(algo, env, seed, epochs, batch, run_dir, resume, extra):
     if resume:
         return [sys.executable, str(TRAIN), '--resume', str(run_dir), '--epochs', str(epochs)]
     return [sys.executable, str(TRAIN), '--algo', algo, '--env', env, '--seed', str(seed),
             '--epochs', str(epochs), '--meta-batch-size', str(batch[0]),
             '--episodes-per-task', str(batch[1]), '--evaluate-every', str(10 ** 6),
-            '--n-test-tasks', '2', '--log-dir', str(run_dir)]
+            '--n-test-tasks', '2', '--log-dir', str(run_dir), *extra]
 
 
 def run_all(specs, parallel, deadline):
@@ -178,10 +178,12 @@ def plot(path, env, data):
               help='Runs at a time (one core each).')
 @click.option('--time-limit', type=float, default=None,
               help='Stop the runs after this many seconds (resume later).')
+@click.option('--set', 'overrides', multiple=True,
+              help='Passed on to launchers/train.py (key=value, repeatable).')
 @click.option('--summarize-only', is_flag=True)
 @click.option('--out', required=True, help='Directory of the runs and the summary.')
 def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel, time_limit,
-         summarize_only, out):
+         overrides, summarize_only, out):
     """Run algorithms × seeds on ENV at a budget of env steps and summarise."""
     import garage_promp  # noqa: F401  (compat layer first)
     from garage_promp.experiment.paper_config import env_config
@@ -200,7 +202,8 @@ def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel,
             resume = (run_dir / 'params.pkl').exists() and done > 0
             specs.append((f'{algo} seed {seed}',
                           _run_command(algo, env, seed, epochs,
-                                       (meta_batch_size, episodes_per_task), run_dir, resume),
+                                       (meta_batch_size, episodes_per_task), run_dir, resume,
+                                       [a for o in overrides for a in ('--set', o)]),
                           out / f'{algo}_seed={seed}.log'))
         run_all(specs, parallel, time.time() + time_limit if time_limit else None)
     click.echo(summarize(out, env, runs))

@@ -33,6 +33,11 @@ Workarounds:
    attribute raises an ``ImportError`` that says to install Ray (only
    ``make_sampler(kind='ray')`` and garage's ``RaySampler`` need it). When Ray
    is installed, nothing is changed.
+6. **Quiet TensorBoard.** dowel's ``TensorBoardOutput`` hands NaN scalars to
+   tensorboardX, which prints "NaN or Inf found in input tensor" for each.
+   Our logs hold NaN on purpose (e.g. ``MetaTest/...`` in epochs without a
+   meta-test, so the key set is the same every epoch). Non-finite scalars are
+   left out of TensorBoard (a gap in the curve); ``progress.csv`` keeps them.
 """
 import errno
 import importlib.abc
@@ -313,9 +318,30 @@ def _patch_snapshotter():
     snapshotter_cls._garage_promp_patched = True
 
 
+def _skip_non_finite_tensorboard_scalars():
+    # Workaround 6.
+    try:
+        from dowel import tensor_board_output
+    except ImportError:  # dowel without TensorBoard support
+        return
+    cls = tensor_board_output.TensorBoardOutput
+    if getattr(cls, '_garage_promp_patched', False):
+        return
+    original = cls._record_kv
+
+    def _record_kv(self, key, value, step):
+        if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+            return
+        original(self, key, value, step)
+
+    cls._record_kv = _record_kv
+    cls._garage_promp_patched = True
+
+
 def apply():
     """Apply every workaround. Idempotent; called by ``import garage_promp``."""
     _install_tensorflow_free_import()
     _install_ray_free_import()
     _restore_numpy_aliases()
     _patch_snapshotter()
+    _skip_non_finite_tensorboard_scalars()

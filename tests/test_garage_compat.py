@@ -219,3 +219,15 @@ def test_snapshot_errors_name_the_file_or_directory(tmp_path, monkeypatch):
 
 def test_numpy_is_pinned_below_2():
     assert int(np.__version__.split('.')[0]) < 2
+
+
+def test_tensorboard_output_skips_non_finite_scalars(tmp_path):
+    from dowel import TensorBoardOutput
+    written = []
+    output = TensorBoardOutput(str(tmp_path))
+    output._writer.add_scalar = lambda key, value, step: written.append((key, value))
+    output._record_kv('MetaTest/Average/AverageReturn', float('nan'), 1)
+    output._record_kv('Inf', np.float32('inf'), 1)
+    output._record_kv('Step_0-AverageReturn', 2.5, 1)
+    assert written == [('Step_0-AverageReturn', 2.5)]
+    output.close()
