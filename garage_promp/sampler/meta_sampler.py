@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Sequence
 from garage_promp.policies import AdaptedPolicy
 from garage_promp.sampler.backends import BACKENDS
 from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
+from garage_promp.validation import check_bool, check_int
 
 from garage import EpisodeBatch, StepType
 from garage.sampler import Sampler
@@ -67,10 +68,7 @@ class _KeepEnv(EnvUpdate):
 
 
 def _check_count(value: Any, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-            or value < minimum:
-        raise ValueError(f'{name} must be an int >= {minimum}, got {value!r}')
-    return int(value)
+    return check_int(value, name, minimum)
 
 
 def split_episodes(counts: Sequence[int], n_workers: int
@@ -149,8 +147,7 @@ class MetaSampler(Sampler):
         if max_envs_per_worker is not None:
             max_envs_per_worker = _check_count(max_envs_per_worker,
                                                'max_envs_per_worker')
-        if not isinstance(batched, bool):
-            raise ValueError(f'batched must be a bool, got {batched!r}')
+        batched = check_bool(batched, 'batched')
         self._kind = kind
         self._policy = policy
         self._env = env
