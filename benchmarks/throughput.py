@@ -21,6 +21,8 @@ Iteration 1 carries the start-up (worker processes, environment copies);
 with ``--iters`` > 1 the reported time is the mean of the later iterations.
 
     python benchmarks/throughput.py                    # table, ~15 min on 2 cores
+    (results go to data/benchmarks/ unless --out says otherwise; the tracked
+    figures in benchmarks/results/ are updated only with --out benchmarks/results)
     python benchmarks/throughput.py --mode scaling     # + benchmarks/scaling.png
     python benchmarks/throughput.py --quick            # a 1-minute smoke run
 """
@@ -329,7 +331,7 @@ def format_worker_table(results):
 @click.option('--memory-env', default='HumanoidRandDirec', show_default=True,
               help='One ProMP iteration at the paper batch for peak memory ("" skips).')
 @click.option('--quick', is_flag=True, help='Tiny batches, point env only: a smoke run.')
-@click.option('--out', default=str(HERE / 'results'), show_default=True,
+@click.option('--out', default=str(HERE.parent / 'data' / 'benchmarks'), show_default=True,
               help='Directory for the JSON (and PNG).')
 @click.pass_context
 def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garage_iters,
@@ -339,8 +341,10 @@ def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garag
         return
     from garage_promp.experiment.paper_config import ALGOS
     algos = list(algos) or list(ALGOS)
-    if quick:
-        envs, batches, iters, raw_steps, memory_env = ['PointEnvCorner'], ['quick'], 2, 500, ''
+    if quick:  # tiny batches; the point env unless --env was given
+        env_given = ctx.get_parameter_source('envs') == click.core.ParameterSource.COMMANDLINE
+        envs = envs if env_given else ['PointEnvCorner']
+        batches, iters, raw_steps, memory_env = ['quick'], 2, 500, ''
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     meta = dict(machine=platform.platform(), python=platform.python_version(),
