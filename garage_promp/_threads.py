@@ -21,9 +21,8 @@ def available_cores() -> int:
 
 
 @contextlib.contextmanager
-def learner_threads(n_threads: int | None):
-    """Run the block with ``n_threads`` torch threads (None: all cores)."""
-    n_threads = available_cores() if n_threads is None else n_threads
+def learner_threads(n_threads: int):
+    """Run the block with ``n_threads`` torch threads, then restore them."""
     previous = torch.get_num_threads()
     if n_threads == previous:
         yield

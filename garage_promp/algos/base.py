@@ -776,9 +776,5 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                 for k, v in exploration_policy.named_parameters())
             steps = 0
         n_eps = len(exploration_episodes.lengths)
-        batch = process_episodes(exploration_episodes, 1, n_eps,
-                                 self._horizon, self._processing)
-        new_params = self._inner_step(expand_params(params, 1), batch,
-                                      create_graph=False)
-        return AdaptedPolicy(self._policy,
-                             unstack_params(new_params)[0], steps + 1)
+        new_params = self.adapt_many([params], exploration_episodes, n_eps)[0]
+        return AdaptedPolicy(self._policy, new_params, steps + 1)

@@ -65,7 +65,7 @@ class MetaEvaluator(GarageMetaEvaluator):
         num_steps = getattr(algo, 'num_inner_grad_steps', 1)
         logger.log('Sampling for adaptation and meta-testing...')
         env_updates = self._test_task_sampler.sample(self._n_test_tasks)
-        sampler = self.__dict__.get('_meta_sampler') or getattr(
+        sampler = getattr(self, '_meta_sampler', None) or getattr(
             algo, 'sampler', None)
         if isinstance(sampler, MetaSampler):
             adapted_episodes = self._evaluate_batched(

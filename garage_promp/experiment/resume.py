@@ -11,12 +11,11 @@ uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 import csv
 import os
 
-from garage_promp._garage_compat import check_training_snapshot
+from garage_promp._garage_compat import TRAINING_SNAPSHOT_KEYS, NotASnapshotError
 from garage_promp.experiment.progress import ProgressOutput
 
 import dowel
 from dowel import CsvOutput, logger
-from garage.experiment import Snapshotter
 from garage.experiment.experiment import ExperimentContext
 from garage.trainer import Trainer
 
@@ -69,8 +68,14 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
                                         snapshot_gap=1))
     logger.add_output(dowel.StdOutput())
     try:
-        check_training_snapshot(Snapshotter().load(log_dir), log_dir)
-        args = trainer.restore(log_dir)
+        try:
+            args = trainer.restore(log_dir)
+        except KeyError as error:  # garage indexes the snapshot dict
+            if error.args and error.args[0] in TRAINING_SNAPSHOT_KEYS:
+                raise NotASnapshotError(
+                    f'the snapshot in {log_dir} is not a training snapshot: it '
+                    f'lacks {error.args[0]!r}') from error
+            raise
         # garage's stats hold the index of the last epoch done; train args
         # the epoch to start from.
         done = args.start_epoch

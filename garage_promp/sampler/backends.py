@@ -26,6 +26,7 @@ exit when the main process's end of their socket closes, and are stopped at
 interpreter exit).
 """
 import atexit
+import builtins
 import dataclasses
 from multiprocessing import connection
 import os
@@ -103,7 +104,7 @@ def worker_error(report: FailureReport) -> SamplerWorkerError:
                f'  while sampling {report.context}\n'
                f'  worker traceback:\n{report.traceback}')
     cls = SamplerWorkerError
-    original = getattr(__import__('builtins'), report.type_name, None) \
+    original = getattr(builtins, report.type_name, None) \
         if report.type_module == 'builtins' else None
     if isinstance(original, type) and issubclass(original, Exception) and \
             original is not SamplerWorkerError:

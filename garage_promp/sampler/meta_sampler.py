@@ -67,10 +67,6 @@ class _KeepEnv(EnvUpdate):
         return old_env
 
 
-def _check_count(value: Any, name: str, minimum: int = 1) -> int:
-    return check_int(value, name, minimum)
-
-
 def split_episodes(counts: Sequence[int], n_workers: int
                    ) -> List[List[tuple]]:
     """Split the episodes of tasks into equal contiguous runs, one per worker.
@@ -138,15 +134,15 @@ class MetaSampler(Sampler):
             raise ValueError('max_episode_length must be finite: the env has '
                              f'max_episode_length={max_episode_length!r}; '
                              'give the env (or the sampler) a horizon')
-        self._max_episode_length = _check_count(max_episode_length,
-                                                'max_episode_length')
-        self._n_workers = _check_count(n_workers, 'n_workers')
-        self._seed = _check_count(seed, 'seed', 0)
+        self._max_episode_length = check_int(max_episode_length,
+                                             'max_episode_length', 1)
+        self._n_workers = check_int(n_workers, 'n_workers', 1)
+        self._seed = check_int(seed, 'seed', 0)
         if envs_per_task is not None:
-            envs_per_task = _check_count(envs_per_task, 'envs_per_task')
+            envs_per_task = check_int(envs_per_task, 'envs_per_task', 1)
         if max_envs_per_worker is not None:
-            max_envs_per_worker = _check_count(max_envs_per_worker,
-                                               'max_envs_per_worker')
+            max_envs_per_worker = check_int(max_envs_per_worker,
+                                            'max_envs_per_worker', 1)
         batched = check_bool(batched, 'batched')
         self._kind = kind
         self._policy = policy
@@ -226,8 +222,8 @@ class MetaSampler(Sampler):
                              f'{len(task_updates)} tasks')
         if not task_updates:
             raise ValueError('obtain_meta_batch needs at least one task')
-        episodes_per_task = _check_count(episodes_per_task,
-                                         'episodes_per_task')
+        episodes_per_task = check_int(episodes_per_task,
+                                      'episodes_per_task', 1)
         numpy_params = [_to_numpy(p) for p in params]
         return self._run(list(task_updates), numpy_params,
                          [episodes_per_task] * len(task_updates),
@@ -271,7 +267,7 @@ class MetaSampler(Sampler):
 
         """
         del itr
-        num_samples = _check_count(num_samples, 'num_samples')
+        num_samples = check_int(num_samples, 'num_samples', 1)
         params = self._params_of(agent_update)
         update = self._update_of(env_update)
         batches, steps, done = [], 0, 0
@@ -286,7 +282,7 @@ class MetaSampler(Sampler):
     def obtain_exact_episodes(self, n_eps_per_worker, agent_update,
                               env_update=None) -> EpisodeBatch:
         """``n_eps_per_worker × n_workers`` episodes of one env or task."""
-        n_eps = _check_count(n_eps_per_worker, 'n_eps_per_worker')
+        n_eps = check_int(n_eps_per_worker, 'n_eps_per_worker', 1)
         return self._run([self._update_of(env_update)],
                          [self._params_of(agent_update)],
                          [n_eps * self._n_workers], first=[0])

@@ -172,7 +172,6 @@ class RolloutWorker:
         self._max_envs_per_worker = max_envs_per_worker
         self._pool: List[Any] = []
         self._where = None
-        self._job = None
 
     # ---------------------------------------------------------------- envs
     def _env(self, position: int, update) -> Any:
@@ -249,7 +248,7 @@ class RolloutWorker:
                 episode index ascending).
 
         """
-        self._job, self._where = job, None
+        self._where = None
         envs = self._build_envs(job)
         params = [{k: torch.as_tensor(v) for k, v in share.params.items()}
                   for share in job.shares]
@@ -323,7 +322,8 @@ class RolloutWorker:
             # One vectorised check per step for every env of the wave.
             if not (np.isfinite(rewards).all()
                     and np.isfinite(obs[stepped]).all()):
-                self._raise_not_finite(rows, stepped, rewards, obs, t + 1)
+                self._raise_not_finite(shares, rows, stepped, rewards, obs,
+                                       t + 1)
 
     @property
     def context(self) -> Context:
@@ -334,13 +334,13 @@ class RolloutWorker:
         return Context(_name(env), _task_of(share.update), share.task,
                        None if t is None else share.first + j, t)
 
-    def _raise_not_finite(self, rows, stepped, rewards, obs, t):
+    def _raise_not_finite(self, shares, rows, stepped, rewards, obs, t):
         for n, row in enumerate(stepped):
             s, j, env = rows[row]
             for field, value in (('reward', rewards[n]),
                                  ('observation', obs[row])):
                 if not np.isfinite(value).all():
-                    self._where = (env, self._job.shares[s], j, t)
+                    self._where = (env, shares[s], j, t)
                     _check_finite(field, value, self.context)
 
     def close(self):
