@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Learning benchmark: algorithms × seeds at a budget of env steps, side by side.
 
-Every run is ``launchers/train.py`` in a process of its own (single-threaded,
+Every run is ``launchers/train.py`` (or, for garage's own ``MAMLTRPO``,
+``benchmarks/garage_peer.py``) in a process of its own (single-threaded,
 in-process sampler), at most ``--parallel`` at a time, so cores are shared
-fairly. Runs write to ``OUT/<algo>_seed=<s>/`` and can be resumed: a finished
+fairly; runs start seed by seed, so a time limit leaves every algorithm with
+its first seeds done. Runs write to ``OUT/<algo>_seed=<s>/`` and can be resumed: a finished
 run is skipped, an interrupted one continues with ``--resume``. Then it
 writes ``OUT/summary.md`` (per algorithm, the mean ± std over seeds of the
 pre- and post-update return at matched env steps, and Welch's t of every pair)
@@ -28,6 +30,9 @@ import click
 
 HERE = pathlib.Path(__file__).resolve().parent
 TRAIN = HERE.parent / 'launchers' / 'train.py'
+PEER = HERE / 'garage_peer.py'
+#: garage's own MAMLTRPO (benchmarks/garage_peer.py), the peer on the same batch.
+GARAGE_PEER = 'garage-MAMLTRPO'
 
 
 def _rows(run_dir):
@@ -39,8 +44,13 @@ def _rows(run_dir):
 
 
 def _run_command(algo, env, seed, epochs, batch, run_dir, resume, extra):
+    script = PEER if algo == GARAGE_PEER else TRAIN
     if resume:
-        return [sys.executable, str(TRAIN), '--resume', str(run_dir), '--epochs', str(epochs)]
+        return [sys.executable, str(script), '--resume', str(run_dir), '--epochs', str(epochs)]
+    if algo == GARAGE_PEER:
+        return [sys.executable, str(PEER), '--env', env, '--seed', str(seed),
+                '--epochs', str(epochs), '--meta-batch-size', str(batch[0]),
+                '--episodes-per-task', str(batch[1]), '--log-dir', str(run_dir)]
     return [sys.executable, str(TRAIN), '--algo', algo, '--env', env, '--seed', str(seed),
             '--epochs', str(epochs), '--meta-batch-size', str(batch[0]),
             '--episodes-per-task', str(batch[1]), '--evaluate-every', str(10 ** 6),
@@ -116,14 +126,16 @@ def summarize(out, env, runs):
     lines = [f'# Learning benchmark: {env}', '',
              f'Returns at matched env steps ({matched:,.0f} per run; mean of the last 3 logged '
              'epochs up to there), mean ± std over seeds.', '',
-             '| algorithm | seeds | pre-update return | post-update return |', '|---|---|---|---|']
+             '| algorithm | seeds | env steps done (fewest) | pre-update return | '
+             'post-update return |', '|---|---|---|---|---|']
     finals = {}
     for algo, seeds in data.items():
         post = [_at(_series(rows, _post_key(rows)), matched) for rows in seeds.values()]
         pre = [_at(_series(rows, 'Step_0-AverageReturn'), matched) for rows in seeds.values()]
         finals[algo] = post
         (mpre, spre), (mpost, spost) = _mean_std(pre), _mean_std(post)
-        lines.append(f'| {algo} | {len(seeds)} | {mpre:.1f} ± {spre:.1f} | '
+        done = min(float(rows[-1]['TotalEnvSteps']) for rows in seeds.values())
+        lines.append(f'| {algo} | {len(seeds)} | {done:,.0f} | {mpre:.1f} ± {spre:.1f} | '
                      f'{mpost:.1f} ± {spost:.1f} |')
     lines += ['', "Welch's t of the post-update returns (row minus column):", '',
               '| | ' + ' | '.join(finals) + ' |', '|---' * (len(finals) + 1) + '|']
@@ -167,8 +179,10 @@ def plot(path, env, data):
 @click.command()
 @click.option('--env', default='HalfCheetahFwdBack', show_default=True)
 @click.option('--algo', 'algos', multiple=True,
-              default=['ProMP', 'MAML-TRPO', 'E-MAML-TRPO', 'LVC-VPG', 'DiCE-VPG'],
-              show_default=True)
+              default=['ProMP', 'MAML-TRPO', 'E-MAML-TRPO', 'LVC-VPG', 'DiCE-VPG', GARAGE_PEER],
+              show_default=True,
+              help=f'Paper labels of garage_promp algorithms, or {GARAGE_PEER} for garage '
+                   "2021.3's own MAMLTRPO (benchmarks/garage_peer.py; --set does not apply).")
 @click.option('--seeds', type=click.IntRange(min=1), default=3, show_default=True)
 @click.option('--steps', type=click.IntRange(min=1), default=2_000_000, show_default=True,
               help='Env steps per run (all K+1 sampling rounds counted).')
@@ -192,7 +206,7 @@ def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel,
     cfg = env_config(env)
     per_epoch = meta_batch_size * episodes_per_task * cfg['H'] * (cfg['K'] + 1)
     epochs = math.ceil(steps / per_epoch)
-    runs = {(a, s): out / f'{a}_seed={s}' for a in algos for s in range(1, seeds + 1)}
+    runs = {(a, s): out / f'{a}_seed={s}' for s in range(1, seeds + 1) for a in algos}
     if not summarize_only:
         specs = []
         for (algo, seed), run_dir in runs.items():

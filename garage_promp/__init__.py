@@ -2,7 +2,8 @@
 
 Importing this package first applies :mod:`garage_promp._garage_compat`, which
 makes garage 2021.3 importable on Python 3.11 / torch 2 without TensorFlow.
-Import ``garage_promp`` before ``garage``.
+Import ``garage_promp`` before ``garage``, unless the import-order hook of
+:mod:`garage_promp._import_order` is installed (``scripts/install.sh`` does).
 """
 from garage_promp import _garage_compat
 

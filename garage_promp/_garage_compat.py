@@ -38,6 +38,15 @@ Workarounds:
    Our logs hold NaN on purpose (e.g. ``MetaTest/...`` in epochs without a
    meta-test, so the key set is the same every epoch). Non-finite scalars are
    left out of TensorBoard (a gap in the curve); ``progress.csv`` keeps them.
+7. **Quiet seeding.** garage's ``set_seed`` warns "Enabeling deterministic
+   mode in PyTorch can have a performance impact when using GPU" on every
+   call, also on CPU-only runs. That one message is filtered; seeding itself
+   (``torch.manual_seed``, cuDNN's deterministic flags) is unchanged.
+
+The import banners of garage's dependencies are avoided by versions, not
+patches: cma>=3.3 imports fully on Python 3.11 (2.7.0, garage's pin, prints
+"Only ``cma.purecma`` has been imported") and gym-notices<0.1 has no notice
+for gym 0.26 (0.1 prints an "unmaintained" banner on every ``import gym``).
 """
 import errno
 import importlib.abc
@@ -121,7 +130,7 @@ def _install_tensorflow_free_import():
 _RAY_MISSING_MESSAGE = (
     '{name} needs Ray, which is not installed. Only the Ray sampler backend '
     "(make_sampler(kind='ray')) and garage's RaySampler use it: "
-    'pip install ray')
+    'pip install "garage_promp[ray]" (or pip install ray)')
 
 
 class _MissingRayModule(types.ModuleType):
@@ -338,10 +347,27 @@ def _skip_non_finite_tensorboard_scalars():
     cls._garage_promp_patched = True
 
 
-def apply():
-    """Apply every workaround. Idempotent; called by ``import garage_promp``."""
+def _quiet_set_seed():
+    # Workaround 7.
+    warnings.filterwarnings('ignore', message='Enabeling deterministic mode in PyTorch',
+                            category=UserWarning)
+
+
+def apply_import_hooks():
+    """The workarounds ``import garage`` itself needs (1, 2, 5, 7); idempotent.
+
+    Safe before garage is imported: it installs import hooks and patches
+    nothing of garage. :mod:`garage_promp._import_order` calls it when
+    ``garage`` is imported before ``garage_promp``.
+    """
     _install_tensorflow_free_import()
     _install_ray_free_import()
     _restore_numpy_aliases()
+    _quiet_set_seed()
+
+
+def apply():
+    """Apply every workaround. Idempotent; called by ``import garage_promp``."""
+    apply_import_hooks()
     _patch_snapshotter()
     _skip_non_finite_tensorboard_scalars()

@@ -21,6 +21,10 @@ fi
 PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" 'pip==24.2'
 "${PIP[@]}" 'torch==2.13.0' -c constraints.txt
+"${PIP[@]}" -c constraints.txt -e '.[dev,all]'
+# Last, so pip's conflict check (skipped with --no-deps) never reports garage's
+# unmeetable pins as an "ERROR: pip's dependency resolver ..." line.
 "${PIP[@]}" --no-deps 'garage==2021.3.0'
-"${PIP[@]}" -c constraints.txt -e '.[dev]'
-.venv/bin/python -c "import sys, garage_promp, garage; assert 'tensorflow' not in sys.modules; print('garage_promp', garage_promp.__version__, 'installed in .venv')"
+# Lets `import garage` come before `import garage_promp` (garage_promp/_import_order.py).
+.venv/bin/python -m garage_promp._import_order >/dev/null
+.venv/bin/python -c "import sys, garage, garage_promp; assert 'tensorflow' not in sys.modules; print('garage_promp', garage_promp.__version__, 'installed in .venv')"

@@ -77,8 +77,8 @@ def test_learning_summary_statistics_and_figure(tmp_path):
         runs[('B', seed)] = tmp_path / f'B_seed={seed}'
     text = learning.summarize(tmp_path, 'Toy', runs)
     # A: post = mean of the last 3 epochs = 12 (+ shift): 12 and 14 -> 13 ± 1.41.
-    assert '| A | 2 | 2.0 ± 0.0 | 13.0 ± 1.4 |' in text
-    assert '| B | 2 | 0.0 ± 0.0 | 2.0 ± 1.4 |' in text
+    assert '| A | 2 | 400 | 2.0 ± 0.0 | 13.0 ± 1.4 |' in text
+    assert '| B | 2 | 400 | 0.0 ± 0.0 | 2.0 ± 1.4 |' in text
     # Welch t = (13 - 2) / sqrt(2/2 + 2/2) = 7.78
     assert '| A |  | +7.78 |' in text
     assert learning.welch_t([1., 2., 3.], [1., 2., 3.]) == 0.

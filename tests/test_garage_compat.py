@@ -33,14 +33,17 @@ def test_import_garage_without_tensorflow():
     assert result.stdout.strip().endswith('ok')
 
 
+_BLOCK = ('import sys, importlib.abc\n'
+          'class Block(importlib.abc.MetaPathFinder):\n'
+          '    def find_spec(self, name, path, target=None):\n'
+          '        if name.split(".")[0] in {blocked!r}:\n'
+          '            raise ModuleNotFoundError(name)\n'
+          'sys.meta_path.insert(0, Block())\n')
+
+
 def test_import_garage_without_ray_and_a_clear_error_on_use():
     result = _run_python(
-        'import sys, importlib.abc\n'
-        'class Block(importlib.abc.MetaPathFinder):\n'
-        '    def find_spec(self, name, path, target=None):\n'
-        "        if name == 'ray' or name.startswith('ray.'):\n"
-        '            raise ModuleNotFoundError(name)\n'
-        'sys.meta_path.insert(0, Block())\n'
+        _BLOCK.format(blocked=('ray',)) +
         'import garage_promp, garage.sampler\n'
         'from garage_promp.sampler import init_ray\n'
         "print('imported')\n"
@@ -48,7 +51,44 @@ def test_import_garage_without_ray_and_a_clear_error_on_use():
     assert 'imported' in result.stdout, result.stderr
     assert result.returncode != 0
     assert 'ray.is_initialized needs Ray' in result.stderr
-    assert 'pip install ray' in result.stderr
+    assert 'pip install "garage_promp[ray]"' in result.stderr
+
+
+def test_import_prints_nothing():
+    """No banner from garage's dependencies (cma, gym) or from garage itself."""
+    result = _run_python('import garage_promp, garage, garage.torch, garage.np.algos\n'
+                         'from garage.experiment.deterministic import set_seed\n'
+                         'import torch\n'
+                         'set_seed(1)\n')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == '' and result.stderr == ''
+
+
+@pytest.mark.mujoco
+def test_minimal_install_trains_without_ray_and_metaworld(tmp_path):
+    """Without the optional extras a MuJoCo-free run works end to end, and a
+    Meta-World env says which extra to install."""
+    train = os.path.join(os.path.dirname(__file__), os.pardir, 'launchers', 'train.py')
+    run_dir = str(tmp_path / 'run')
+    result = _run_python(
+        _BLOCK.format(blocked=('ray', 'metaworld')) +
+        'import runpy\n'
+        f'sys.argv = [{train!r}, "--preset", "demo", "--epochs", "1", "--meta-batch-size", "2",'
+        f' "--episodes-per-task", "2", "--n-test-tasks", "2", "--log-dir", {run_dir!r}]\n'
+        'try:\n'
+        '    runpy.run_path(sys.argv[0], run_name="__main__")\n'
+        'except SystemExit as e:\n'
+        '    assert not e.code, e.code\n'
+        "assert 'metaworld' not in sys.modules\n"
+        'from garage_promp.envs import make_benchmark\n'
+        'try:\n'
+        "    make_benchmark('ML1', task='reach-v3')\n"
+        'except ImportError as e:\n'
+        '    print("refused:", e)\n')
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / 'run' / 'progress.csv').exists()
+    assert 'refused: Meta-World environments need' in result.stdout
+    assert 'garage_promp[metaworld]' in result.stdout
 
 
 @needs_no_tf
@@ -231,3 +271,30 @@ def test_tensorboard_output_skips_non_finite_scalars(tmp_path):
     output._record_kv('Step_0-AverageReturn', 2.5, 1)
     assert written == [('Step_0-AverageReturn', 2.5)]
     output.close()
+
+
+def test_import_order_hook_lets_garage_come_first(tmp_path):
+    """With the startup hook (installed by scripts/install.sh), ``import garage``
+    works before ``import garage_promp``, and the hook is removable."""
+    import sysconfig
+
+    from garage_promp import _import_order
+    _import_order.install(tmp_path)
+    purelib = sysconfig.get_paths()['purelib']
+    # -S: site-packages is added by hand, the test's hook directory first.
+    result = subprocess.run(
+        [sys.executable, '-S', '-c',
+         'import site, sys\n'
+         f'site.addsitedir({str(tmp_path)!r}); site.addsitedir({purelib!r})\n'
+         'import _garage_promp_import_order as hook\n'
+         f'assert hook.__file__.startswith({str(tmp_path)!r}), hook.__file__\n'
+         'import garage, garage.sampler, garage.torch.algos\n'
+         "assert 'garage_promp' not in sys.modules\n"
+         'import garage_promp\n'
+         "assert 'tensorflow' not in sys.modules\n"
+         "print('ok')"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == 'ok'
+    _import_order.uninstall(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -21,9 +21,15 @@ accepts old-``gym`` envs. This module is their counterpart for Meta-World 3.1:
 The reward function version ('v1' or 'v2', Meta-World+'s naming) changes the
 reward scale and shape a lot, so it is an explicit argument everywhere and is
 readable from every sampler and env (``reward_function_version``).
+
+Meta-World is an optional dependency (``pip install garage_promp[metaworld]``)
+and is imported on first use, so importing this module (or
+:mod:`garage_promp.envs`) costs nothing on a MuJoCo-only install.
 """
+from __future__ import annotations
+
 import difflib
-from typing import Any, Callable, Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
 from garage_promp.envs.base import DEFAULT_SEED, check_seed, default_seed_sequence
 from garage_promp.envs.gymnasium_env import GymnasiumEnv, check_max_episode_length
@@ -33,9 +39,10 @@ from garage import EnvStep, EpisodeBatch
 from garage.experiment import deterministic
 from garage.experiment.task_sampler import TaskSampler
 from garage.sampler.env_update import EnvUpdate
-import metaworld
-from metaworld.env_dict import ALL_V3_ENVIRONMENTS
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only; the package is imported on first use
+    import metaworld
 
 BENCHMARKS = ('ML1', 'ML10', 'ML45')
 """The meta-learning benchmarks :func:`make_benchmark` builds."""
@@ -46,7 +53,26 @@ REWARD_FUNCTION_VERSIONS = ('v1', 'v2')
 DEFAULT_MAX_EPISODE_LENGTH = 500
 """Meta-World 3's ``max_path_length``: the horizon of its own evaluation."""
 
-EnvWrapper = Callable[[Any, metaworld.Task], Any]
+EnvWrapper = Callable[[Any, Any], Any]
+"""``wrapper(env, task)``: applied to every env a sampler builds."""
+
+
+def _metaworld():
+    """The ``metaworld`` package, imported on first use."""
+    try:
+        import metaworld  # pylint: disable=import-outside-toplevel
+    except ImportError as error:
+        raise ImportError(
+            'Meta-World environments need the metaworld package (version 3.1.1): '
+            'pip install "garage_promp[metaworld]"') from error
+    return metaworld
+
+
+def _all_envs() -> dict:
+    """Meta-World 3's environment classes by name ('reach-v3', ...)."""
+    _metaworld()
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # pylint: disable=import-outside-toplevel
+    return ALL_V3_ENVIRONMENTS
 
 
 def check_env_name(name: Any) -> str:
@@ -58,12 +84,13 @@ def check_env_name(name: Any) -> str:
             the valid names.
 
     """
-    if isinstance(name, str) and name in ALL_V3_ENVIRONMENTS:
+    all_envs = _all_envs()
+    if isinstance(name, str) and name in all_envs:
         return name
-    valid = sorted(ALL_V3_ENVIRONMENTS)
+    valid = sorted(all_envs)
     if isinstance(name, str) and name[-3:] in ('-v1', '-v2'):
         renamed = name[:-3] + '-v3'
-        if renamed in ALL_V3_ENVIRONMENTS:
+        if renamed in all_envs:
             raise ValueError(
                 f'{name!r} is a Meta-World {name[-2:]} name; Meta-World 3 '
                 f'names its environments *-v3: use {renamed!r}')
@@ -118,8 +145,8 @@ def make_benchmark(name: str,
         seed = DEFAULT_SEED if seed is None else seed
     seed = check_seed(seed)
     if name == 'ML1':
-        return metaworld.ML1(task, seed=seed)
-    return getattr(metaworld, name)(seed=seed)
+        return _metaworld().ML1(task, seed=seed)
+    return getattr(_metaworld(), name)(seed=seed)
 
 
 class MetaWorldEnv(GymnasiumEnv):
@@ -496,10 +523,10 @@ class MetaWorldTaskSampler(TaskSampler):
 
 
 def _task_env_class(task: Any) -> type:
-    if not isinstance(task, metaworld.Task):
+    if not isinstance(task, _metaworld().Task):
         raise ValueError('task must be a metaworld.Task (an entry of a '
                          f"benchmark's train_tasks/test_tasks), got {task!r}")
-    return ALL_V3_ENVIRONMENTS[check_env_name(task.env_name)]
+    return _all_envs()[check_env_name(task.env_name)]
 
 
 def _check_episode_length(max_episode_length: Any, env_classes) -> int:
