@@ -102,4 +102,8 @@ def main(env, seed, epochs, meta_batch_size, episodes_per_task, log_dir, resume_
 
 
 if __name__ == '__main__':
-    main()  # pylint: disable=no-value-for-parameter
+    # Run the importable module, not __main__: snapshots then refer to
+    # garage_peer.LoggedMAMLTRPO by name (cloudpickle would copy a __main__
+    # class by value, with a detached copy of dowel's tabular).
+    from garage_peer import main as _main  # pylint: disable=import-self
+    _main()  # pylint: disable=no-value-for-parameter

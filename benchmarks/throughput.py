@@ -138,19 +138,9 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
     with tempfile.TemporaryDirectory() as tmp:
         trainer = _trainer(tmp)
         if algo == 'garage-MAMLTRPO':
-            from garage.sampler import LocalSampler, MultiprocessingSampler
-            from garage.torch.algos import MAMLTRPO
-            from garage.torch.value_functions import GaussianMLPValueFunction
-            sampler_cls = LocalSampler if n_workers == 1 else MultiprocessingSampler
-            sampler = sampler_cls(agents=policy, envs=env, n_workers=n_workers,
-                                  max_episode_length=env.spec.max_episode_length)
-            algorithm = MAMLTRPO(env=env, policy=policy, sampler=sampler,
-                                 task_sampler=task_sampler,
-                                 value_function=GaussianMLPValueFunction(
-                                     env.spec, hidden_sizes=(32, 32)),
-                                 meta_batch_size=meta_batch_size, discount=0.99,
-                                 inner_lr=cfg['inner_lr'],
-                                 num_grad_updates=cfg['K'])
+            from garage_peer import make_garage_maml_trpo
+            algorithm, env = make_garage_maml_trpo(env_name, meta_batch_size, n_workers=n_workers,
+                                                   seed=seed)
             _time_calls(algorithm, '_obtain_samples', '_train_once', timings)
         else:
             kwargs = algo_kwargs(algo, env_name.partition(':')[0])

@@ -42,6 +42,13 @@ Workarounds:
    mode in PyTorch can have a performance impact when using GPU" on every
    call, also on CPU-only runs. That one message is filtered; seeding itself
    (``torch.manual_seed``, cuDNN's deterministic flags) is unchanged.
+8. **Restorable optimizer.** garage's ``ConjugateGradientOptimizer`` (used by
+   garage's own ``TRPO`` and ``MAMLTRPO``) replaces ``torch.optim.Optimizer``'s
+   ``__setstate__`` without calling it, so an unpickled one lacks the hook
+   dictionaries torch 2 expects, and the first ``step`` after
+   ``Trainer.restore`` fails with "no attribute '_optimizer_step_pre_hooks'".
+   After garage's ``__setstate__`` we run torch's, which adds only what is
+   missing.
 
 The import banners of garage's dependencies are avoided by versions, not
 patches: cma>=3.3 imports fully on Python 3.11 (2.7.0, garage's pin, prints
@@ -353,6 +360,23 @@ def _quiet_set_seed():
                             category=UserWarning)
 
 
+def _restorable_conjugate_gradient_optimizer():
+    # Workaround 8.
+    import torch
+    from garage.torch.optimizers import ConjugateGradientOptimizer
+    cls = ConjugateGradientOptimizer
+    if getattr(cls, '_garage_promp_patched', False):
+        return
+    original = cls.__setstate__
+
+    def __setstate__(self, state):
+        original(self, state)
+        torch.optim.Optimizer.__setstate__(self, {})  # adds the missing hooks only
+
+    cls.__setstate__ = __setstate__
+    cls._garage_promp_patched = True
+
+
 def apply_import_hooks():
     """The workarounds ``import garage`` itself needs (1, 2, 5, 7); idempotent.
 
@@ -371,3 +395,4 @@ def apply():
     apply_import_hooks()
     _patch_snapshotter()
     _skip_non_finite_tensorboard_scalars()
+    _restorable_conjugate_gradient_optimizer()

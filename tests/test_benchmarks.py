@@ -1,4 +1,5 @@
 """The throughput benchmark runs end to end (tiny batches; no timing asserted)."""
+import csv
 import importlib.util
 import json
 import pathlib
@@ -83,3 +84,28 @@ def test_learning_summary_statistics_and_figure(tmp_path):
     assert '| A |  | +7.78 |' in text
     assert learning.welch_t([1., 2., 3.], [1., 2., 3.]) == 0.
     assert (tmp_path / 'learning_Toy.png').stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_learning_benchmark_end_to_end_with_garage_peer_and_resume(tmp_path):
+    """A tiny budget runs garage_promp and garage's MAMLTRPO, then a larger one
+    resumes the same runs and appends their epochs."""
+    script = ROOT / 'benchmarks' / 'learning.py'
+    common = [sys.executable, str(script), '--env', 'PointEnvCorner', '--algo', 'ProMP',
+              '--algo', 'garage-MAMLTRPO', '--seeds', '1', '--meta-batch-size', '2',
+              '--episodes-per-task', '2', '--out', str(tmp_path)]
+    per_epoch = 2 * 2 * 100 * 2  # M x R x H x (K + 1)
+    for epochs in (1, 2):
+        proc = subprocess.run([*common, '--steps', str(epochs * per_epoch)], capture_output=True,
+                              text=True, cwd=ROOT, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for algo in ('ProMP', 'garage-MAMLTRPO'):
+            with open(tmp_path / f'{algo}_seed=1' / 'progress.csv') as f:
+                rows = list(csv.DictReader(f))
+            assert [int(r['TotalEnvSteps']) for r in rows] == [
+                per_epoch * (i + 1) for i in range(epochs)]
+            assert all(r['Step_0-AverageReturn'] and r['Step_1-AverageReturn'] for r in rows)
+    summary = (tmp_path / 'summary.md').read_text()
+    assert f'| ProMP | 1 | {2 * per_epoch:,} |' in summary
+    assert f'| garage-MAMLTRPO | 1 | {2 * per_epoch:,} |' in summary
+    assert (tmp_path / 'learning_PointEnvCorner.png').stat().st_size > 1000

@@ -298,3 +298,24 @@ def test_import_order_hook_lets_garage_come_first(tmp_path):
     assert result.stdout.strip() == 'ok'
     _import_order.uninstall(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_garage_conjugate_gradient_optimizer_steps_after_unpickling():
+    """garage's TRPO optimizer survives a snapshot round trip under torch 2."""
+    import torch
+    from garage.torch.optimizers import ConjugateGradientOptimizer
+    param = torch.nn.Parameter(torch.tensor([1., -2.]))
+    optimizer = cloudpickle.loads(cloudpickle.dumps(
+        ConjugateGradientOptimizer([param], max_constraint_value=0.1)))
+    param = optimizer.param_groups[0]['params'][0]
+    old = param.detach().clone()
+
+    def loss():
+        return (param ** 2).sum()
+
+    def constraint():
+        return ((param - old) ** 2).sum()
+
+    loss().backward()
+    optimizer.step(loss, constraint)
+    assert loss().item() < (old ** 2).sum().item()
