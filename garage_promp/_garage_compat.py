@@ -362,8 +362,8 @@ def _quiet_set_seed():
 
 def _restorable_conjugate_gradient_optimizer():
     # Workaround 8.
-    import torch
     from garage.torch.optimizers import ConjugateGradientOptimizer
+    import torch
     cls = ConjugateGradientOptimizer
     if getattr(cls, '_garage_promp_patched', False):
         return

@@ -302,8 +302,8 @@ def test_import_order_hook_lets_garage_come_first(tmp_path):
 
 def test_garage_conjugate_gradient_optimizer_steps_after_unpickling():
     """garage's TRPO optimizer survives a snapshot round trip under torch 2."""
-    import torch
     from garage.torch.optimizers import ConjugateGradientOptimizer
+    import torch
     param = torch.nn.Parameter(torch.tensor([1., -2.]))
     optimizer = cloudpickle.loads(cloudpickle.dumps(
         ConjugateGradientOptimizer([param], max_constraint_value=0.1)))
