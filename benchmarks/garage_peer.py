@@ -69,8 +69,13 @@ def make_garage_maml_trpo(env_name, meta_batch_size, n_workers=1, seed=1):
 
 
 @wrap_experiment(archive_launch_repo=False, snapshot_mode='last')
-def garage_maml_trpo(ctxt, env, seed, epochs, meta_batch_size, episodes_per_task):
-    """Train garage's MAMLTRPO (see the module docstring)."""
+def garage_maml_trpo(ctxt, env, seed, epochs, meta_batch_size, episodes_per_task,
+                     algo='garage-MAMLTRPO'):
+    """Train garage's MAMLTRPO (see the module docstring).
+
+    ``algo`` only labels the run in ``variant.json``, as ``launchers/train.py`` does.
+    """
+    del algo
     set_seed(seed)
     algorithm, train_env = make_garage_maml_trpo(env, meta_batch_size, seed=seed)
     trainer = Trainer(ctxt)

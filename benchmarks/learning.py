@@ -17,14 +17,14 @@ paper's Fig. 2).
         --seeds 3 --steps 2000000 --parallel 2 --out benchmarks/results/learning
     python benchmarks/learning.py --summarize-only --out benchmarks/results/learning
 """
-import csv
-import itertools
 import math
 import os
 import pathlib
 import subprocess
 import sys
 import time
+
+from garage_promp.experiment.plotting import mean_std, plot_bands, post_update_key, read_progress
 
 import click
 
@@ -33,14 +33,6 @@ TRAIN = HERE.parent / 'launchers' / 'train.py'
 PEER = HERE / 'garage_peer.py'
 #: garage's own MAMLTRPO (benchmarks/garage_peer.py), the peer on the same batch.
 GARAGE_PEER = 'garage-MAMLTRPO'
-
-
-def _rows(run_dir):
-    path = run_dir / 'progress.csv'
-    if not path.exists():
-        return []
-    with open(path, newline='') as f:
-        return list(csv.DictReader(f))
 
 
 def _run_command(algo, env, seed, epochs, batch, run_dir, resume, extra):
@@ -86,30 +78,15 @@ def _series(rows, key):
             if r.get(key) not in (None, '', 'nan')]
 
 
-def _post_key(rows):
-    steps = [int(k.split('-')[0][len('Step_'):]) for k in rows[0]
-             if k.startswith('Step_') and k.endswith('-AverageReturn')]
-    return f'Step_{max(steps)}-AverageReturn'
-
-
 def _at(series, steps, window=3):
     """Mean of the last ``window`` values logged at or before ``steps``."""
     values = [v for s, v in series if s <= steps]
     return sum(values[-window:]) / len(values[-window:]) if values else math.nan
 
 
-def _mean_std(values):
-    values = [v for v in values if not math.isnan(v)]
-    if not values:
-        return math.nan, math.nan
-    mean = sum(values) / len(values)
-    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.
-    return mean, math.sqrt(var)
-
-
 def welch_t(a, b):
     """Welch's t statistic of two samples (positive when a's mean is larger)."""
-    (ma, sa), (mb, sb) = _mean_std(a), _mean_std(b)
+    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
     se = math.sqrt(sa ** 2 / len(a) + sb ** 2 / len(b))
     return (ma - mb) / se if se > 0 else math.nan
 
@@ -118,7 +95,7 @@ def summarize(out, env, runs):
     """Write summary.md and the figure; return the summary text."""
     data = {}
     for (algo, seed), run_dir in runs.items():
-        rows = _rows(run_dir)
+        rows = read_progress(run_dir)
         if rows:
             data.setdefault(algo, {})[seed] = rows
     matched = min(float(rows[-1]['TotalEnvSteps']) for seeds in data.values()
@@ -130,10 +107,10 @@ def summarize(out, env, runs):
              'post-update return |', '|---|---|---|---|---|']
     finals = {}
     for algo, seeds in data.items():
-        post = [_at(_series(rows, _post_key(rows)), matched) for rows in seeds.values()]
+        post = [_at(_series(rows, post_update_key(rows)), matched) for rows in seeds.values()]
         pre = [_at(_series(rows, 'Step_0-AverageReturn'), matched) for rows in seeds.values()]
         finals[algo] = post
-        (mpre, spre), (mpost, spost) = _mean_std(pre), _mean_std(post)
+        (mpre, spre), (mpost, spost) = mean_std(pre), mean_std(post)
         done = min(float(rows[-1]['TotalEnvSteps']) for rows in seeds.values())
         lines.append(f'| {algo} | {len(seeds)} | {done:,.0f} | {mpre:.1f} ± {spre:.1f} | '
                      f'{mpost:.1f} ± {spost:.1f} |')
@@ -144,36 +121,10 @@ def summarize(out, env, runs):
         lines.append(f'| {a} | ' + ' | '.join(cells) + ' |')
     text = '\n'.join(lines) + '\n'
     (out / 'summary.md').write_text(text)
-    plot(out / f'learning_{env}.png', env, data)
+    plot_bands(out / f'learning_{env}.png',
+               {algo: list(seeds.values()) for algo, seeds in data.items()},
+               [None, 'Step_0-AverageReturn'], title=f'{env}: mean ± std over seeds')
     return text
-
-
-def plot(path, env, data):
-    """Mean ± std bands against env steps (post solid, pre dashed)."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    colors = itertools.cycle(plt.rcParams['axes.prop_cycle'].by_key()['color'])
-    for algo, seeds in data.items():
-        color = next(colors)
-        n = min(len(rows) for rows in seeds.values())
-        steps = [float(r['TotalEnvSteps']) for r in next(iter(seeds.values()))[:n]]
-        for key, style in ((None, '-'), ('Step_0-AverageReturn', '--')):
-            curves = [[float(r[key or _post_key(rows)]) for r in rows[:n]]
-                      for rows in seeds.values()]
-            stats = [_mean_std([c[i] for c in curves]) for i in range(n)]
-            mean = [m for m, _ in stats]
-            ax.plot(steps, mean, style, color=color,
-                    label=f'{algo} ({"post" if key is None else "pre"}-update)')
-            ax.fill_between(steps, [m - s for m, s in stats], [m + s for m, s in stats],
-                            color=color, alpha=0.15)
-    ax.set_xlabel('env steps')
-    ax.set_ylabel('average return')
-    ax.set_title(f'{env}: mean ± std over seeds')
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
 
 
 @click.command()
@@ -210,7 +161,7 @@ def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel,
     if not summarize_only:
         specs = []
         for (algo, seed), run_dir in runs.items():
-            done = len(_rows(run_dir))
+            done = len(read_progress(run_dir))
             if done >= epochs:
                 continue
             resume = (run_dir / 'params.pkl').exists() and done > 0

@@ -1,0 +1,146 @@
+"""Learning curves of runs: read ``progress.csv``, group seeds, draw mean ± std bands.
+
+Used by ``launchers/plot.py`` (users' own runs) and ``benchmarks/learning.py``
+(the paper's Fig. 2 comparison). A run is a directory with ``progress.csv``
+and, for grouping, ``variant.json`` (both written by garage's
+``wrap_experiment``). Runs whose variants differ only in the seed (and in
+settings that do not change what is computed, :data:`NOT_CONFIGURATION`) are
+one configuration, drawn as the mean over seeds with a ± one standard
+deviation band.
+"""
+import csv
+import itertools
+import json
+import math
+import pathlib
+from typing import Dict, List, Sequence, Tuple
+
+#: variant.json keys that do not change a run's numbers: the seed (the
+#: thing being averaged over), the epoch budget, the console and the
+#: sampler's worker layout (episodes are identical for any worker count).
+NOT_CONFIGURATION = frozenset({'seed', 'epochs', 'full_table', 'sampler', 'n_workers',
+                               'log_dir', 'snapshot_mode'})
+
+
+def read_progress(run_dir) -> List[dict]:
+    """The rows of ``run_dir/progress.csv`` (empty if there is none)."""
+    path = pathlib.Path(run_dir) / 'progress.csv'
+    if not path.exists():
+        return []
+    with open(path, newline='') as f:
+        return list(csv.DictReader(f))
+
+
+def read_variant(run_dir) -> dict:
+    """``run_dir/variant.json``, or ``{}`` if there is none."""
+    path = pathlib.Path(run_dir) / 'variant.json'
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def post_update_key(rows: Sequence[dict]) -> str:
+    """``Step_K-AverageReturn`` for the largest K logged (the post-update return)."""
+    steps = [int(k.split('-')[0][len('Step_'):]) for k in rows[0]
+             if k.startswith('Step_') and k.endswith('-AverageReturn')]
+    if not steps:
+        raise KeyError('no Step_<k>-AverageReturn column in progress.csv')
+    return f'Step_{max(steps)}-AverageReturn'
+
+
+def mean_std(values: Sequence[float]) -> Tuple[float, float]:
+    """Mean and sample standard deviation (n - 1), ignoring NaN."""
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    var = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+           if len(values) > 1 else 0.)
+    return mean, math.sqrt(var)
+
+
+def _float(value) -> float:
+    return float(value) if value not in (None, '') else math.nan
+
+
+def group_runs(run_dirs) -> Dict[str, List[pathlib.Path]]:
+    """Runs grouped by configuration, labelled by what differs between groups.
+
+    Returns:
+        dict: label -> run directories (seeds), in the order first seen.
+
+    """
+    configs = {}
+    for run in map(pathlib.Path, run_dirs):
+        variant = read_variant(run)
+        key = json.dumps({k: v for k, v in variant.items() if k not in NOT_CONFIGURATION},
+                         sort_keys=True)
+        configs.setdefault(key, []).append(run)
+    parsed = {key: json.loads(key) for key in configs}
+    fields = sorted({k for p in parsed.values() for k in p})
+    differing = [k for k in fields
+                 if len({json.dumps(p.get(k), sort_keys=True) for p in parsed.values()}) > 1]
+    # Label by algorithm and env alone when they tell the groups apart.
+    main = [k for k in ('algo', 'env') if k in differing]
+    if main and len({tuple(str(p.get(k)) for k in main) for p in parsed.values()}) == len(parsed):
+        differing = main
+    groups = {}
+    for key, runs in configs.items():
+        variant = parsed[key]
+        parts = [str(variant.get(k)) if k in ('algo', 'env') else f'{k}={variant.get(k)}'
+                 for k in differing]
+        label = ', '.join(parts) or str(variant.get('algo') or runs[0].name)
+        groups[label] = runs
+    return groups
+
+
+def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str | None],
+               x_key: str = 'TotalEnvSteps', title: str = '', ylabel: str = 'average return'):
+    """Mean ± std bands of each group's runs, one colour per group, one line style per key.
+
+    Args:
+        path: The PNG to write.
+        groups (dict): label -> the runs' progress rows (one list per seed).
+        keys (list): Columns to draw; None stands for the post-update return
+            (:func:`post_update_key` of each run).
+        x_key (str): The x column (the first seed's values; runs are cut to
+            the shortest).
+        title (str): Figure title.
+        ylabel (str): y axis label.
+
+    Returns:
+        dict: label -> {line name -> (x, mean, std)}, the numbers drawn.
+
+    """
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = itertools.cycle(plt.rcParams['axes.prop_cycle'].by_key()['color'])
+    styles = ['-', '--', ':', '-.']
+    drawn = {}
+    for label, runs in groups.items():
+        color = next(colors)
+        runs = [rows for rows in runs if rows]
+        if not runs:
+            continue
+        n = min(len(rows) for rows in runs)
+        xs = [_float(r[x_key]) for r in runs[0][:n]]
+        for style, key in zip(itertools.cycle(styles), keys):
+            curves = [[_float(r.get(key or post_update_key(rows))) for r in rows[:n]]
+                      for rows in runs]
+            stats = [mean_std([c[i] for c in curves]) for i in range(n)]
+            name = {None: 'post-update', 'Step_0-AverageReturn': 'pre-update'}.get(key, key)
+            drawn.setdefault(label, {})[name] = (xs, [m for m, _ in stats],
+                                                 [sd for _, sd in stats])
+            ax.plot(xs, [m for m, _ in stats], style, color=color,
+                    label=f'{label}: {name}' if len(keys) > 1 else label)
+            ax.fill_between(xs, [m - s for m, s in stats], [m + s for m, s in stats],
+                            color=color, alpha=0.15)
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return drawn

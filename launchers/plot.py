@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Plot learning curves of your runs: seeds of one configuration as a mean ± std band.
+
+    python launchers/plot.py data/local/experiment/ProMP_HalfCheetahFwdBack_seed=*
+    python launchers/plot.py RUN_DIR... --key MetaTest/Average/AverageReturn --out meta_test.png
+    python launchers/plot.py RUN_DIR... --key post --key pre --x TotalEnvSteps
+
+Each RUN_DIR is a run's log directory (``progress.csv``, ``variant.json``).
+Runs whose ``variant.json`` differ only in the seed (or in the sampler's
+worker layout, the console or the epoch budget) are one configuration, drawn
+as the mean over seeds with a ± one standard deviation band; configurations
+are labelled by what differs between them. ``--key post`` / ``--key pre``
+stand for the post-update (``Step_K-AverageReturn``) and pre-update
+(``Step_0-AverageReturn``) returns, the default.
+"""
+import pathlib
+
+from garage_promp.experiment.plotting import group_runs, plot_bands, read_progress
+
+import click
+
+ALIASES = {'post': None, 'pre': 'Step_0-AverageReturn'}
+
+
+@click.command()
+@click.argument('run_dirs', nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False))
+@click.option('--key', 'keys', multiple=True, default=('post', 'pre'), show_default=True,
+              help="progress.csv column to draw (repeatable); 'post' and 'pre' are the "
+                   'post- and pre-update returns.')
+@click.option('--x', 'x_key', default='TotalEnvSteps', show_default=True,
+              help='progress.csv column of the x axis.')
+@click.option('--out', default='learning_curves.png', show_default=True,
+              type=click.Path(dir_okay=False), help='PNG to write.')
+@click.option('--title', default='', help='Figure title.')
+def main(run_dirs, keys, x_key, out, title):
+    """Draw RUN_DIRS' learning curves into one PNG."""
+    groups = {}
+    for label, runs in group_runs(run_dirs).items():
+        rows = [read_progress(run) for run in runs]
+        empty = [str(run) for run, r in zip(runs, rows) if not r]
+        if empty:
+            raise click.BadParameter(f'no progress.csv rows in {", ".join(empty)}',
+                                     param_hint='RUN_DIRS')
+        for key in [ALIASES.get(k, k) for k in keys] + [x_key]:
+            missing = [str(run) for run, r in zip(runs, rows)
+                       if key is not None and key not in r[0]]
+            if missing:
+                raise click.BadParameter(f'column {key!r} is not in the progress.csv of '
+                                         f'{", ".join(missing)}', param_hint='--key/--x')
+        groups[label] = rows
+    plot_bands(out, groups, [ALIASES.get(k, k) for k in keys], x_key=x_key, title=title)
+    for label, rows in groups.items():
+        click.echo(f'{label}: {len(rows)} run(s), {min(len(r) for r in rows)} epochs')
+    click.echo(f'wrote {pathlib.Path(out).resolve()}')
+
+
+if __name__ == '__main__':
+    import garage_promp  # noqa: F401  (compat layer, as every launcher)
+    main()  # pylint: disable=no-value-for-parameter

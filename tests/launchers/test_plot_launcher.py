@@ -1,0 +1,71 @@
+"""launchers/plot.py: one mean ± std band per configuration of runs the test makes."""
+import csv
+import importlib.util
+import pathlib
+
+from garage_promp.experiment import plotting
+
+from click.testing import CliRunner
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[2]
+TINY = ['--env', 'PointEnvCorner', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+        '--epochs', '3']
+
+
+def _main(name):
+    spec = importlib.util.spec_from_file_location(f'{name}_launcher_plot',
+                                                  ROOT / 'launchers' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    """ProMP with seeds 1 and 2, MAML-TRPO with seed 1."""
+    root = tmp_path_factory.mktemp('runs')
+    train = _main('train')
+    made = {}
+    for algo, seed in (('ProMP', 1), ('ProMP', 2), ('MAML-TRPO', 1)):
+        log_dir = root / f'{algo}_{seed}'
+        result = CliRunner().invoke(train, [*TINY, '--algo', algo, '--seed', str(seed),
+                                            '--log-dir', str(log_dir)],
+                                    catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        made[(algo, seed)] = log_dir
+    return made
+
+
+def _column(run, key):
+    with open(run / 'progress.csv', newline='') as f:
+        return [float(r[key]) for r in csv.DictReader(f)]
+
+
+def test_plot_groups_seeds_into_one_band_per_configuration(runs, tmp_path):
+    out = tmp_path / 'curves.png'
+    result = CliRunner().invoke(_main('plot'), [*map(str, runs.values()), '--out', str(out)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert 'ProMP: 2 run(s), 3 epochs' in result.output
+    assert 'MAML-TRPO: 1 run(s), 3 epochs' in result.output
+    assert out.stat().st_size > 1000
+    # The numbers drawn: the mean and sample std over the two ProMP seeds.
+    groups = {label: [plotting.read_progress(r) for r in dirs]
+              for label, dirs in plotting.group_runs(runs.values()).items()}
+    assert sorted(groups) == ['MAML-TRPO', 'ProMP']
+    drawn = plotting.plot_bands(tmp_path / 'again.png', groups, [None, 'Step_0-AverageReturn'])
+    a, b = (_column(runs[('ProMP', s)], 'Step_1-AverageReturn') for s in (1, 2))
+    xs, mean, std = drawn['ProMP']['post-update']
+    assert xs == _column(runs[('ProMP', 1)], 'TotalEnvSteps')
+    assert mean == pytest.approx([(x + y) / 2 for x, y in zip(a, b)])
+    assert std == pytest.approx([abs(x - y) / 2 ** 0.5 for x, y in zip(a, b)])
+    assert drawn['MAML-TRPO']['post-update'][2] == [0.] * 3  # one seed: no spread
+
+
+def test_plot_names_a_missing_column(runs, tmp_path):
+    result = CliRunner().invoke(_main('plot'), [str(runs[('ProMP', 1)]), '--key', 'Nope',
+                                                '--out', str(tmp_path / 'x.png')])
+    assert result.exit_code != 0
+    assert "column 'Nope' is not in the progress.csv" in result.output
