@@ -41,7 +41,7 @@ import click
 
 HERE = pathlib.Path(__file__).resolve().parent
 
-#: Batches: the paper's (reference §7.2) and a small one.
+#: Batches: the paper's (40 tasks × 20 episodes, paper Table 1) and a small one.
 BATCHES = {
     'paper': dict(meta_batch_size=40, episodes_per_task=20),
     'small': dict(meta_batch_size=10, episodes_per_task=5),

@@ -1,4 +1,4 @@
-"""Baselines of the reference implementation (reference §3), on padded batches.
+"""Baselines of the original ProMP code (meta_policy_search/baselines/), on padded batches.
 
 Each baseline is refit on every (task, inner step) batch and evaluated on the
 same batch, as the reference's ``MetaSampleProcessor`` does. Inputs are padded
@@ -47,7 +47,7 @@ class ZeroBaseline(Baseline):
 
 
 class _LinearBaseline(Baseline):
-    """Damped least squares on hand-made features (reference §3)."""
+    """Damped least squares on hand-made features, as the original ProMP baselines."""
 
     def __init__(self, reg_coeff: float = 1e-5):
         if not reg_coeff > 0:
@@ -96,7 +96,8 @@ def _time_features(n_episodes: int, horizon: int) -> np.ndarray:
 class LinearFeatureBaseline(_LinearBaseline):
     r"""Linear in :math:`\phi_t = [o, o^2, u, u^2, u^3, 1]`.
 
-    :math:`o = clip(s_t, \pm10)` and :math:`u = t/100` (reference §3).
+    :math:`o = clip(s_t, \pm10)` and :math:`u = t/100`, as in the original ProMP code's
+    meta_policy_search/baselines/linear_baseline.py.
     """
 
     def _features(self, observations):
@@ -111,7 +112,8 @@ class LinearFeatureBaseline(_LinearBaseline):
 class LinearTimeBaseline(_LinearBaseline):
     r"""Linear in time-only features :math:`[u, u^2, u^3, 1]`, :math:`u = t/100`.
 
-    DiCE's reward baseline (reference §2.3).
+    DiCE's reward baseline (original ProMP code,
+    meta_policy_search/samplers/dice_sample_processor.py).
     """
 
     def _features(self, observations):

@@ -1,4 +1,7 @@
-"""Conjugate gradient and Hessian-vector products for TRPO-MAML (reference §5)."""
+"""Conjugate gradient and Hessian-vector products for TRPO-MAML.
+
+After the original ProMP code's meta_policy_search/optimizers/conjugate_gradient_optimizer.py.
+"""
 from typing import Callable, Sequence
 
 import torch
@@ -68,7 +71,8 @@ def finite_difference_hvp(grad_at: Callable[[torch.Tensor], torch.Tensor],
                           damping: float = 0.) -> Callable:
     """Symmetric finite-difference HVPs, the reference's ``FiniteDifferenceHvp``.
 
-    Hv ≈ (∇f(θ + εv) − ∇f(θ − εv)) / (2ε) with an absolute ε (reference §5).
+    Hv ≈ (∇f(θ + εv) − ∇f(θ − εv)) / (2ε) with an absolute ε, as in the original
+    meta_policy_search/optimizers/conjugate_gradient_optimizer.py.
 
     Args:
         grad_at (callable): Flat θ ↦ flat ∇f(θ).

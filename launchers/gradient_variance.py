@@ -4,7 +4,8 @@
 Trains LVC-VPG and DiCE-VPG side by side (same seed, same tasks per epoch) and
 logs, per epoch and arm, ``<arm>/MetaGradientRStd`` — the relative standard
 deviation of ``--n-rounds`` meta-gradients sampled from fresh data at the
-current θ (reference §9) — and the post-update return.
+current θ (as the original ProMP code's experiments/gradient_variance/ scripts
+compute it) — and the post-update return.
 
     python launchers/gradient_variance.py --env HalfCheetahFwdBack --epochs 300
 """

@@ -1,4 +1,4 @@
-"""Baselines: the reference's test_baselines.py checks (reference §8)."""
+"""Baselines: the checks of the original ProMP code's tests/test_baselines.py."""
 import pickle
 
 from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline

@@ -18,7 +18,7 @@ import torch
 
 @dataclasses.dataclass
 class ProcessingConfig:
-    """How rewards become advantages (reference §2)."""
+    """How rewards become advantages (original ProMP code, meta_policy_search/samplers/)."""
     discount: float
     gae_lambda: float
     normalize_adv: bool

@@ -1,4 +1,6 @@
-"""Shared machinery of the gradient-based meta-RL algorithms (reference §1.1).
+"""Shared machinery of the gradient-based meta-RL algorithms.
+
+After ``MAMLAlgo`` in the original ProMP code, meta_policy_search/meta_algos/base.py.
 
 ``MetaPolicySearch`` is a garage :class:`~garage.np.algos.MetaRLAlgorithm`:
 built from an env, a garage torch Gaussian policy, a
@@ -205,7 +207,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             ``LinearFeatureBaseline``).
         inner_estimator (str): ``'lvc'`` (likelihood ratio), ``'maml'``
             (log-likelihood, no pre-update credit) or ``'dice'``.
-        exploration (bool): Add the E-MAML term (reference §1.4).
+        exploration (bool): Add the E-MAML term (see
+            :func:`~garage_promp.objectives.emaml_objective`).
         dice_baseline (Baseline): DiCE's time-only reward baseline (default
             ``LinearTimeBaseline``); only used with ``inner_estimator='dice'``.
         meta_evaluator (garage.experiment.MetaEvaluator or None): Meta-tester.
@@ -409,7 +412,10 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
     # ------------------------------------------------------------ adaptation
     def _inner_objective(self, params: Params,
                          batch: MetaBatch) -> torch.Tensor:
-        """Per-task inner objective J^in (to maximise), (M,) (reference §1.2)."""
+        """Per-task inner objective J^in (to maximise), (M,).
+
+        The original ProMP code's ``_adapt_objective_sym`` in meta_policy_search/meta_algos/.
+        """
         log_probs = self._log_probs(params, batch)
         if self._inner_estimator == 'lvc':
             return per_task(lvc_objective)(log_probs, batch.old_log_probs,
@@ -470,7 +476,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
 
     def _exploration_term(self, theta: Params,
                           batches: Sequence[MetaBatch]) -> torch.Tensor:
-        """Per-task E-MAML term, or zeros, (M,) (reference §1.4)."""
+        """Per-task E-MAML term, or zeros, (M,) (:func:`emaml_objective`)."""
         if not self._exploration:
             return torch.zeros(batches[0].n_tasks)
         pre = batches[0]

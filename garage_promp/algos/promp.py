@@ -1,4 +1,7 @@
-"""ProMP: Proximal Meta-Policy Search (paper Eq. 13; reference §1.3)."""
+"""ProMP: Proximal Meta-Policy Search (paper Eq. 13).
+
+As the original ProMP code's meta_policy_search/meta_algos/pro_mp.py.
+"""
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch

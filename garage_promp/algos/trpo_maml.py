@@ -1,4 +1,8 @@
-"""TRPO-MAML: a trust region on the post-update policies (reference §1.4, §5)."""
+"""TRPO-MAML: a trust region on the post-update policies.
+
+As the original ProMP code's meta_policy_search/meta_algos/trpo_maml.py with
+meta_policy_search/optimizers/conjugate_gradient_optimizer.py.
+"""
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch

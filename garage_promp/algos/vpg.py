@@ -1,4 +1,7 @@
-"""The VPG family: one Adam step on the outer objective (reference §1.5-1.6).
+"""The VPG family: one Adam step on the outer objective.
+
+As the original ProMP code's meta_policy_search/meta_algos/vpg_maml.py and
+meta_policy_search/meta_algos/vpg_dice_maml.py.
 
 * ``LVCVPG``  — LVC inner estimator (likelihood ratio), paper "LVC-VPG".
 * ``DiCEVPG`` — DiCE inner estimator, paper "DiCE-VPG" (reference

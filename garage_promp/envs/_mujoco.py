@@ -72,7 +72,7 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         return model, data
 
     def reset_model(self) -> np.ndarray:
-        """Reset noise of spec §6, drawn from ``self.np_random``."""
+        """Reset noise of the original ProMP envs, drawn from ``self.np_random``."""
         qpos = self.init_qpos + self.np_random.uniform(
             -self.qpos_noise, self.qpos_noise, size=self.model.nq)
         if self.qvel_noise_normal:
@@ -148,7 +148,7 @@ class DirectionTasks:
 
 
 class RandParamsTasks:
-    """Task mixin: random physical parameters (rand_param_envs, spec §6).
+    """Task mixin: random physical parameters (``RandomEnv`` of dennisl88/rand_param_envs).
 
     A task is a dict of arrays ``body_mass``, ``body_inertia``,
     ``dof_damping``, ``geom_friction``: the model's initial values times

@@ -1,7 +1,8 @@
 """Robot bases shared by several meta-envs: Ant, Humanoid, planar walkers.
 
 Each base fixes the robot's XML, frame skip, observation, reset noise and
-reward terms of spec §6; the env modules only add the task.
+reward terms of the original ProMP code's meta_policy_search/envs/mujoco_envs/;
+the env modules only add the task.
 """
 from typing import Any, Dict, Tuple
 
@@ -56,7 +57,8 @@ class AntDirectionBase(DirectionTasks, AntBase):
     - 0.5e-3 sum(clip(cfrc_ext, -1, 1)^2) + 1.0 (only the first
     ``direction_dims`` coordinates count). Terminates when the state is not
     finite or the torso height qpos[2] leaves [0, 1] (gym's Ant-v2 uses
-    [0.2, 1]; spec §10 item 17).
+    [0.2, 1]; the original ProMP code's
+    meta_policy_search/envs/mujoco_envs/ant_rand_direc.py uses [0, 1]).
     """
 
     def step(self, action: np.ndarray) -> StepResult:
@@ -84,7 +86,8 @@ class HumanoidDirectionBase(DirectionTasks, MujocoMetaEnv):
     0.25 d . (com_after - com_before) / opt.timestep - 0.1 sum(ctrl^2)
     - min(0.5e-6 sum(cfrc_ext^2), 10) + 5, where com is the mass centre.
     The velocity term divides by the physics timestep, not dt, as gym's
-    Humanoid-v2 of 2018 (spec §10 item 17); ``env_info['forward_vel']`` is
+    Humanoid-v2 of 2018 (and the original ProMP code's
+    meta_policy_search/envs/mujoco_envs/humanoid_rand_direc.py); ``env_info['forward_vel']`` is
     the true velocity d . (com_after - com_before) / dt. Terminates when the
     torso height qpos[2] leaves [1, 2]. Reset noise U(+-0.01) on qpos, qvel.
     """

@@ -1,4 +1,4 @@
-"""Task distributions of the paper's environments (spec §6), and their checks.
+"""Task distributions of the paper's environments (original ProMP envs), and their checks.
 
 Pure numpy: every sampler takes the env's task generator, every check returns
 the task in canonical form or raises a ValueError that says what is expected.

@@ -15,7 +15,8 @@ class AntRandGoalGym(AntBase):
 
     Task: goal g uniform in the disc of radius 3 (``goal_pos``). Reward
     -|xy_torso - g|_1 - 0.1 sum(a^2) - 0.5e-3 sum(clip(cfrc_ext, -1, 1)^2),
-    no survive bonus, never terminates (spec §10 item 17). Observation: the
+    no survive bonus, never terminates (as the original ProMP code's
+    meta_policy_search/envs/mujoco_envs/ant_rand_goal.py). Observation: the
     full qpos (15) | qvel (14) | clip(cfrc_ext, -1, 1) (84) = 113; 8 actuators
     in [-1, 1], dt 0.05, reset noise as
     :class:`~garage_promp.envs._robots.AntBase`. ``env_info``:

@@ -6,7 +6,7 @@ as a mixin for gymnasium environments. The garage side sees these envs through
 :class:`~garage_promp.envs.gymnasium_env.GymnasiumEnv`, which forwards the
 interface, so garage's ``SetTaskSampler`` can drive them.
 
-Seeding (a deliberate fix of spec §10 item 16): the reference drew reset noise
+Seeding (a deliberate fix of the original ProMP code): the reference drew reset noise
 from gym's ``np_random`` seeded by OS entropy and tasks from the global numpy
 RNG, so no run was reproducible. Here every env owns two generators, one for
 task sampling and one for reset noise (gymnasium's ``np_random``), both derived

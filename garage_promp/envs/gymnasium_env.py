@@ -321,7 +321,7 @@ class GymnasiumMetaEnv(GymnasiumEnv):
     gym_env_cls: type = None
     """The gymnasium :class:`~garage_promp.envs.base.MetaEnv` class."""
     default_max_episode_length: int = None
-    """The paper's horizon H for this env (spec §7)."""
+    """The paper's horizon H for this env (paper App. D.2)."""
 
     def __init__(self,
                  max_episode_length: int | None = None,

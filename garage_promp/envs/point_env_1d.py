@@ -1,4 +1,8 @@
-"""PointEnv1D: the 1-D environment of the paper's Fig. 6 (spec §6)."""
+"""PointEnv1D: the 1-D environment of the paper's Fig. 6.
+
+As hand-coded in the original ProMP code's experiments/env_1d/point_1d_hand_grads.py
+(removed from its master in commit b9e0064).
+"""
 from typing import Any, Dict, List, Tuple
 
 from garage_promp.envs import _tasks

@@ -73,7 +73,8 @@ class PointEnvMomentum(GymnasiumMetaEnv):
 
     Keyword arguments ``reward_type`` and ``sparse_reward_radius`` go to
     :class:`PointMomentumGym`. The paper's ProMP sweeps ran it with H = 200
-    (spec §7.2); pass ``max_episode_length=200`` for those.
+    (original ProMP code, experiments/all_envs_eval/ppo_run_all.py); pass
+    ``max_episode_length=200`` for those.
     """
 
     gym_env_cls = PointMomentumGym

@@ -1,4 +1,7 @@
-"""Meta-gradient variance diagnostic (paper §7.2, Fig. 4; reference §9).
+"""Meta-gradient variance diagnostic (paper §7.2, Fig. 4).
+
+After the original ProMP code's experiments/gradient_variance/ scripts (removed from its
+master in commit b9e0064).
 
 The reference resampled tasks only in the last of its 10 rounds, mixing task
 variance into a measurement meant to be "same tasks, new trajectories"; here
@@ -54,7 +57,7 @@ def sample_meta_gradients(algo, n_rounds: int, task_updates=None
 
 
 def relative_std(grads: torch.Tensor, eps: float = 1e-8) -> float:
-    r"""The reference's ``Meta-GradientRStd`` (reference §9).
+    r"""The original ProMP code's ``Meta-GradientRStd`` (plotted in paper Fig. 4).
 
     :math:`\frac1P\sum_p \mathrm{std}_r(g_{r,p}) / (|\mathrm{mean}_r(g_{r,p})| + \epsilon)`,
     std with ddof 0.

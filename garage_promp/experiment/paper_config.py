@@ -1,4 +1,7 @@
-"""The paper's hyperparameters in one table (paper Table 1, App. D.2; reference §7).
+"""The paper's hyperparameters in one table (paper Table 1, App. D.2).
+
+Sources: the paper and the original ProMP code's final sweeps,
+experiments/all_envs_eval/*_run_all.py (removed from its master in commit b9e0064).
 
 Launchers read their defaults from here; nothing is copied per file.
 """
@@ -6,13 +9,13 @@ from garage_promp import algos, envs
 
 from garage.envs import normalize
 
-#: Settings shared by every paper run (reference §7.2, "common to all sweeps").
+#: Settings shared by every paper run (common to all the original *_run_all.py sweeps).
 COMMON = dict(meta_batch_size=40, episodes_per_task=20, discount=0.99,
               gae_lambda=1., normalize_adv=True, positive_adv=False)
 
 #: Per environment: class, horizon H, inner steps K, inner step size α,
-#: hidden sizes, and ProMP overrides (reference §7.2 tables; α = 0.1 as the
-#: code ran, not the 0.01 of Table 1, see reference §10.1).
+#: hidden sizes, and ProMP overrides (experiments/all_envs_eval/*_run_all.py; α = 0.1
+#: as that code ran, not the 0.01 of paper Table 1).
 ENVS = {
     'HalfCheetahFwdBack': dict(env=envs.HalfCheetahFwdBackEnv, H=100, K=1, inner_lr=0.1,
                                hidden_sizes=(64, 64)),
@@ -44,7 +47,7 @@ ENVS = {
                            hidden_sizes=(64, 64)),
 }
 
-#: Meta-World 3 meta-learning benchmarks (not in the ProMP paper; issue #5). H is
+#: Meta-World 3 meta-learning benchmarks (not in the ProMP paper; see README, "Meta-World"). H is
 #: Meta-World's own ``max_path_length`` (its evaluation runs 500-step episodes);
 #: hidden sizes, M = 20 tasks of R = 10 episodes and α = 0.1 follow garage's
 #: ``maml_trpo_metaworld_ml1_push.py``; R = 10 and 3 evaluation episodes per test
@@ -60,7 +63,9 @@ METAWORLD = {
                  episodes_per_task=10, n_test_episodes=3, max_envs_per_worker=40),
 }
 
-#: Per paper label: class and its arguments (reference §1.7, §7).
+#: Per paper label: class and its arguments (paper Table 1; the original ProMP code's
+#: experiments/all_envs_eval/*_run_all.py and, for DiCE-VPG, run_scripts/vpg_dice_run_sweep.py
+#: of its full_code branch).
 ALGOS = {
     'ProMP': (algos.ProMP, dict(learning_rate=1e-3, num_promp_steps=5, clip_eps=0.3,
                                 init_inner_kl_penalty=5e-4,
@@ -102,7 +107,9 @@ def algo_kwargs(algo: str, env: str) -> dict:
 
 
 def normalize_actions(env, task=None):
-    """The reference's action mapping: the policy acts in [-10, 10] (reference §4).
+    """The original ProMP code's action mapping: the policy acts in [-10, 10].
+
+    As its ``NormalizedEnv`` (meta_policy_search/envs/normalized_env.py).
 
     Usable as a ``SetTaskSampler`` wrapper (``task`` is ignored).
     """

@@ -2,7 +2,8 @@
 
 Arrays are laid out :math:`(R, T)` for R episodes padded to T steps; padded
 cells hold 0 and ``mask`` is 0 there. Semantics follow the reference sample
-processors (reference §2): discounting relative to t, GAE with
+processors (original ProMP code, meta_policy_search/samplers/base.py and
+meta_policy_search/samplers/meta_sample_processor.py): discounting relative to t, GAE with
 :math:`b_T = 0`, per-task standardisation by the standard deviation (ddof 0).
 """
 import numpy as np
@@ -21,7 +22,7 @@ def discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:
 def gae_advantages(rewards: np.ndarray, baselines: np.ndarray,
                    mask: np.ndarray, discount: float,
                    gae_lambda: float) -> np.ndarray:
-    r"""Generalised advantage estimates with :math:`b_T := 0` (reference §2.1).
+    r"""Generalised advantage estimates with :math:`b_T := 0` (original ``SampleProcessor``).
 
     :math:`\delta_t = r_t + \gamma b_{t+1} - b_t`,
     :math:`\hat A_t = \sum_l (\gamma\lambda)^l \delta_{t+l}`. With

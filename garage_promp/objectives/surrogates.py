@@ -33,7 +33,8 @@ def gaussian_log_likelihood(actions: torch.Tensor, mean: torch.Tensor,
     r"""Log-density of a diagonal Gaussian, summed over the action dimensions.
 
     :math:`\log p(a) = -\sum_j \log\sigma_j - \tfrac12\sum_j ((a_j-\mu_j)/\sigma_j)^2
-    - \tfrac d2 \log 2\pi` (reference §4).
+    - \tfrac d2 \log 2\pi` (original ProMP code,
+    meta_policy_search/policies/distributions/diagonal_gaussian.py).
 
     Args:
         actions (torch.Tensor): Actions of shape :math:`(..., A)`.
@@ -56,7 +57,8 @@ def gaussian_kl(old_mean: torch.Tensor, old_log_std: torch.Tensor,
     r"""KL(old ‖ new) of two diagonal Gaussians, summed over action dims.
 
     :math:`\sum_j \frac{(\mu_o-\mu_n)^2 + \sigma_o^2 - \sigma_n^2}{2\sigma_n^2}
-    + \log\sigma_n - \log\sigma_o` (reference §4, without its 1e-8 fudge in
+    + \log\sigma_n - \log\sigma_o` (original ProMP code,
+    meta_policy_search/policies/distributions/diagonal_gaussian.py, without its 1e-8 fudge in
     the denominator, so the KL is exactly 0 at equal arguments).
 
     Returns:
@@ -140,8 +142,9 @@ def dice_objective(log_probs: torch.Tensor, adjusted_rewards: torch.Tensor,
     r"""DiCE objective :math:`\mathbb{E}[\sum_t \boxdot(\sum_{t'\le t}\log\pi)\,\tilde r_t]`.
 
     ``adjusted_rewards`` are :math:`\gamma^t r_t - b(t)` with a time-only
-    baseline (reference §1.2, §2.3). The mean runs over valid steps only (the
-    reference divided by all padded cells; see README, "Fixed quirks").
+    baseline (original ProMP code, meta_policy_search/meta_algos/dice_maml.py and
+    meta_policy_search/samplers/dice_sample_processor.py). The mean runs over valid
+    steps only (the reference divided by all padded cells; see README, "Fixed quirks").
     """
     boxes = magic_box(cumulative_log_probs(log_probs, mask))
     return masked_mean(boxes * adjusted_rewards, mask)
@@ -164,11 +167,13 @@ def clipped_objective(log_probs: torch.Tensor, old_log_probs: torch.Tensor,
 def emaml_objective(pre_update_log_probs: torch.Tensor,
                     pre_update_mask: torch.Tensor,
                     post_update_mean_reward: torch.Tensor) -> torch.Tensor:
-    r"""E-MAML exploration term (paper §3, formulation II; reference §1.4).
+    r"""E-MAML exploration term (paper §3, formulation II).
 
     :math:`\bar r_{post}\cdot\mathbb{E}_{D_0}[\log\pi_\theta(a|s)]`: a
     REINFORCE term on the pre-update policy whose "reward" is the task's mean
-    standardised post-update reward (a constant).
+    standardised post-update reward (a constant), as ``exploration=True`` in the
+    original ProMP code's meta_policy_search/meta_algos/trpo_maml.py and
+    meta_policy_search/meta_algos/vpg_maml.py.
     """
     return post_update_mean_reward.detach() * masked_mean(
         pre_update_log_probs, pre_update_mask)

@@ -1,4 +1,4 @@
-"""Task distributions and task checks of the paper's envs (spec §6)."""
+"""Task distributions and task checks of the paper's envs (original ProMP envs)."""
 import garage_promp  # noqa: F401
 from garage_promp.envs import _tasks
 

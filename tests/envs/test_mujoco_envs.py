@@ -1,4 +1,4 @@
-"""MuJoCo meta-envs against spec §6: dims, dt, rewards, termination, noise."""
+"""MuJoCo meta-envs against the original ProMP envs: dims, dt, rewards, termination, noise."""
 import garage_promp  # noqa: F401
 from garage_promp.envs import (
     AntFwdBackEnv,
@@ -63,7 +63,8 @@ def _contact(gym):
 
 
 def _humanoid(d, gym, before, after, a):
-    # The velocity term divides by opt.timestep = 0.003, not dt (spec §6).
+    # The velocity term divides by opt.timestep = 0.003, not dt, as in the original ProMP
+    # code's meta_policy_search/envs/mujoco_envs/humanoid_rand_direc.py.
     progress = np.dot(d, (after['com'] - before['com'])[:np.size(d)])
     impact = min(0.5e-6 * np.square(gym.data.cfrc_ext).sum(), 10.)
     return 0.25 * progress / 0.003 - 0.1 * np.square(a).sum() - impact + 5.
@@ -74,7 +75,8 @@ def _planar(d, dt):
                                  1e-3 * np.square(a).sum())
 
 
-# cls: (task, reward(gym, state before, state after, action)), spec §6.
+# cls: (task, reward(gym, state before, state after, action)), as in the original ProMP
+# code's meta_policy_search/envs/mujoco_envs/ and in dennisl88/rand_param_envs.
 REWARD = {
     HalfCheetahFwdBackEnv: (-1., lambda gym, b, e, a: -(e['x'] - b['x']) /
                             0.05 - 0.05 * np.square(a).sum()),

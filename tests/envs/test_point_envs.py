@@ -1,4 +1,4 @@
-"""Point meta-envs (spec §6): dynamics and rewards worked out by hand."""
+"""Point meta-envs of the original ProMP code: dynamics and rewards worked out by hand."""
 import garage_promp  # noqa: F401
 from garage_promp.envs import PointEnv1D, PointEnvCorner, PointEnvMomentum
 
