@@ -234,35 +234,30 @@ class MetaWorldEnv(GymnasiumEnv):
         """Return the current task."""
         return self._task
 
-    def __getstate__(self) -> Dict[str, Any]:
-        """Pickle state; keeps the 4-dim action space (see ``__setstate__``)."""
-        state = self.__dict__.copy()
-        state['_metaworld_action_space'] = self._env.unwrapped.action_space
-        return state
+    def __reduce__(self):
+        """Pickle the recipe (task and settings), not MuJoCo's model and data.
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        """Restore the env and repair Meta-World 3.1.1's own unpickling.
+        A pickled Meta-World env would hold its compiled MuJoCo model and
+        data, about 40 MB for one Sawyer env, and every snapshot and every
+        worker start would carry it. Unpickling instead builds a fresh env
+        on the same task and carries over the little state that outlives an
+        episode (the env's random generator and a pending reset seed).
 
-        Meta-World's ``__setstate__`` re-runs ``MujocoEnv.__init__``, which
-        (1) replaces the 4-dim action space by the 2-dim one of the gripper
-        actuators (Metaworld#477, which breaks garage's samplers) and (2)
-        drops the mocap welds that ``SawyerMocapBase.__init__`` sets, so the
-        arm of a copied env moves differently (Metaworld#426). (3) In a
-        built env, ``init_left_pad`` / ``init_right_pad`` are views of the
-        live pad positions (``get_body_com``), which the grasp rewards read;
-        a copy holds frozen arrays and earns other rewards (e.g. door-lock,
-        sweep). All three are restored, so a copy steps exactly like a
-        fresh env on the same task; it must be reset before it steps
-        (Meta-World restores the joints, not the mocap target).
+        Building fresh also sidesteps Meta-World 3.1.1's own unpickling, which
+        re-runs ``MujocoEnv.__init__`` and so replaces the 4-dim action space
+        by the 2-dim one of the gripper actuators (Metaworld#477), drops the
+        mocap welds (Metaworld#426) and freezes the pad positions the grasp
+        rewards read. A copy steps exactly like the original after a reset;
+        like any env it must be reset before it steps.
         """
-        action_space = state.pop('_metaworld_action_space')
-        self.__dict__.update(state)
         inner = self._env.unwrapped
-        inner.action_space = action_space
-        inner.reset_mocap_welds()
-        inner.init_left_pad = inner.get_body_com('leftpad')
-        inner.init_right_pad = inner.get_body_com('rightpad')
-        self._step_cnt = None
+        state = dict(reset_seed=self._reset_seed, visualize=self._visualize,
+                     np_random=inner.np_random.bit_generator.state)
+        return (_rebuild_env, (type(self), self._task,
+                               dict(max_episode_length=self._max_episode_length,
+                                    reward_function_version=inner.reward_function_version,
+                                    check_finite=self._check_finite),
+                               state))
 
     def step(self, action: np.ndarray) -> EnvStep:
         """Step the env; ``env_info`` gains ``task_name``."""
@@ -282,6 +277,15 @@ class MetaWorldEnv(GymnasiumEnv):
             values = episodes.env_infos.get(key)
             tabular.record(prefix + name,
                            np.nan if values is None else float(np.mean(values)))
+
+
+def _rebuild_env(cls, task, kwargs, state) -> MetaWorldEnv:
+    """Unpickle a :class:`MetaWorldEnv` (see ``MetaWorldEnv.__reduce__``)."""
+    env = cls(task, **kwargs)
+    env._reset_seed = state['reset_seed']  # pylint: disable=protected-access
+    env._visualize = state['visualize']  # pylint: disable=protected-access
+    env.unwrapped.np_random.bit_generator.state = state['np_random']
+    return env
 
 
 class MetaWorldTaskUpdate(EnvUpdate):

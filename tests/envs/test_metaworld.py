@@ -222,3 +222,5 @@ def test_copies_keep_the_task_and_step_exactly_like_the_original(name):
         obs, rewards = _rollout(clone)
         np.testing.assert_allclose(obs, reference[0], atol=1e-6)
         np.testing.assert_allclose(rewards, reference[1], atol=1e-6)
+    # The pickle is the recipe (task and settings), not the compiled MuJoCo model.
+    assert len(pickle.dumps(env)) < 50_000

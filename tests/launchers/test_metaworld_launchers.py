@@ -58,6 +58,9 @@ def test_ml1_trains_and_meta_tests_on_its_test_goals(ml1_run):
     with open(ml1_run / 'variant.json') as f:
         assert json.load(f)['reward_function_version'] == 'v2'
     assert 'reward_function_version=v2' in (ml1_run / 'debug.log').read_text()
+    # Envs pickle as their recipe, not as MuJoCo model and data (about 40 MB each).
+    assert (ml1_run / 'params.pkl').stat().st_size < 1_000_000
+    assert (ml1_run / 'experiment.json').stat().st_size < 1_000_000
 
 
 @pytest.mark.metaworld
