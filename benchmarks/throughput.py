@@ -124,17 +124,11 @@ def measure_raw(env_name, n_workers, n_steps):
 def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, iters, seed=1,
                  n_test_tasks=0):
     """Seconds per iteration (sampling / update / meta-test) of one algorithm."""
-    import garage_promp
-    from garage_promp.experiment.paper_config import ALGOS, algo_kwargs
-
-    from garage.experiment.deterministic import set_seed
-    from garage.torch.policies import GaussianMLPPolicy
-    set_seed(seed)
-    cfg, setup = _env_setup(env_name)
-    env, task_sampler = setup.env, setup.train_tasks
-    policy = GaussianMLPPolicy(env.spec, hidden_sizes=cfg['hidden_sizes'])
+    from garage_promp.experiment.builder import build_experiment
+    from garage_promp.experiment.paper_config import env_config
+    family, _, task = env_name.partition(':')
+    cfg = env_config(family)
     timings = dict(sample=[], update=[])
-    kind = 'local' if n_workers == 1 else 'multiprocessing'
     with tempfile.TemporaryDirectory() as tmp:
         trainer = _trainer(tmp)
         if algo == 'garage-MAMLTRPO':
@@ -143,15 +137,10 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
                                                    seed=seed)
             _time_calls(algorithm, '_obtain_samples', '_train_once', timings)
         else:
-            kwargs = algo_kwargs(algo, env_name.partition(':')[0])
-            kwargs.update(meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
-            if n_test_tasks:
-                kwargs['meta_evaluator'] = garage_promp.MetaEvaluator(
-                    test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
-                    n_exploration_eps=episodes_per_task, n_test_episodes=setup.n_test_episodes)
-            sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=n_workers,
-                                                max_envs_per_worker=setup.max_envs_per_worker)
-            algorithm = ALGOS[algo][0](env, policy, sampler, task_sampler, **kwargs)
+            algorithm, env, setup = build_experiment(
+                algo, family, seed, task=task or None, meta_batch_size=meta_batch_size,
+                episodes_per_task=episodes_per_task, n_test_tasks=n_test_tasks or None,
+                sampler='local' if n_workers == 1 else 'multiprocessing', n_workers=n_workers)
         trainer.setup(algorithm, env)
         trainer.train(n_epochs=iters,
                       batch_size=episodes_per_task * env.spec.max_episode_length)

@@ -9,31 +9,21 @@ compute it) — and the post-update return.
 
     python launchers/gradient_variance.py --env HalfCheetahFwdBack --epochs 300
 """
-import garage_promp
 from garage_promp.experiment import relative_std, sample_meta_gradients
-from garage_promp.experiment.paper_config import ENVS, algo_kwargs, normalize_actions
+from garage_promp.experiment.builder import build_experiment
+from garage_promp.experiment.paper_config import ENVS
 
 import click
 from dowel import logger, tabular
 from garage import wrap_experiment
-from garage.experiment.deterministic import set_seed
-from garage.experiment.task_sampler import SetTaskSampler
-from garage.torch.policies import GaussianMLPPolicy
 
 ARMS = {'LVC': 'LVC-VPG', 'DiCE': 'DiCE-VPG'}
 
 
 
 def _build(label, env_name, seed, meta_batch_size, episodes_per_task):
-    set_seed(seed)
-    cls = ENVS[env_name]['env']
-    env = normalize_actions(cls(), None)
-    policy = GaussianMLPPolicy(env.spec, hidden_sizes=ENVS[env_name]['hidden_sizes'])
-    kwargs = algo_kwargs(ARMS[label], env_name)
-    kwargs.update(meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
-    algo_class = garage_promp.LVCVPG if label == 'LVC' else garage_promp.DiCEVPG
-    return algo_class(env, policy, garage_promp.make_sampler(policy, env),
-                      SetTaskSampler(cls, wrapper=normalize_actions), **kwargs)
+    return build_experiment(ARMS[label], env_name, seed, meta_batch_size=meta_batch_size,
+                            episodes_per_task=episodes_per_task, n_test_tasks=None).algo
 
 
 @wrap_experiment(archive_launch_repo=False, snapshot_mode='none')

@@ -16,13 +16,9 @@ meta-test of a snapshot.
 import ast
 import os
 
-import garage_promp
-from garage_promp.algos.base import supported_options
-from garage_promp.envs.base import reset_construction_counter
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
-from garage_promp.experiment import MetaEvaluator
-from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
-from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs
+from garage_promp.experiment.builder import build_experiment, check_overrides
+from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import resume_run
 
@@ -30,8 +26,6 @@ import click
 import dowel
 from dowel import logger
 from garage import wrap_experiment
-from garage.experiment.deterministic import set_seed
-from garage.torch.policies import GaussianMLPPolicy
 from garage.trainer import Trainer
 
 #: A few-minute ProMP run on 2 cores (the README's first command).
@@ -55,68 +49,26 @@ def _parse_overrides(pairs):
     return out
 
 
-def build(algo, env, seed, meta_batch_size, episodes_per_task, max_episode_length, sampler,
-          n_workers, n_test_tasks, evaluate_every, hidden_sizes, overrides, task=None,
-          reward_function_version=None, envs_per_task=None, log=None, **_):
-    """The algorithm and its env, from the paper table plus overrides.
-
-    Every constructor checks its arguments, so calling this before the
-    experiment starts refuses a bad configuration before anything is
-    created on disk.
-    """
-    set_seed(seed)
-    reset_construction_counter()  # one seed, one run, even in a shared process
-    overrides = dict(overrides)
-    env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ENV_KWARGS}
-    setup = make_env_setup(env, seed=seed, max_episode_length=max_episode_length, task=task,
-                           reward_function_version=reward_function_version,
-                           env_kwargs=env_kwargs)
-    if log is not None:
-        log(setup.description)
-    kwargs = algo_kwargs(algo, env)
-    if meta_batch_size is not None:
-        kwargs['meta_batch_size'] = meta_batch_size
-    if episodes_per_task is not None:
-        kwargs['episodes_per_task'] = episodes_per_task
-    kwargs.update(overrides)
-    setup.check_task_counts(kwargs['meta_batch_size'], n_test_tasks)
-    train_env = setup.env
-    policy = GaussianMLPPolicy(train_env.spec, hidden_sizes=hidden_sizes or setup.hidden_sizes)
-    evaluator = MetaEvaluator(test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
-                              n_exploration_eps=kwargs['episodes_per_task'],
-                              n_test_episodes=setup.n_test_episodes)
-    algorithm = ALGOS[algo][0](train_env, policy,
-                               garage_promp.make_sampler(
-                                   policy, train_env, kind=sampler, n_workers=n_workers,
-                                   envs_per_task=envs_per_task,
-                                   max_envs_per_worker=setup.max_envs_per_worker),
-                               setup.train_tasks, meta_evaluator=evaluator,
-                               evaluate_every_n_epochs=evaluate_every, **kwargs)
-    return algorithm, train_env
-
-
 @wrap_experiment(archive_launch_repo=False, snapshot_mode='last')
 def meta_train(ctxt, epochs, full_table=False, **options):
-    """Build everything from the paper table plus overrides and train."""
-    algorithm, train_env = build(log=logger.log, **options)
+    """Train what ``main`` built from these options (or build it again from them)."""
+    experiment = _BUILT.pop(_key(options), None) or build_experiment(**options)
+    logger.log(experiment.setup.description)
     trainer = Trainer(ctxt)
-    trainer.setup(algorithm, train_env)
+    trainer.setup(experiment.algo, experiment.env)
     # One line per epoch on the console (--full-table adds garage's table).
     logger.remove_output_type(dowel.StdOutput)
     logger.add_output(ProgressOutput(epochs, full_table=full_table))
     return trainer.train(n_epochs=epochs, batch_size=1)
 
 
-def _check_overrides(algo, overrides):
-    """Refuse ``--set`` keys the algorithm and env do not take."""
-    valid = set(supported_options(ALGOS[algo][0])) | set(ENV_KWARGS)
-    # Set by their own options; '--set' must not override them silently.
-    valid -= {'meta_evaluator', 'evaluate_every_n_epochs'}
-    for key in overrides:
-        if key not in valid:
-            raise click.BadParameter(
-                f'{key!r} is not an option of {algo} ({ALGOS[algo][0].__name__}) or of the '
-                f'environments; valid keys: {sorted(valid)}', param_hint='--set')
+#: The experiment ``main`` built (and so checked) before creating its
+#: directory; ``meta_train`` trains it rather than building it twice.
+_BUILT = {}
+
+
+def _key(options):
+    return repr(sorted(options.items()))
 
 
 def _parse_hidden_sizes(text):
@@ -219,7 +171,10 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     if log_dir and os.path.exists(log_dir) and not os.path.isdir(log_dir):
         raise click.BadParameter(f'{log_dir!r} exists and is not a directory',
                                  param_hint='--log-dir')
-    _check_overrides(args['algo'], parsed)
+    try:
+        check_overrides(args['algo'], parsed)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint='--set') from error
     if args['env'] in METAWORLD:
         args.update(task=task, reward_function_version=reward_function_version or 'v2')
     elif task is not None or reward_function_version is not None:
@@ -228,7 +183,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task,
                evaluate_every=evaluate_every, hidden_sizes=hidden, overrides=parsed, **args)
     try:  # every check runs here, before the experiment's directory exists
-        build(**run)
+        _BUILT[_key(run)] = build_experiment(**run)
     except ValueError as error:
         raise click.UsageError(str(error)) from error
     meta_train(options, full_table=full_table, **run)

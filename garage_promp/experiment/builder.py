@@ -1,0 +1,121 @@
+"""One way to build an experiment: an algorithm of the paper table on an environment.
+
+``launchers/train.py``, ``launchers/gradient_variance.py`` and
+``benchmarks/throughput.py`` all build through :func:`build_experiment`, so a
+run configured the same way is the same run whichever of them starts it.
+Every constructor checks its arguments, so a bad configuration is refused here,
+before any work starts (the launcher calls this before the experiment's
+directory exists).
+"""
+from typing import Any, NamedTuple
+
+from garage_promp.algos.base import supported_options
+from garage_promp.envs.base import reset_construction_counter
+from garage_promp.experiment.env_setup import ENV_KWARGS, EnvSetup, make_env_setup
+from garage_promp.experiment.meta_evaluator import MetaEvaluator
+from garage_promp.experiment.paper_config import ALGOS, algo_kwargs
+from garage_promp.sampler import make_sampler
+
+from garage.experiment.deterministic import set_seed
+from garage.torch.policies import GaussianMLPPolicy
+
+#: Keys that ``overrides`` may not set: they have options of their own.
+OWN_OPTIONS = frozenset({'meta_evaluator', 'evaluate_every_n_epochs'})
+
+
+class Experiment(NamedTuple):
+    """What :func:`build_experiment` returns."""
+
+    algo: Any
+    """The algorithm (a garage ``RLAlgorithm``)."""
+    env: Any
+    """The training env (a garage ``Environment``)."""
+    setup: EnvSetup
+    """The env family's setup (task samplers, episode counts, description)."""
+
+
+def check_overrides(algo: str, overrides: dict) -> None:
+    """Refuse override keys that neither the algorithm nor the envs take.
+
+    Raises:
+        ValueError: Naming the first unknown key and listing the valid ones.
+
+    """
+    if algo not in ALGOS:
+        raise ValueError(f'unknown algorithm {algo!r}; choose from {sorted(ALGOS)}')
+    valid = (set(supported_options(ALGOS[algo][0])) | set(ENV_KWARGS)) - OWN_OPTIONS
+    for key in overrides:
+        if key not in valid:
+            raise ValueError(f'{key!r} is not an option of {algo} ({ALGOS[algo][0].__name__}) '
+                             f'or of the environments; valid keys: {sorted(valid)}')
+
+
+def build_experiment(algo: str, env: str, seed: int, *,
+                     meta_batch_size: int | None = None,
+                     episodes_per_task: int | None = None,
+                     max_episode_length: int | None = None,
+                     sampler: str = 'local',
+                     n_workers: int = 1,
+                     envs_per_task: int | None = None,
+                     n_test_tasks: int | None = 10,
+                     evaluate_every: int = 1,
+                     hidden_sizes=None,
+                     overrides: dict | None = None,
+                     task: str | None = None,
+                     reward_function_version: str | None = None,
+                     **_ignored) -> Experiment:
+    """Seed, then build ``algo`` on ``env`` from the paper table plus overrides.
+
+    Args:
+        algo (str): A paper label, e.g. 'ProMP' (``paper_config.ALGOS``).
+        env (str): A paper env or a Meta-World benchmark ('ML1' needs ``task``).
+        seed (int): Seeds garage's global RNGs (``set_seed``) first.
+        meta_batch_size (int): Tasks per epoch [paper table].
+        episodes_per_task (int): Episodes per task and round [paper table].
+        max_episode_length (int): Horizon [paper table].
+        sampler (str): 'local', 'multiprocessing' or 'ray'.
+        n_workers (int): Sampler workers.
+        envs_per_task (int): Env copies per task per worker.
+        n_test_tasks (int or None): Meta-test tasks; None builds no evaluator.
+        evaluate_every (int): Meta-test period in epochs.
+        hidden_sizes (tuple): Policy hidden sizes [paper table].
+        overrides (dict): Any other constructor argument of the algorithm,
+            or an env argument (``ENV_KWARGS``).
+        task (str): Meta-World ML1 environment.
+        reward_function_version (str): Meta-World reward version.
+        **_ignored: Launcher-only settings (e.g. ``epochs``), so a launcher's
+            recorded options can be passed as they are.
+
+    Returns:
+        Experiment: algorithm, training env and env setup.
+
+    """
+    overrides = dict(overrides or {})
+    check_overrides(algo, overrides)
+    set_seed(seed)
+    reset_construction_counter()  # one seed, one run, even in a shared process
+    env_kwargs = {k: overrides.pop(k) for k in list(overrides) if k in ENV_KWARGS}
+    setup = make_env_setup(env, seed=seed, max_episode_length=max_episode_length, task=task,
+                           reward_function_version=reward_function_version,
+                           env_kwargs=env_kwargs)
+    kwargs = algo_kwargs(algo, env)
+    if meta_batch_size is not None:
+        kwargs['meta_batch_size'] = meta_batch_size
+    if episodes_per_task is not None:
+        kwargs['episodes_per_task'] = episodes_per_task
+    kwargs.update(overrides)
+    setup.check_task_counts(kwargs['meta_batch_size'], n_test_tasks)
+    train_env = setup.env
+    policy = GaussianMLPPolicy(train_env.spec, hidden_sizes=hidden_sizes or setup.hidden_sizes)
+    if n_test_tasks is not None:
+        kwargs['meta_evaluator'] = MetaEvaluator(
+            test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
+            n_exploration_eps=kwargs['episodes_per_task'],
+            n_test_episodes=setup.n_test_episodes)
+    algorithm = ALGOS[algo][0](train_env, policy,
+                               make_sampler(policy, train_env, kind=sampler, n_workers=n_workers,
+                                            envs_per_task=envs_per_task,
+                                            max_envs_per_worker=setup.max_envs_per_worker),
+                               setup.train_tasks, evaluate_every_n_epochs=evaluate_every,
+                               **kwargs)
+    return Experiment(algorithm, train_env, setup)
