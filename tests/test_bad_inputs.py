@@ -121,6 +121,41 @@ def test_sampler_for_another_horizon_is_refused():
         garage_promp.LVCVPG(env, policy, sampler, task_sampler)
 
 
+def test_task_sampler_of_another_env_family_is_refused():
+    from garage_promp.experiment.env_setup import make_env_setup
+    env, policy, sampler, _ = make_setup()
+    cheetah = make_env_setup('HalfCheetahFwdBack', seed=1).train_tasks
+    with pytest.raises(ValueError, match=r"task sampler's env HalfCheetahFwdBackEnv has "
+                                         r'observation space shape \(17,\), but the algorithm'):
+        garage_promp.LVCVPG(env, policy, sampler, cheetah)
+
+
+class _NoTemplate:
+    """A task sampler that does not expose its env (no ``_env``)."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def sample(self, n_tasks, with_replacement=False):
+        return self._inner.sample(n_tasks, with_replacement)
+
+
+@pytest.mark.parametrize('kind', ['local', 'multiprocessing'])
+def test_task_of_another_env_family_is_named_at_the_first_sampling(kind):
+    from garage_promp.experiment.env_setup import make_env_setup
+    env, policy, _, _ = make_setup()
+    sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=1)
+    cheetah = _NoTemplate(make_env_setup('HalfCheetahFwdBack', seed=1).train_tasks)
+    algo = garage_promp.LVCVPG(env, policy, sampler, cheetah, meta_batch_size=2,
+                               episodes_per_task=1)
+    try:
+        with pytest.raises(ValueError, match="task sampler's env HalfCheetahFwdBackEnv has "
+                                             'observation space shape'):
+            algo.sample_meta_batch(0, cheetah.sample(2))
+    finally:
+        sampler.shutdown_worker()
+
+
 class _ImageEnv(LongPointEnv):
     @property
     def spec(self):

@@ -47,6 +47,7 @@ from garage_promp.policies import (
     unstack_params,
 )
 from garage_promp.sampler import MetaSampler
+from garage_promp.sampler.rollout import check_same_spaces
 from garage_promp.validation import (
     check_bool,
     check_choice,
@@ -280,6 +281,10 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                'task_sampler', 'a garage TaskSampler with sample(n)',
                task_sampler)
         horizon = check_env_and_policy(env, policy)
+        # garage's SetTaskSampler (and ours) hold a template env: compare it now.
+        template = getattr(task_sampler, '_env', None)
+        if template is not None:
+            check_same_spaces(template, env, 'the algorithm')
         if sampler.max_episode_length != horizon:
             raise ValueError(
                 f'sampler has max_episode_length={sampler.max_episode_length}'

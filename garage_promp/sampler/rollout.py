@@ -179,7 +179,10 @@ class RolloutWorker:
         while len(self._pool) <= position:
             source = self._pool[0] if self._pool else self._template
             self._pool.append(copy.deepcopy(source))
-        self._pool[position] = update(self._pool[position])
+        old = self._pool[position]
+        self._pool[position] = update(old)
+        if self._pool[position] is not old:
+            check_same_spaces(self._pool[position], self._template, 'the sampler')
         return self._pool[position]
 
     def _build_envs(self, job: Job) -> List[List[Any]]:
@@ -348,6 +351,23 @@ class RolloutWorker:
         for env in self._pool:
             env.close()
         self._pool = []
+
+
+def check_same_spaces(env, reference, what: str) -> None:
+    """Raise if ``env``'s observation or action shape differs from ``reference``'s.
+
+    A task sampler of another env family than the training env would
+    otherwise fail later, inside the policy, with a bare shape error.
+    """
+    for name in ('observation_space', 'action_space'):
+        got = getattr(getattr(env, 'spec', None), name, None)
+        want = getattr(getattr(reference, 'spec', None), name, None)
+        if got is not None and want is not None and got.shape != want.shape:
+            space = name.replace('_', ' ')
+            raise ValueError(
+                f"the task sampler's env {_name(env)} has {space} shape {got.shape}, but "
+                f'{what} was built for {_name(reference)} with {want.shape}: the task sampler '
+                "must build envs of the training env's family")
 
 
 def _name(env) -> str:
