@@ -17,7 +17,7 @@ import ast
 import os
 
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
-from garage_promp.experiment.builder import build_experiment, check_overrides
+from garage_promp.experiment.builder import build_experiment, check_overrides, override_keys
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import resume_run
@@ -156,10 +156,13 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         explicit = {k for k in args if click_ctx.get_parameter_source(
             'env_name' if k == 'env' else k) == click.core.ParameterSource.COMMANDLINE}
         for key, value in PRESETS[preset].items():
-            if key == 'overrides':
-                parsed = {**value, **parsed}
-            elif key not in explicit:
+            if key != 'overrides' and key not in explicit:
                 args[key] = value
+        # The preset's overrides that the chosen algorithm takes (the demo's
+        # ProMP learning rate does not apply to --algo MAML-TRPO).
+        keys = override_keys(args['algo'])
+        parsed = {**{k: v for k, v in PRESETS[preset].get('overrides', {}).items()
+                     if k in keys}, **parsed}
     options = dict(snapshot_mode=snapshot_mode)
     if log_dir:
         options['log_dir'] = log_dir

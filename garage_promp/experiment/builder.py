@@ -34,6 +34,13 @@ class Experiment(NamedTuple):
     """The env family's setup (task samplers, episode counts, description)."""
 
 
+def override_keys(algo: str) -> set:
+    """The keys ``overrides`` may set for ``algo``: its options and the envs'."""
+    if algo not in ALGOS:
+        raise ValueError(f'unknown algorithm {algo!r}; choose from {sorted(ALGOS)}')
+    return (set(supported_options(ALGOS[algo][0])) | set(ENV_KWARGS)) - OWN_OPTIONS
+
+
 def check_overrides(algo: str, overrides: dict) -> None:
     """Refuse override keys that neither the algorithm nor the envs take.
 
@@ -41,9 +48,7 @@ def check_overrides(algo: str, overrides: dict) -> None:
         ValueError: Naming the first unknown key and listing the valid ones.
 
     """
-    if algo not in ALGOS:
-        raise ValueError(f'unknown algorithm {algo!r}; choose from {sorted(ALGOS)}')
-    valid = (set(supported_options(ALGOS[algo][0])) | set(ENV_KWARGS)) - OWN_OPTIONS
+    valid = override_keys(algo)
     for key in overrides:
         if key not in valid:
             raise ValueError(f'{key!r} is not an option of {algo} ({ALGOS[algo][0].__name__}) '

@@ -1,0 +1,48 @@
+"""Logged values do not depend on being the last epoch or on the meta-test.
+
+An epoch's row must be the same whether or not the run ends after it, and
+whether or not the meta-test runs after the update (it adapts copies of the
+policy, never the policy itself).
+"""
+import csv
+import importlib.util
+import pathlib
+
+from click.testing import CliRunner
+import pytest
+
+LAUNCHER = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
+TINY = ['--preset', 'demo', '--meta-batch-size', '4', '--episodes-per-task', '2',
+        '--max-episode-length', '10', '--n-test-tasks', '2', '--hidden-sizes', '8', '--seed', '5']
+
+
+def _run(tmp_path, name, *args):
+    spec = importlib.util.spec_from_file_location(f'train_launcher_{name}', LAUNCHER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = CliRunner().invoke(module.main, [*TINY, *map(str, args), '--log-dir',
+                                              str(tmp_path / name)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    with open(tmp_path / name / 'progress.csv', newline='') as f:
+        return list(csv.DictReader(f))
+
+
+def _comparable(row, skip=('Time/', 'MetaTest/')):
+    return {k: v for k, v in row.items() if not k.startswith(skip)}
+
+
+@pytest.mark.parametrize('algo', ['ProMP', 'MAML-TRPO'])
+def test_last_epoch_logs_like_any_other(tmp_path, algo):
+    short = _run(tmp_path, 'short', '--algo', algo, '--epochs', 3)
+    long = _run(tmp_path, 'long', '--algo', algo, '--epochs', 4)
+    assert [_comparable(r, ('Time/', )) for r in short] == \
+        [_comparable(r, ('Time/', )) for r in long[:3]]
+    kl = [float(r['GaussianMLPPolicy/KL']) for r in long]
+    assert max(kl) < 5 * max(kl[:-1]) + 1e-3  # no outlier at the end
+
+
+def test_meta_test_does_not_change_the_epochs_logged_values(tmp_path):
+    evaluated = _run(tmp_path, 'eval', '--epochs', 1, '--evaluate-every', 1)
+    skipped = _run(tmp_path, 'skip', '--epochs', 1, '--evaluate-every', 5)
+    assert _comparable(evaluated[0]) == _comparable(skipped[0])
+    assert evaluated[0]['MetaTest/Average/AverageReturn'] != 'nan'
