@@ -84,6 +84,12 @@ def test_gradient_variance_launcher_logs_rstd_for_both_arms(tmp_path):
     assert len(rows) == 2
     for arm in ('LVC', 'DiCE'):
         assert float(rows[-1][f'{arm}/MetaGradientRStd']) > 0
+    for row in rows:
+        assert float(row['RStdRatio']) == pytest.approx(
+            float(row['DiCE/MetaGradientRStd']) / float(row['LVC/MetaGradientRStd']))
+    # (n_rounds + 1) x M x R x H x (K + 1) steps per arm and epoch, 2 arms.
+    assert f'{2 * 3 * 2 * 2 * 100 * 2:,} env steps per epoch (both arms)' in result.output
+    assert 'DiCE/LVC relative std of the meta-gradient: mean ratio' in result.output
 
 
 def test_default_log_dir_is_short_and_names_the_run(tmp_path, monkeypatch):
