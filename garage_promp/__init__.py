@@ -23,7 +23,7 @@ from garage_promp.algos import (  # noqa: E402
                                 ProMP,
 )
 from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline  # noqa: E402
-from garage_promp.experiment import MetaEvaluator  # noqa: E402
+from garage_promp.experiment import MetaEvaluator, build_experiment, make_algo  # noqa: E402
 from garage_promp.policies import AdaptedPolicy  # noqa: E402
 from garage_promp.sampler import MetaSampler, SamplerWorkerError, make_sampler  # noqa: E402
 
@@ -31,5 +31,5 @@ __all__ = [
     '__version__', 'AdaptedPolicy', 'DiCEVPG', 'EMAMLVPG', 'LinearFeatureBaseline',
     'LinearTimeBaseline', 'LVCVPG', 'MAMLVPG', 'MetaEvaluator', 'MetaPolicySearch',
     'MetaSampler', 'MetaVPG', 'ProMP', 'SamplerWorkerError', 'TRPOMAML', 'ZeroBaseline',
-    'make_sampler'
+    'build_experiment', 'make_algo', 'make_sampler'
 ]

@@ -11,6 +11,7 @@ from garage.torch.policies import GaussianMLPPolicy
 HORIZON = 5
 LONG_HORIZON = 20
 
+#: Test names (one per class) -> (class, the paper label built through).
 ALGOS = {
     'ProMP': ProMP,
     'TRPOMAML': TRPOMAML,
@@ -19,6 +20,16 @@ ALGOS = {
     'MAMLVPG': MAMLVPG,
     'EMAMLVPG': EMAMLVPG,
 }
+LABELS = {
+    'ProMP': 'ProMP',
+    'TRPOMAML': 'LVC-TRPO',  # TRPOMAML's own default inner estimator
+    'LVCVPG': 'LVC-VPG',
+    'DiCEVPG': 'DiCE-VPG',
+    'MAMLVPG': 'MAML-VPG',
+    'EMAMLVPG': 'E-MAML-VPG',
+}
+TRPO_LABELS = {('maml', False): 'MAML-TRPO', ('maml', True): 'E-MAML-TRPO',
+               ('lvc', False): 'LVC-TRPO', ('dice', False): 'DiCE-TRPO'}
 
 
 class ShortPointEnv(PointEnv):
@@ -55,7 +66,13 @@ def make_algo(name, seed=1, evaluator=False, setup_kwargs=None, **kwargs):
         kwargs['meta_evaluator'] = MetaEvaluator(
             test_task_sampler=task_sampler, n_test_tasks=2,
             n_exploration_eps=2, n_test_episodes=1)
-    return env, ALGOS[name](env, policy, sampler, task_sampler, **kwargs)
+    label = LABELS[name]
+    if name == 'TRPOMAML':  # the label of the variant asked for, if it has one
+        variant = (kwargs.get('inner_estimator', 'lvc'), kwargs.get('exploration', False))
+        label = TRPO_LABELS.get(variant)
+        if label is None:  # no paper label (e.g. LVC with exploration): the class
+            return env, TRPOMAML(env, policy, sampler, task_sampler, **kwargs)
+    return env, garage_promp.make_algo(label, env, policy, sampler, task_sampler, **kwargs)
 
 
 class LongPointEnv(ShortPointEnv):

@@ -172,6 +172,8 @@ def test_image_observations_are_refused():
 # ------------------------------------------------------------------ launcher
 LAUNCHER = pathlib.Path(__file__).parents[1] / 'launchers' / 'train.py'
 LAUNCHER_CASES = [
+    (['--algo', 'MAML-TRPO', '--set', 'inner_estimator=lvc'], 'that is LVC-TRPO'),
+    (['--algo', 'MAML-TRPO', '--set', 'exploration=True'], 'that is E-MAML-TRPO'),
     (['--meta-batch-size', '0'], '--meta-batch-size'),
     (['--meta-batch-size', '-3'], '--meta-batch-size'),
     (['--episodes-per-task', '0'], '--episodes-per-task'),

@@ -1,5 +1,5 @@
 """build_experiment: the one way launchers and benchmarks build an algorithm."""
-from garage_promp.experiment import build_experiment
+from garage_promp.experiment import build_experiment, make_algo
 
 import pytest
 import torch
@@ -30,3 +30,36 @@ def test_overrides_reach_the_constructor_and_unknown_keys_are_named():
     with pytest.raises(ValueError, match="'meta_evaluator' is not an option"):
         build_experiment('ProMP', 'PointEnvCorner', 1, overrides={'meta_evaluator': None},
                          **TINY)
+
+
+def _parts():
+    from tests.helpers import make_setup
+    return make_setup()
+
+
+@pytest.mark.parametrize('label', ['ProMP', 'MAML-TRPO', 'E-MAML-TRPO', 'LVC-TRPO', 'DiCE-TRPO',
+                                   'MAML-VPG', 'E-MAML-VPG', 'LVC-VPG', 'DiCE-VPG'])
+def test_every_paper_label_is_reachable(label):
+    from garage_promp.experiment.paper_config import ALGOS
+    algo = make_algo(label, *_parts(), meta_batch_size=2)
+    cls, defaults = ALGOS[label]
+    assert type(algo) is cls
+    if 'inner_estimator' in defaults:
+        assert algo._inner_estimator == defaults['inner_estimator']
+    assert algo._exploration == defaults.get('exploration', label.startswith('E-MAML'))
+
+
+@pytest.mark.parametrize('label, option, hint', [
+    ('MAML-TRPO', dict(inner_estimator='lvc'), 'that is LVC-TRPO'),
+    ('MAML-TRPO', dict(exploration=True), 'that is E-MAML-TRPO'),
+    ('E-MAML-TRPO', dict(exploration=False), 'that is MAML-TRPO'),
+    ('DiCE-TRPO', dict(inner_estimator='maml'), 'that is MAML-TRPO'),
+])
+def test_a_label_refuses_options_that_make_it_another_variant(label, option, hint):
+    with pytest.raises(ValueError, match=f'{label} is TRPOMAML with .*; {hint}'):
+        make_algo(label, *_parts(), **option)
+
+
+def test_unknown_label_lists_the_labels():
+    with pytest.raises(ValueError, match=r"unknown algorithm 'PPO'; choose from \['DiCE-TRPO'"):
+        make_algo('PPO', *_parts())

@@ -1,4 +1,4 @@
-"""One way to build an experiment: an algorithm of the paper table on an environment.
+"""One way to build an algorithm (:func:`make_algo`) and an experiment (:func:`build_experiment`).
 
 ``launchers/train.py``, ``launchers/gradient_variance.py`` and
 ``benchmarks/throughput.py`` all build through :func:`build_experiment`, so a
@@ -7,6 +7,7 @@ Every constructor checks its arguments, so a bad configuration is refused here,
 before any work starts (the launcher calls this before the experiment's
 directory exists).
 """
+import inspect
 from typing import Any, NamedTuple
 
 from garage_promp.algos.base import supported_options
@@ -21,6 +22,51 @@ from garage.torch.policies import GaussianMLPPolicy
 
 #: Keys that ``overrides`` may not set: they have options of their own.
 OWN_OPTIONS = frozenset({'meta_evaluator', 'evaluate_every_n_epochs'})
+
+#: Options that make a paper label the variant it is (MAML-TRPO vs LVC-TRPO
+#: vs E-MAML-TRPO); a label refuses other values of them.
+DEFINING_OPTIONS = ('inner_estimator', 'exploration')
+
+
+def _class_default(cls, name):
+    for klass in cls.__mro__:
+        init = klass.__dict__.get('__init__')
+        if init is not None and klass is not object:
+            param = inspect.signature(init).parameters.get(name)
+            if param is not None and param.default is not param.empty:
+                return param.default
+    return None
+
+
+def make_algo(label: str, env, policy, sampler, task_sampler, **options):
+    """The algorithm of a paper label, e.g. ``make_algo('LVC-TRPO', env, ...)``.
+
+    The label (``paper_config.ALGOS``) names a class and the options that
+    define the variant; its paper hyperparameters are the defaults, and
+    ``options`` override them. Every label is reachable this way; the
+    classes can still be built directly.
+
+    Raises:
+        ValueError: For an unknown label (listing the labels), an option
+            that contradicts the label (naming the label to use instead), or
+            any option the class refuses.
+
+    """
+    if label not in ALGOS:
+        raise ValueError(f'unknown algorithm {label!r}; choose from {sorted(ALGOS)}')
+    cls, defaults = ALGOS[label]
+    supported = supported_options(cls)
+    defining = {key: defaults.get(key, _class_default(cls, key))
+                for key in DEFINING_OPTIONS if key in supported}
+    for key, value in defining.items():
+        if key in options and options[key] != value:
+            wanted = dict(defining, **{key: options[key]})
+            other = [name for name, (klass, kw) in ALGOS.items() if klass is cls and all(
+                kw.get(k, _class_default(cls, k)) == v for k, v in wanted.items())]
+            hint = f'; that is {other[0]}' if other else ''
+            raise ValueError(f'{label} is {cls.__name__} with {key}={value!r}, got '
+                             f'{key}={options[key]!r}{hint}')
+    return cls(env, policy, sampler, task_sampler, **{**defaults, **options})
 
 
 class Experiment(NamedTuple):
@@ -117,10 +163,9 @@ def build_experiment(algo: str, env: str, seed: int, *,
             test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
             n_exploration_eps=kwargs['episodes_per_task'],
             n_test_episodes=setup.n_test_episodes)
-    algorithm = ALGOS[algo][0](train_env, policy,
-                               make_sampler(policy, train_env, kind=sampler, n_workers=n_workers,
-                                            envs_per_task=envs_per_task,
-                                            max_envs_per_worker=setup.max_envs_per_worker),
-                               setup.train_tasks, evaluate_every_n_epochs=evaluate_every,
-                               **kwargs)
+    algorithm = make_algo(algo, train_env, policy,
+                          make_sampler(policy, train_env, kind=sampler, n_workers=n_workers,
+                                       envs_per_task=envs_per_task,
+                                       max_envs_per_worker=setup.max_envs_per_worker),
+                          setup.train_tasks, evaluate_every_n_epochs=evaluate_every, **kwargs)
     return Experiment(algorithm, train_env, setup)
