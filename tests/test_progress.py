@@ -1,6 +1,7 @@
 """The one-line-per-epoch console output."""
 import math
 
+from garage_promp import _console
 from garage_promp.experiment.progress import ProgressOutput
 
 from dowel import TabularInput
@@ -40,3 +41,43 @@ def test_text_lines_and_full_table_are_still_printed(capsys):
     printed = capsys.readouterr().out
     assert printed.startswith('Saving snapshot...\n')
     assert 'TotalEnvSteps' in printed and 'epoch 1/2 | 500 steps' in printed
+
+
+def test_phases_are_quiet_in_short_epochs_and_shown_in_long_ones(capsys, monkeypatch):
+    clock = iter([0., 5., 40., 50., 75.])
+    monkeypatch.setattr('garage_promp.experiment.progress.time.perf_counter',
+                        lambda: next(clock))
+    out = ProgressOutput(n_epochs=3)  # quiet_s=30; capsys is not a terminal
+    _console.phase('sampling round 1/2')  # 5 s into the epoch: nothing
+    _console.phase('update')              # 40 s: shown
+    _console.phase('meta-test')           # 50 s, 10 s after the last line: nothing
+    _console.phase('meta-test')           # 75 s: shown again
+    assert capsys.readouterr().out.splitlines() == [
+        '  epoch 1/3: update (40 s into the epoch)',
+        '  epoch 1/3: meta-test (75 s into the epoch)']
+    out.close()
+    _console.phase('update')  # no listener after close
+    assert capsys.readouterr().out == ''
+
+
+def test_a_training_run_reports_every_phase(capsys):
+    from dowel import logger
+    from garage.experiment.experiment import ExperimentContext
+    from garage.trainer import Trainer
+
+    from tests.helpers import make_algo
+    env, algo = make_algo('ProMP', evaluator=True)
+    out = ProgressOutput(n_epochs=1, quiet_s=0.)
+    logger.add_output(out)
+    try:
+        trainer = Trainer(ExperimentContext(snapshot_dir='/tmp', snapshot_mode='none',
+                                            snapshot_gap=1))
+        trainer.setup(algo, env)
+        trainer.train(n_epochs=1, batch_size=1)
+    finally:
+        logger.remove_all()
+    printed = capsys.readouterr().out
+    for what in ('sampling round 1/2', 'sampling round 2/2', 'update', 'meta-test'):
+        assert f'  epoch 1/1: {what} (' in printed
+    assert printed.index('sampling round 2/2') < printed.index(': update (') \
+        < printed.index(': meta-test (') < printed.index('epoch 1/1 |')

@@ -23,6 +23,7 @@ import random
 import time
 from typing import Dict, List, NamedTuple, Sequence, Tuple
 
+from garage_promp._console import phase
 from garage_promp._threads import available_cores, learner_threads
 from garage_promp.algos._batch import MetaBatch, ProcessingConfig, process_episodes
 from garage_promp.baselines import Baseline, LinearFeatureBaseline, LinearTimeBaseline
@@ -568,6 +569,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         params = expand_params(theta, n_tasks)
         batches = []
         for k in range(self._num_inner_grad_steps + 1):
+            phase(f'sampling round {k + 1}/{self._num_inner_grad_steps + 1}')
             episodes = self._sampler.obtain_meta_batch(
                 task_updates, unstack_params(params), self._episodes_per_task)
             with learner_threads(self._learner_thread_count()):
@@ -664,6 +666,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         timings = self.__dict__.setdefault('last_timings', {})
         with tabular.prefix(self._policy.name + '/'):
             start = time.perf_counter()
+            phase('update')
             with learner_threads(self._learner_thread_count()):
                 self.optimize(itr, batches)
             timings['Update'] = time.perf_counter() - start
@@ -698,6 +701,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             return
         if epoch % self._evaluate_every_n_epochs == 0 or \
                 self._meta_test_keys is None:
+            phase('meta-test')
             before = set(tabular.as_dict)
             self._meta_evaluator.evaluate(self)
             self._meta_test_keys = sorted(set(tabular.as_dict) - before)

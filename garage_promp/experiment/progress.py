@@ -11,10 +11,24 @@ algorithms). :class:`ProgressOutput` prints text lines as garage's
 a meta-test). It works in a log file or a pipe as well as in a terminal.
 ``full_table=True`` prints garage's table too. Every key still goes to
 ``progress.csv`` and TensorBoard unchanged.
+
+Within an epoch the algorithms report their phase (sampling round k of K+1,
+the update, the meta-test) through :func:`garage_promp._console.phase`. In a terminal the phase is
+a status line that the next one overwrites; in a log file or pipe a phase
+line is printed only once an epoch has run for ``quiet_s`` seconds (30 by
+default), and at most every ``quiet_s`` seconds, so short epochs add nothing::
+
+      epoch 13/300: update (41 s into the epoch)
+
+Without a ``ProgressOutput`` (e.g. garage's own console output in a user's
+pipeline) phases are not shown.
 """
 import math
 import re
+import sys
 import time
+
+from garage_promp import _console
 
 from dowel import StdOutput, TabularInput
 
@@ -51,20 +65,52 @@ class ProgressOutput(StdOutput):
         start_epoch (int): Epochs already done (a resumed run).
         full_table (bool): Also print garage's full table.
         with_timestamp (bool): Timestamp text lines (as ``StdOutput``).
+        quiet_s (float): Outside a terminal, phase lines start this many
+            seconds into an epoch and come at most this often.
 
     """
 
     def __init__(self, n_epochs: int, start_epoch: int = 0,
-                 full_table: bool = False, with_timestamp: bool = True):
+                 full_table: bool = False, with_timestamp: bool = True,
+                 quiet_s: float = 30.):
         super().__init__(with_timestamp=with_timestamp)
         self._n_epochs = n_epochs
         self._epoch = start_epoch
         self._full_table = full_table
         self._last = time.perf_counter()
         self._durations = []
+        self._quiet_s = quiet_s
+        self._last_phase_line = -math.inf
+        self._status_shown = False
+        _console.set_listener(self.phase)
+
+    def phase(self, what: str) -> None:
+        """Show the running epoch's phase (see the module docstring)."""
+        now = time.perf_counter()
+        text = f'  epoch {self._epoch + 1}/{self._n_epochs}: {what} ({now - self._last:.0f} s'
+        if sys.stdout.isatty():
+            sys.stdout.write(f'\r{text})\x1b[K')
+            sys.stdout.flush()
+            self._status_shown = True
+        elif (now - self._last >= self._quiet_s
+              and now - self._last_phase_line >= self._quiet_s):
+            print(f'{text} into the epoch)', flush=True)
+            self._last_phase_line = now
+
+    def _clear_status(self):
+        if self._status_shown:
+            sys.stdout.write('\r\x1b[K')
+            self._status_shown = False
+
+    def close(self):
+        """Stop receiving phases."""
+        if _console.listener() == self.phase:
+            _console.set_listener(None)
+        super().close()
 
     def record(self, data, prefix=''):
         """Print a text line, or the epoch's line for a table."""
+        self._clear_status()
         if not isinstance(data, TabularInput):
             super().record(data, prefix)
             return
@@ -79,6 +125,7 @@ class ProgressOutput(StdOutput):
         now = time.perf_counter()
         self._durations.append(now - self._last)
         self._last = now
+        self._last_phase_line = -math.inf
         self._epoch += 1
         steps = [int(m.group(1)) for key in values
                  for m in [re.fullmatch(r'Step_(\d+)-AverageReturn', key)] if m]
