@@ -149,11 +149,17 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
             timings['sample'] = [t['Sampling'] for t in algorithm.epoch_timings]
             timings['update'] = [t['Update'] for t in algorithm.epoch_timings]
             timings['meta_test'] = [t['MetaTest'] for t in algorithm.epoch_timings]
+            timings['parts'] = {part: [t.get(f'Update/{part}', 0.)
+                                       for t in algorithm.epoch_timings]
+                                for part in algorithm.UPDATE_PARTS}
     steady = slice(1, None) if iters > 1 else slice(0, None)
     sample = sum(timings['sample'][steady]) / len(timings['sample'][steady])
     update = sum(timings['update'][steady]) / len(timings['update'][steady])
     env_steps = (cfg['K'] + 1) * meta_batch_size * episodes_per_task * env.spec.max_episode_length
     extra = {}
+    if 'parts' in timings:  # the update's breakdown (Time/Update/<part>)
+        extra['update_parts'] = {part: sum(v[steady]) / len(v[steady])
+                                 for part, v in timings['parts'].items()}
     if n_test_tasks:
         meta_test = timings['meta_test'][steady]
         extra = dict(meta_test_s=sum(meta_test) / len(meta_test),
@@ -231,6 +237,22 @@ def format_table(results):
             f"{vs_raw} | "
             f"{speedup} | "
             f"{r['peak_rss_mb']:,.0f} / {r['worker_peak_rss_mb']:,.0f} |")
+    return '\n'.join(lines)
+
+
+def format_breakdown(results):
+    """Markdown table: where each algorithm's update time goes."""
+    rows = [r for r in results if r.get('update_parts')]
+    parts = sorted({p for r in rows for p in r['update_parts']},
+                   key=['MetaObjective', 'ConjugateGradient', 'LineSearch', 'After'].index)
+    head = '| env | batch | algorithm | update s | ' + ' | '.join(parts) + ' | other |'
+    lines = [head, '|' + '---|' * (head.count('|') - 1)]
+    for r in rows:
+        cells = [f"{r['update_parts'][p]:.2f} ({r['update_parts'][p] / r['update_s']:.0%})"
+                 if p in r['update_parts'] else '' for p in parts]
+        other = r['update_s'] - sum(r['update_parts'].values())
+        lines.append(f"| {r['env']} | {r['batch']} | {r['what']} | {r['update_s']:.2f} | "
+                     + ' | '.join(cells) + f' | {other:.2f} |')
     return '\n'.join(lines)
 
 
@@ -343,6 +365,8 @@ def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garag
             memory = run_isolated(spec)
             results.append(memory)
         click.echo(format_table(results))
+        click.echo('\nUpdate breakdown (seconds, share of the update):\n')
+        click.echo(format_breakdown(results))
         (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
                                                         indent=1))
     elif mode == 'workers':

@@ -32,6 +32,14 @@ def test_throughput_table_quick(tmp_path):
     table = proc.stdout
     assert '| PointEnvCorner | quick (2×2×100×2) | ProMP |' in table
     assert 'raw env steps' in table
+    # The update's breakdown: its timed parts add up to at most the update.
+    promp, trpo = results[2], results[3]
+    assert set(promp['update_parts']) == {'MetaObjective', 'After'}
+    assert set(trpo['update_parts']) == {'MetaObjective', 'ConjugateGradient', 'LineSearch',
+                                         'After'}
+    for r in (promp, trpo):
+        assert 0 < sum(r['update_parts'].values()) <= r['update_s'] + 1e-9
+    assert '| PointEnvCorner | quick | LVC-TRPO |' in table.split('Update breakdown')[1]
 
 
 def test_throughput_table_formats_ratios():

@@ -18,6 +18,7 @@ its gradient carries every second-order term.
 """
 import abc
 import collections
+import contextlib
 import inspect
 import random
 import time
@@ -687,6 +688,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             # Wall-clock seconds of this epoch's phases (Time/Sampling
             # includes the inner steps between sampling rounds).
             tabular.record(f'Time/{key}', timings.get(key, np.nan))
+        for part in self.UPDATE_PARTS:  # the update's breakdown
+            tabular.record(f'Time/Update/{part}', timings.get(f'Update/{part}', 0.))
         return float(np.mean(undiscounted))
 
     def _entropy(self, batch: MetaBatch) -> float:
@@ -708,6 +711,23 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         else:
             for key in self._meta_test_keys:
                 tabular.record(key, np.nan)
+
+    #: The parts of :meth:`optimize` timed by :meth:`_timed` (logged as
+    #: ``Time/Update/<part>``): the meta-objective's forward and backward
+    #: passes with the parameter steps, TRPO's conjugate gradient and line
+    #: search, and the logged values after the step.
+    UPDATE_PARTS = ('MetaObjective', 'After')
+
+    @contextlib.contextmanager
+    def _timed(self, part: str):
+        """Add the block's wall time to ``last_timings['Update/<part>']``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            timings = self.__dict__.setdefault('last_timings', {})
+            key = f'Update/{part}'
+            timings[key] = timings.get(key, 0.) + time.perf_counter() - start
 
     @abc.abstractmethod
     def optimize(self, itr: int, batches: List[MetaBatch]):

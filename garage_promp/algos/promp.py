@@ -131,23 +131,25 @@ class ProMP(MetaPolicySearch):
         # Task minibatches come from a stream keyed by (seed, itr), not from
         # the global RNG, so that a restored run shuffles as the original.
         rng = np.random.default_rng((self._sampler.seed, itr))
-        finite = True
-        for _ in range(self._num_promp_steps):
-            order = rng.permutation(n_tasks)
-            for tasks in np.array_split(order, self._num_minibatches):
-                sub = [b.select(torch.as_tensor(np.sort(tasks)))
-                       for b in batches]
-                loss = -self.meta_objective(sub).objective
-                if loss_before is None:
-                    loss_before = float(loss.detach())
-                # A non-finite loss or gradient skips the rest of this
-                # batch: it counts once towards MAX_CONSECUTIVE_NAN_STEPS.
-                finite = self._adam_step(self._optimizer, loss)
+        with self._timed('MetaObjective'):
+            finite = True
+            for _ in range(self._num_promp_steps):
+                order = rng.permutation(n_tasks)
+                for tasks in np.array_split(order, self._num_minibatches):
+                    sub = [b.select(torch.as_tensor(np.sort(tasks)))
+                           for b in batches]
+                    loss = -self.meta_objective(sub).objective
+                    if loss_before is None:
+                        loss_before = float(loss.detach())
+                    # A non-finite loss or gradient skips the rest of this
+                    # batch: it counts once towards MAX_CONSECUTIVE_NAN_STEPS.
+                    finite = self._adam_step(self._optimizer, loss)
+                    if not finite:
+                        break
                 if not finite:
                     break
-            if not finite:
-                break
-        after = self.meta_objective(batches, create_graph=False)
+        with self._timed('After'):
+            after = self.meta_objective(batches, create_graph=False)
         for k in range(self._num_inner_grad_steps):
             inner_kl = after.stats[f'InnerKL_Step_{k}']
             tabular.record(f'InnerKL_Step_{k}', inner_kl)

@@ -141,33 +141,38 @@ class TRPOMAML(MetaPolicySearch):
             for p, value in zip(params, unflatten_like(flat, params)):
                 p.copy_(value)
 
+    UPDATE_PARTS = ('MetaObjective', 'ConjugateGradient', 'LineSearch', 'After')
+
     def optimize(self, itr: int, batches: List[MetaBatch]):
         del itr
         params = list(self._policy.parameters())
-        meta = self.meta_objective(batches)
-        objective_before = float(meta.objective)
-        grad = flatten(
-            torch.autograd.grad(meta.objective, params, retain_graph=True))
+        with self._timed('MetaObjective'):
+            meta = self.meta_objective(batches)
+            objective_before = float(meta.objective)
+            grad = flatten(
+                torch.autograd.grad(meta.objective, params, retain_graph=True))
         theta_prev = flatten([p.detach() for p in params])
         accepted = False
         n_backtracks = 0
         after = None
         if torch.isfinite(grad).all() and torch.isfinite(meta.objective):
-            hvp = self.hvp_function(batches, meta)
-            direction = conjugate_gradient(hvp, grad, self._cg_iters)
-            step_size = torch.sqrt(2 * self._max_kl_step /
-                                   (direction.dot(hvp(direction)) + 1e-8))
-            if torch.isfinite(step_size):
-                for n_backtracks in range(self._max_backtracks):
-                    ratio = self._backtrack_ratio**n_backtracks
-                    self._set_flat_params(theta_prev +
-                                          ratio * step_size * direction)
-                    after = self.meta_objective(batches, create_graph=False)
-                    objective, kl = float(after.objective), float(after.kl)
-                    if objective > objective_before and \
-                            kl <= self._max_kl_step:
-                        accepted = True
-                        break
+            with self._timed('ConjugateGradient'):
+                hvp = self.hvp_function(batches, meta)
+                direction = conjugate_gradient(hvp, grad, self._cg_iters)
+                step_size = torch.sqrt(2 * self._max_kl_step /
+                                       (direction.dot(hvp(direction)) + 1e-8))
+            with self._timed('LineSearch'):  # its last evaluation is the logged "after"
+                if torch.isfinite(step_size):
+                    for n_backtracks in range(self._max_backtracks):
+                        ratio = self._backtrack_ratio**n_backtracks
+                        self._set_flat_params(theta_prev +
+                                              ratio * step_size * direction)
+                        after = self.meta_objective(batches, create_graph=False)
+                        objective, kl = float(after.objective), float(after.kl)
+                        if objective > objective_before and \
+                                kl <= self._max_kl_step:
+                            accepted = True
+                            break
         if accepted:
             self._consecutive_nan_steps = 0
         else:
@@ -177,7 +182,8 @@ class TRPOMAML(MetaPolicySearch):
             if not (torch.isfinite(grad).all()
                     and torch.isfinite(meta.objective)):
                 self._skip_non_finite_step('the meta-objective or gradient')
-            after = self.meta_objective(batches, create_graph=False)
+            with self._timed('After'):
+                after = self.meta_objective(batches, create_graph=False)
         tabular.record('LossBefore', -objective_before)
         tabular.record('LossAfter', -float(after.objective))
         tabular.record('dLoss', float(after.objective) - objective_before)

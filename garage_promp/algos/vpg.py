@@ -54,9 +54,11 @@ class MetaVPG(MetaPolicySearch):
 
     def optimize(self, itr: int, batches: List[MetaBatch]):
         del itr
-        before = self.meta_objective(batches)
-        self._adam_step(self._optimizer, -before.objective)
-        after = self.meta_objective(batches, create_graph=False)
+        with self._timed('MetaObjective'):
+            before = self.meta_objective(batches)
+            self._adam_step(self._optimizer, -before.objective)
+        with self._timed('After'):
+            after = self.meta_objective(batches, create_graph=False)
         tabular.record('LossBefore', -float(before.objective))
         tabular.record('LossAfter', -float(after.objective))
         tabular.record('dLoss', float(after.objective - before.objective))
