@@ -47,7 +47,7 @@ def gradient_variance(ctxt, env_name, seed, epochs, n_rounds, meta_batch_size,
     arms = {label: _build(label, env_name, seed, meta_batch_size, episodes_per_task)
             for label in ARMS}
     task_sampler = arms['LVC']._task_sampler
-    ratios = []
+    ratios, steps = [], 0
     for epoch in range(epochs):
         tasks = task_sampler.sample(meta_batch_size)
         tabular.record('Epoch', epoch)
@@ -56,6 +56,8 @@ def gradient_variance(ctxt, env_name, seed, epochs, n_rounds, meta_batch_size,
             grads = sample_meta_gradients(algo, n_rounds, tasks)
             batches = algo.sample_meta_batch(epoch, tasks)
             rstd[label] = relative_std(grads.numpy())
+            # n_rounds gradient samples of the same size as this batch, plus it.
+            steps += (n_rounds + 1) * sum(int(b.episodes.lengths.sum()) for b in batches)
             with tabular.prefix(label + '/'):
                 tabular.record('MetaGradientRStd', rstd[label])
                 tabular.record('Step_1-AverageReturn',
@@ -63,6 +65,7 @@ def gradient_variance(ctxt, env_name, seed, epochs, n_rounds, meta_batch_size,
                 algo.optimize(epoch, batches)
         ratios.append(rstd['DiCE'] / rstd['LVC'])
         tabular.record('RStdRatio', ratios[-1])
+        tabular.record('TotalEnvSteps', steps)  # both arms, all rounds so far
         logger.log(tabular)
         logger.dump_all(epoch)
         tabular.clear()

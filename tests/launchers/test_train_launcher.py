@@ -90,6 +90,8 @@ def test_gradient_variance_launcher_logs_rstd_for_both_arms(tmp_path):
     # (n_rounds + 1) x M x R x H x (K + 1) steps per arm and epoch, 2 arms.
     assert f'{2 * 3 * 2 * 2 * 100 * 2:,} env steps per epoch (both arms)' in result.output
     assert 'DiCE/LVC relative std of the meta-gradient: mean ratio' in result.output
+    assert [int(r['TotalEnvSteps']) for r in rows] == [2 * 3 * 2 * 2 * 100 * 2 * (i + 1)
+                                                      for i in range(2)]
 
 
 def test_default_log_dir_is_short_and_names_the_run(tmp_path, monkeypatch):
