@@ -18,6 +18,7 @@ from garage_promp.optimizers import (
 from garage_promp.validation import check_choice, check_float, check_int
 
 from dowel import logger, tabular
+import numpy as np
 import torch
 
 HVP_APPROACHES = ('exact', 'finite_difference')
@@ -58,6 +59,15 @@ class TRPOMAML(MetaPolicySearch):
         fd_eps (float): Finite-difference step ε.
         cg_damping (float): Added to every HVP (``reg_coeff``; 0 as the
             reference's paper runs).
+        hvp_subsample (float): Fraction of the meta-batch's tasks whose KL
+            the Hessian-vector products use (1: all, exact, the default).
+            An approximation, as rllab's ``subsample_factor``: the CG
+            direction comes from the KL curvature of a random subset of
+            tasks (drawn per iteration from a stream keyed by the seed and
+            iteration), so each HVP costs that fraction. The step length
+            and the line search still use every task, so every accepted step
+            keeps the full meta-batch's KL within ``max_kl_step``; only the
+            direction, and so the meta-gradient step, is approximate.
         **kwargs: :class:`MetaPolicySearch` arguments.
 
     """
@@ -77,6 +87,7 @@ class TRPOMAML(MetaPolicySearch):
                  hvp_approach: str = 'exact',
                  fd_eps: float = 1e-5,
                  cg_damping: float = 0.,
+                 hvp_subsample: float = 1.,
                  **kwargs):
         max_kl_step = check_float(max_kl_step, 'max_kl_step', 0.,
                                   low_open=True)
@@ -87,6 +98,7 @@ class TRPOMAML(MetaPolicySearch):
         check_choice(hvp_approach, 'hvp_approach', HVP_APPROACHES)
         fd_eps = check_float(fd_eps, 'fd_eps', 0., low_open=True)
         cg_damping = check_float(cg_damping, 'cg_damping', 0.)
+        hvp_subsample = check_float(hvp_subsample, 'hvp_subsample', 0., 1., low_open=True)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator=inner_estimator,
                          exploration=exploration, **kwargs)
@@ -97,6 +109,7 @@ class TRPOMAML(MetaPolicySearch):
         self._hvp_approach = hvp_approach
         self._fd_eps = fd_eps
         self._cg_damping = cg_damping
+        self._hvp_subsample = hvp_subsample
 
     def _objective(self, chain, batches, post_log_probs):
         post = batches[-1]
@@ -143,8 +156,17 @@ class TRPOMAML(MetaPolicySearch):
 
     UPDATE_PARTS = ('MetaObjective', 'ConjugateGradient', 'LineSearch', 'After')
 
+    def _curvature_batches(self, itr: int, batches: List[MetaBatch]):
+        """The tasks whose KL the HVPs use: all, or a ``hvp_subsample`` share."""
+        n_tasks = batches[0].n_tasks
+        n_sub = max(1, round(self._hvp_subsample * n_tasks))
+        if n_sub >= n_tasks:
+            return None
+        rng = np.random.default_rng((self._sampler.seed, itr, 1))
+        tasks = torch.as_tensor(np.sort(rng.choice(n_tasks, n_sub, replace=False)))
+        return [b.select(tasks) for b in batches]
+
     def optimize(self, itr: int, batches: List[MetaBatch]):
-        del itr
         params = list(self._policy.parameters())
         with self._timed('MetaObjective'):
             meta = self.meta_objective(batches)
@@ -157,10 +179,14 @@ class TRPOMAML(MetaPolicySearch):
         after = None
         if torch.isfinite(grad).all() and torch.isfinite(meta.objective):
             with self._timed('ConjugateGradient'):
-                hvp = self.hvp_function(batches, meta)
+                curvature = self._curvature_batches(itr, batches)
+                hvp = (self.hvp_function(batches, meta) if curvature is None
+                       else self.hvp_function(curvature))
                 direction = conjugate_gradient(hvp, grad, self._cg_iters)
+                # The step length from the full batch's curvature.
+                full_hvp = hvp if curvature is None else self.hvp_function(batches, meta)
                 step_size = torch.sqrt(2 * self._max_kl_step /
-                                       (direction.dot(hvp(direction)) + 1e-8))
+                                       (direction.dot(full_hvp(direction)) + 1e-8))
             with self._timed('LineSearch'):  # its last evaluation is the logged "after"
                 if torch.isfinite(step_size):
                     for n_backtracks in range(self._max_backtracks):
