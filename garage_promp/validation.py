@@ -83,3 +83,31 @@ def _bounds(low, high, closed) -> str:
         return f' {"<=" if closed[1] else "<"} {high}'
     return (f' in {"[" if closed[0] else "("}{low}, {high}'
             f'{"]" if closed[1] else ")"}')
+
+
+def check_device(value: Any, name: str = 'device'):
+    """``value`` as a ``torch.device`` that exists here: 'cpu', 'cuda' or 'cuda:N'.
+
+    Raises:
+        ValueError: For another device type, or a CUDA device when torch
+            sees no GPU (a CPU-only build of torch, or no GPU visible).
+
+    """
+    import torch  # pylint: disable=import-outside-toplevel
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError):
+        _fail(name, "'cpu', 'cuda' or 'cuda:N'", value)
+    if device.type not in ('cpu', 'cuda'):
+        _fail(name, "'cpu', 'cuda' or 'cuda:N'", value)
+    if device.type == 'cuda':
+        if not torch.cuda.is_available():
+            build = ('a CPU-only build' if torch.version.cuda is None
+                     else f'built for CUDA {torch.version.cuda}, but no GPU is visible')
+            raise ValueError(f'{name}={value!r} needs a CUDA GPU, but torch {torch.__version__} '
+                             f'has none ({build}); use {name}=\'cpu\'')
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f'{name}={value!r}: there are {torch.cuda.device_count()} '
+                             'CUDA device(s)')
+    return device
+

@@ -110,6 +110,8 @@ def _parse_hidden_sizes(text):
 @click.option('--envs-per-task', type=click.IntRange(min=1), default=None,
               help='Env copies per task per worker; episodes run in waves '
                    '[default: one per episode; Meta-World: at most 40 per worker].')
+@click.option('--device', default='cpu', show_default=True,
+              help="Where the meta-update runs: cpu, cuda or cuda:N (sampling stays on the CPU).")
 @click.option('--n-test-tasks', type=click.IntRange(min=1), default=10, show_default=True)
 @click.option('--evaluate-every', type=click.IntRange(min=1), default=1, show_default=True,
               help='Meta-test period (epochs).')
@@ -129,7 +131,7 @@ def _parse_hidden_sizes(text):
 @click.pass_context
 def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed, epochs,
          meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, envs_per_task,
-         n_test_tasks,
+         device, n_test_tasks,
          evaluate_every, hidden_sizes, snapshot_mode, log_dir, full_table, resume_dir,
          overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
@@ -183,7 +185,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     elif task is not None or reward_function_version is not None:
         raise click.UsageError('--task and --reward-function-version are Meta-World options '
                                f'(--env {"/".join(METAWORLD)})')
-    run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task,
+    run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task, device=device,
                evaluate_every=evaluate_every, hidden_sizes=hidden, overrides=parsed, **args)
     try:  # every check runs here, before the experiment's directory exists
         _BUILT[_key(run)] = build_experiment(**run)

@@ -19,6 +19,7 @@ from garage.torch.policies import GaussianMLPPolicy
 import numpy as np
 import psutil
 import pytest
+import torch
 
 from tests.helpers import ALGOS, LongPointEnv, make_algo, make_setup
 
@@ -38,6 +39,7 @@ COMMON_BAD = [
     ('positive_adv', 'yes'), ('positive_adv', None),
     ('evaluate_every_n_epochs', 0), ('evaluate_every_n_epochs', 1.5),
     ('baseline', 'linear'), ('dice_baseline', 'time'), ('meta_evaluator', 'x'),
+    ('device', 'gpu'), ('device', 'tpu'), ('device', None),
     ('learner_threads', 0), ('learner_threads', True), ('vectorize_tasks', 'true'),
 ]
 ALGO_BAD = {
@@ -173,6 +175,8 @@ def test_image_observations_are_refused():
 # ------------------------------------------------------------------ launcher
 LAUNCHER = pathlib.Path(__file__).parents[1] / 'launchers' / 'train.py'
 LAUNCHER_CASES = [
+    (['--device', 'gpu'], 'device'),
+    *([(['--device', 'cuda'], 'needs a CUDA GPU')] if not torch.cuda.is_available() else []),
     (['--algo', 'MAML-TRPO', '--set', 'inner_estimator=lvc'], 'that is LVC-TRPO'),
     (['--algo', 'MAML-TRPO', '--set', 'exploration=True'], 'that is E-MAML-TRPO'),
     (['--meta-batch-size', '0'], '--meta-batch-size'),

@@ -60,11 +60,22 @@ class MetaBatch:
 
         ``episodes`` is kept whole: it is only used for logging.
         """
+        if isinstance(tasks, torch.Tensor):
+            tasks = tasks.to(self.mask.device)
+        return self._map(lambda value: value[tasks])
+
+    def to(self, device) -> 'MetaBatch':
+        """The batch with its tensors on ``device`` (itself if already there)."""
+        if self.mask.device == torch.device(device):
+            return self
+        return self._map(lambda value: value.to(device))
+
+    def _map(self, fn) -> 'MetaBatch':
         fields = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, torch.Tensor):
-                value = value[tasks]
+                value = fn(value)
             fields[f.name] = value
         return MetaBatch(**fields)
 

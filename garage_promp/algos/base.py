@@ -53,6 +53,7 @@ from garage_promp.sampler.rollout import check_same_spaces
 from garage_promp.validation import (
     check_bool,
     check_choice,
+    check_device,
     check_float,
     check_instance,
     check_int,
@@ -225,6 +226,11 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             step). None: every core when the sampler has worker processes
             or actors; with the in-process sampler the thread count is left
             as it is (so that runs side by side never oversubscribe).
+        device (str): Where the meta-update runs: 'cpu' (default), 'cuda'
+            or 'cuda:N'. Sampling, processing and the sampling-time inner
+            steps stay on the CPU; θ, the optimiser's state and the batches
+            move to the device for the update and θ comes back after it. A
+            CUDA device without a GPU is refused at construction.
 
     """
 
@@ -249,7 +255,9 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                  meta_evaluator=None,
                  evaluate_every_n_epochs: int = 1,
                  vectorize_tasks: bool = True,
-                 learner_threads: int | None = None):
+                 learner_threads: int | None = None,
+                 device: str = 'cpu'):
+        device = check_device(device)
         if learner_threads is not None:
             learner_threads = check_int(learner_threads, 'learner_threads', 1)
         meta_batch_size = check_int(meta_batch_size, 'meta_batch_size', 1)
@@ -319,6 +327,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             dice_baseline=dice_baseline if inner_estimator == 'dice' else None)
         self._vectorize_tasks = bool(vectorize_tasks)
         self._learner_threads = learner_threads
+        self._device = device
         self._meta_evaluator = meta_evaluator
         self._evaluate_every_n_epochs = evaluate_every_n_epochs
         self._meta_test_keys = None
@@ -485,7 +494,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                           batches: Sequence[MetaBatch]) -> torch.Tensor:
         """Per-task E-MAML term, or zeros, (M,) (:func:`emaml_objective`)."""
         if not self._exploration:
-            return torch.zeros(batches[0].n_tasks)
+            return torch.zeros(batches[0].n_tasks, device=batches[0].mask.device)
         pre = batches[0]
         return per_task(emaml_objective)(self._log_probs(theta, pre),
                                          pre.mask,
@@ -668,8 +677,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         with tabular.prefix(self._policy.name + '/'):
             start = time.perf_counter()
             phase('update')
-            with learner_threads(self._learner_thread_count()):
-                self.optimize(itr, batches)
+            with learner_threads(self._learner_thread_count()), self._on_device():
+                self.optimize(itr, [b.to(self._device) for b in batches])
             timings['Update'] = time.perf_counter() - start
             tabular.record('Entropy', self._entropy(batches[0]))
             tabular.record('NaNStepsSkipped', self._nan_steps_this_epoch)
@@ -711,6 +720,33 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         else:
             for key in self._meta_test_keys:
                 tabular.record(key, np.nan)
+
+    @contextlib.contextmanager
+    def _on_device(self):
+        """Hold θ, the optimiser's state and per-parameter step sizes on ``device``.
+
+        The meta-update runs there; sampling, processing and the inner steps
+        between sampling rounds stay on the CPU. Parameters move once each
+        way per iteration. On the CPU this moves nothing.
+        """
+        device = getattr(self, '_device', torch.device('cpu'))
+        self._move_learner(device)
+        try:
+            yield
+        finally:
+            self._move_learner(torch.device('cpu'))
+
+    def _move_learner(self, device):
+        self._policy.to(device)
+        self._inner_lr = collections.OrderedDict(
+            (k, v.to(device)) for k, v in self._inner_lr.items())
+        optimizer = getattr(self, '_optimizer', None)
+        if optimizer is not None:
+            for state in optimizer.state.values():
+                for key, value in state.items():
+                    # Adam keeps its step count on the CPU unless capturable.
+                    if torch.is_tensor(value) and key != 'step':
+                        state[key] = value.to(device)
 
     #: The parts of :meth:`optimize` timed by :meth:`_timed` (logged as
     #: ``Time/Update/<part>``): the meta-objective's forward and backward

@@ -113,7 +113,8 @@ class ProMP(MetaPolicySearch):
             self._kl(chain[k], batches[k])
             for k in range(self._num_inner_grad_steps)
         ], dim=-1)
-        coeffs = torch.as_tensor(self.inner_kl_coeff, dtype=inner_kls.dtype)
+        coeffs = torch.as_tensor(self.inner_kl_coeff, dtype=inner_kls.dtype,
+                                 device=inner_kls.device)
         # Eq. 13: KL penalty on the policies that collected each inner batch;
         # a mean over inner steps, as the reference.
         penalty = (coeffs * inner_kls).mean(-1)

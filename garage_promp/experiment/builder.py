@@ -114,6 +114,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
                      overrides: dict | None = None,
                      task: str | None = None,
                      reward_function_version: str | None = None,
+                     device: str = 'cpu',
                      **_ignored) -> Experiment:
     """Seed, then build ``algo`` on ``env`` from the paper table plus overrides.
 
@@ -134,6 +135,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
             or an env argument (``ENV_KWARGS``).
         task (str): Meta-World ML1 environment.
         reward_function_version (str): Meta-World reward version.
+        device (str): Where the meta-update runs ('cpu', 'cuda', 'cuda:N').
         **_ignored: Launcher-only settings (e.g. ``epochs``), so a launcher's
             recorded options can be passed as they are.
 
@@ -155,6 +157,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
     if episodes_per_task is not None:
         kwargs['episodes_per_task'] = episodes_per_task
     kwargs.update(overrides)
+    kwargs.setdefault('device', device)
     setup.check_task_counts(kwargs['meta_batch_size'], n_test_tasks)
     train_env = setup.env
     policy = GaussianMLPPolicy(train_env.spec, hidden_sizes=hidden_sizes or setup.hidden_sizes)

@@ -17,9 +17,10 @@ from typing import Dict, List, Sequence, Tuple
 
 #: variant.json keys that do not change a run's numbers: the seed (the
 #: thing being averaged over), the epoch budget, the console and the
-#: sampler's worker layout (episodes are identical for any worker count).
+#: sampler's worker layout (episodes are identical for any worker count) and
+#: the update's device (the same update to float tolerance).
 NOT_CONFIGURATION = frozenset({'seed', 'epochs', 'full_table', 'sampler', 'n_workers',
-                               'log_dir', 'snapshot_mode'})
+                               'log_dir', 'snapshot_mode', 'device'})
 
 
 def read_progress(run_dir) -> List[dict]:
