@@ -46,3 +46,20 @@ def test_meta_test_does_not_change_the_epochs_logged_values(tmp_path):
     skipped = _run(tmp_path, 'skip', '--epochs', 1, '--evaluate-every', 5)
     assert _comparable(evaluated[0]) == _comparable(skipped[0])
     assert evaluated[0]['MetaTest/Average/AverageReturn'] != 'nan'
+
+
+def test_epochs_without_meta_test_print_no_nan_warning(tmp_path):
+    """The NaN placeholders of epochs without a meta-test stay in progress.csv but
+    never reach TensorBoard, so tensorboardX prints no "NaN or Inf" warning."""
+    import subprocess
+    import sys
+    log_dir = tmp_path / 'run'
+    proc = subprocess.run([sys.executable, str(LAUNCHER), *TINY, '--epochs', '3',
+                           '--evaluate-every', '2', '--log-dir', str(log_dir)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'NaN or Inf' not in proc.stdout + proc.stderr
+    with open(log_dir / 'progress.csv', newline='') as f:
+        meta_test = [r['MetaTest/Average/AverageReturn'] for r in csv.DictReader(f)]
+    assert meta_test[1] == 'nan' and meta_test[0] != 'nan' and meta_test[2] != 'nan'
+    assert list(log_dir.glob('events.out.tfevents.*'))
