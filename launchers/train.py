@@ -14,7 +14,9 @@ On Meta-World, training samples the benchmark's train split and the meta-test
 meta-test of a snapshot.
 """
 import ast
+import faulthandler
 import os
+import signal
 
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment.builder import build_experiment, check_overrides, override_keys
@@ -195,4 +197,6 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
 
 
 if __name__ == '__main__':
+    # `kill -USR1 <pid>` prints every thread's stack: what a run that seems stuck is doing.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     main()  # pylint: disable=no-value-for-parameter

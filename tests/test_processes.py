@@ -124,10 +124,18 @@ def test_ctrl_c_stops_every_worker_and_keeps_the_snapshot(tmp_path):
         assert proc.poll() is None, proc.stdout.read()[-3000:]
         assert len(_tagged_processes(tag)) >= 3  # main + 2 workers
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the launcher dumps every thread's stack
+            time.sleep(2)
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail('the run did not stop within 60 s of Ctrl-C:\n'
+                        + proc.communicate()[0][-6000:])
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()  # reap it: a zombie would count as a left-over child
     assert proc.returncode != 0
     _assert_none_left(tag)
     with open(log_dir / 'params.pkl', 'rb') as f:
