@@ -125,3 +125,18 @@ def test_hvp_subsample_is_an_approximation_close_to_the_exact_step():
         cosine = float(approx.dot(exact) / (approx.norm() * exact.norm()))
         assert cosine > tolerance, (fraction, cosine)  # ... close to the exact one
         assert kl <= delta and kl_exact <= delta  # the full-batch trust region holds
+
+
+@pytest.mark.parametrize('name', ['ProMP', 'TRPOMAML', 'LVCVPG', 'DiCEVPG', 'MAMLVPG',
+                                  'EMAMLVPG'])
+def test_the_update_is_the_same_with_one_or_more_learner_threads(name):
+    """Learner threads change how fast the update runs, not what it computes."""
+    from garage_promp._threads import learner_threads
+    thetas = []
+    for threads in (1, 2):
+        _, algo = make_algo(name, learner_threads=threads)
+        batches = algo.sample_meta_batch(0)
+        with learner_threads(algo._learner_thread_count()):
+            algo.optimize(0, batches)
+        thetas.append(torch.cat([p.detach().flatten() for p in algo.policy.parameters()]))
+    torch.testing.assert_close(thetas[0], thetas[1], rtol=1e-5, atol=1e-6)
