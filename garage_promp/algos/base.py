@@ -678,7 +678,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             start = time.perf_counter()
             phase('update')
             with learner_threads(self._learner_thread_count()), self._on_device():
-                self.optimize(itr, [b.to(self._device) for b in batches])
+                self.optimize(itr, [b.to(self._learner_device) for b in batches])
             timings['Update'] = time.perf_counter() - start
             tabular.record('Entropy', self._entropy(batches[0]))
             tabular.record('NaNStepsSkipped', self._nan_steps_this_epoch)
@@ -721,6 +721,11 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             for key in self._meta_test_keys:
                 tabular.record(key, np.nan)
 
+    @property
+    def _learner_device(self) -> torch.device:
+        # Snapshots written before the device option hold no _device: CPU.
+        return self.__dict__.get('_device', torch.device('cpu'))
+
     @contextlib.contextmanager
     def _on_device(self):
         """Hold θ, the optimiser's state and per-parameter step sizes on ``device``.
@@ -729,8 +734,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         between sampling rounds stay on the CPU. Parameters move once each
         way per iteration. On the CPU this moves nothing.
         """
-        device = getattr(self, '_device', torch.device('cpu'))
-        self._move_learner(device)
+        self._move_learner(self._learner_device)
         try:
             yield
         finally:

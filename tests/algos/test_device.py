@@ -19,7 +19,7 @@ def _update(name, device, **kwargs):
     _, algo = make_algo(name, device=device, **kwargs)
     batches = algo.sample_meta_batch(0)
     with algo._on_device():
-        algo.optimize(0, [b.to(algo._device) for b in batches])
+        algo.optimize(0, [b.to(algo._learner_device) for b in batches])
     params = [p.detach() for p in algo.policy.parameters()]
     return torch.cat([p.flatten() for p in params]), {p.device.type for p in params}, algo
 
@@ -44,5 +44,5 @@ def test_gpu_update_equals_the_cpu_update(name):
     # A second update starts from the moved-back state (Adam's moments too).
     batches = algo.sample_meta_batch(1)
     with algo._on_device():
-        algo.optimize(1, [b.to(algo._device) for b in batches])
+        algo.optimize(1, [b.to(algo._learner_device) for b in batches])
     assert all(torch.isfinite(p).all() for p in algo.policy.parameters())
