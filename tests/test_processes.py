@@ -69,7 +69,10 @@ def test_readme_snippet_runs_with_every_sampler_kind(tmp_path, kind):
     _assert_none_left(tag)
 
 
-def _train(tmp_path, *args, **kwargs):
+def _train(tmp_path, *args, output=None, **kwargs):
+    """Start a tiny training run; its output goes to a pipe, or to the file ``output``
+    (for long runs: nobody reads the pipe while they train, and a full pipe would
+    block the run's next write)."""
     env, tag = _tagged_env()
     log_dir = tmp_path / 'run'
     command = [
@@ -80,7 +83,8 @@ def _train(tmp_path, *args, **kwargs):
         str(log_dir), '--sampler', 'multiprocessing', '--n-workers', '2',
         *args
     ]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+    stdout = open(output, 'w') if output else subprocess.PIPE  # noqa: SIM115
+    return subprocess.Popen(command, env=env, stdout=stdout,
                             stderr=subprocess.STDOUT, text=True,
                             **kwargs), log_dir, tag
 
@@ -111,17 +115,22 @@ def test_meta_test_on_a_worker_pool_run_starts_no_worker(tmp_path):
     assert (log_dir / 'meta_test.csv').exists()
 
 
+#: Epochs logged before Ctrl-C (a few hundred bytes of console output each).
+ROWS_BEFORE_CTRL_C = 3
+
+
 def test_ctrl_c_stops_every_worker_and_keeps_the_snapshot(tmp_path):
-    proc, log_dir, tag = _train(tmp_path, '--epochs', '100000',
+    output = tmp_path / 'train.log'
+    proc, log_dir, tag = _train(tmp_path, '--epochs', '100000', output=output,
                                 start_new_session=True)
     try:
         deadline = time.time() + 300
         progress = log_dir / 'progress.csv'
         while time.time() < deadline and proc.poll() is None and (
                 not progress.exists()
-                or len(progress.read_text().splitlines()) < 3):
+                or len(progress.read_text().splitlines()) < ROWS_BEFORE_CTRL_C):
             time.sleep(0.2)
-        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert proc.poll() is None, output.read_text()[-3000:]
         assert len(_tagged_processes(tag)) >= 3  # main + 2 workers
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         try:
@@ -130,8 +139,9 @@ def test_ctrl_c_stops_every_worker_and_keeps_the_snapshot(tmp_path):
             proc.send_signal(signal.SIGUSR1)  # the launcher dumps every thread's stack
             time.sleep(2)
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             pytest.fail('the run did not stop within 60 s of Ctrl-C:\n'
-                        + proc.communicate()[0][-6000:])
+                        + output.read_text()[-6000:])
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
