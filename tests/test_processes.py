@@ -121,8 +121,12 @@ ROWS_BEFORE_CTRL_C = 3
 
 def test_ctrl_c_stops_every_worker_and_keeps_the_snapshot(tmp_path):
     output = tmp_path / 'train.log'
+    # A terminal's foreground job has Ctrl-C at its default; the test process may
+    # ignore SIGINT (a background job of a non-interactive shell), and an ignored
+    # signal stays ignored across exec, so reset it for the run.
     proc, log_dir, tag = _train(tmp_path, '--epochs', '100000', output=output,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 300
         progress = log_dir / 'progress.csv'
