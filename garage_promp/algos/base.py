@@ -22,7 +22,7 @@ import contextlib
 import inspect
 import random
 import time
-from typing import Dict, List, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
 from garage_promp._console import phase
 from garage_promp._threads import available_cores, learner_threads
@@ -81,21 +81,30 @@ class MetaObjective(NamedTuple):
     stats: Dict[str, float]  # per-algorithm scalars, averaged over tasks
 
 
-def supported_options(cls) -> List[str]:
-    """The keyword options an algorithm class takes (its own and inherited).
+def option_defaults(cls) -> Dict[str, Any]:
+    """The keyword options an algorithm class takes, with their defaults.
 
-    Options listed in the class's ``FIXED_OPTIONS`` (fixed by the variant,
-    e.g. the inner estimator of ``LVCVPG``) are not among them.
+    Its own and inherited (the most derived class's default wins); options
+    listed in the class's ``FIXED_OPTIONS`` (fixed by the variant, e.g. the
+    inner estimator of ``LVCVPG``) are not among them. An option without a
+    default maps to ``inspect.Parameter.empty``.
     """
-    names = set()
+    defaults = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get('__init__')
         if init is None or klass is object:
             continue
         for param in inspect.signature(init).parameters.values():
             if param.kind == param.KEYWORD_ONLY:
-                names.add(param.name)
-    return sorted(names - set(getattr(cls, 'FIXED_OPTIONS', ())))
+                defaults.setdefault(param.name, param.default)
+    for name in getattr(cls, 'FIXED_OPTIONS', ()):
+        defaults.pop(name, None)
+    return defaults
+
+
+def supported_options(cls) -> List[str]:
+    """The keyword options an algorithm class takes (see :func:`option_defaults`)."""
+    return sorted(option_defaults(cls))
 
 
 def refuse_fixed_options(cls, kwargs: dict):

@@ -7,10 +7,9 @@ Every constructor checks its arguments, so a bad configuration is refused here,
 before any work starts (the launcher calls this before the experiment's
 directory exists).
 """
-import inspect
 from typing import Any, NamedTuple
 
-from garage_promp.algos.base import supported_options
+from garage_promp.algos.base import option_defaults, supported_options
 from garage_promp.envs.base import reset_construction_counter
 from garage_promp.experiment.env_setup import ENV_KWARGS, EnvSetup, make_env_setup
 from garage_promp.experiment.meta_evaluator import MetaEvaluator
@@ -26,16 +25,6 @@ OWN_OPTIONS = frozenset({'meta_evaluator', 'evaluate_every_n_epochs'})
 #: Options that make a paper label the variant it is (MAML-TRPO vs LVC-TRPO
 #: vs E-MAML-TRPO); a label refuses other values of them.
 DEFINING_OPTIONS = ('inner_estimator', 'exploration')
-
-
-def _class_default(cls, name):
-    for klass in cls.__mro__:
-        init = klass.__dict__.get('__init__')
-        if init is not None and klass is not object:
-            param = inspect.signature(init).parameters.get(name)
-            if param is not None and param.default is not param.empty:
-                return param.default
-    return None
 
 
 def make_algo(label: str, env, policy, sampler, task_sampler, **options):
@@ -55,14 +44,14 @@ def make_algo(label: str, env, policy, sampler, task_sampler, **options):
     if label not in ALGOS:
         raise ValueError(f'unknown algorithm {label!r}; choose from {sorted(ALGOS)}')
     cls, defaults = ALGOS[label]
-    supported = supported_options(cls)
-    defining = {key: defaults.get(key, _class_default(cls, key))
-                for key in DEFINING_OPTIONS if key in supported}
+    class_defaults = option_defaults(cls)
+    defining = {key: defaults.get(key, class_defaults[key])
+                for key in DEFINING_OPTIONS if key in class_defaults}
     for key, value in defining.items():
         if key in options and options[key] != value:
             wanted = dict(defining, **{key: options[key]})
             other = [name for name, (klass, kw) in ALGOS.items() if klass is cls and all(
-                kw.get(k, _class_default(cls, k)) == v for k, v in wanted.items())]
+                kw.get(k, class_defaults[k]) == v for k, v in wanted.items())]
             hint = f'; that is {other[0]}' if other else ''
             raise ValueError(f'{label} is {cls.__name__} with {key}={value!r}, got '
                              f'{key}={options[key]!r}{hint}')
