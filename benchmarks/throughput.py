@@ -122,7 +122,7 @@ def measure_raw(env_name, n_workers, n_steps):
 
 
 def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, iters, seed=1,
-                 n_test_tasks=0):
+                 n_test_tasks=0, device='cpu'):
     """Seconds per iteration (sampling / update / meta-test) of one algorithm."""
     from garage_promp.experiment.builder import build_experiment
     from garage_promp.experiment.paper_config import env_config
@@ -140,7 +140,8 @@ def measure_algo(env_name, algo, meta_batch_size, episodes_per_task, n_workers, 
             algorithm, env, setup = build_experiment(
                 algo, family, seed, task=task or None, meta_batch_size=meta_batch_size,
                 episodes_per_task=episodes_per_task, n_test_tasks=n_test_tasks or None,
-                sampler='local' if n_workers == 1 else 'multiprocessing', n_workers=n_workers)
+                sampler='local' if n_workers == 1 else 'multiprocessing', n_workers=n_workers,
+                device=device)
         trainer.setup(algorithm, env)
         trainer.train(n_epochs=iters,
                       batch_size=episodes_per_task * env.spec.max_episode_length)
@@ -181,7 +182,8 @@ def run_one(spec):
     else:
         out = measure_algo(spec['env'], spec['what'], spec['meta_batch_size'],
                            spec['episodes_per_task'], spec['n_workers'], spec['iters'],
-                           n_test_tasks=spec.get('n_test_tasks', 0))
+                           n_test_tasks=spec.get('n_test_tasks', 0),
+                           device=spec.get('device', 'cpu'))
     out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out['worker_peak_rss_mb'] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return out
@@ -197,9 +199,18 @@ def run_isolated(spec):
     return {**spec, **json.loads(lines[-1])}
 
 
+def _gpu_name():
+    import torch
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
 # ------------------------------------------------------------------ tables
-def table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps):
-    """Every measurement of the table mode, in run order."""
+def table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps, gpu=False):
+    """Every measurement of the table mode, in run order.
+
+    With ``gpu``, every garage_promp algorithm is measured a second time with
+    its meta-update on the GPU (``device='cuda'``), for the GPU column.
+    """
     specs = []
     for env in envs:
         specs.append(dict(what='raw', env=env, n_workers=n_workers, n_steps=raw_steps))
@@ -208,6 +219,8 @@ def table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps)
             if garage_iters:
                 specs.append(dict(what='garage-MAMLTRPO', iters=garage_iters, **common))
             specs += [dict(what=a, iters=iters, **common) for a in algos]
+            if gpu:
+                specs += [dict(what=a, iters=iters, device='cuda', **common) for a in algos]
     return specs
 
 
@@ -216,15 +229,19 @@ def format_table(results):
     raw = {r['env']: r['steps_per_s'] for r in results if r['what'] == 'raw'}
     garage = {(r['env'], r['batch']): r['iter_s'] for r in results
               if r['what'] == 'garage-MAMLTRPO'}
+    on_gpu = {(r['env'], r['batch'], r['what']): r for r in results
+              if r.get('device', 'cpu') != 'cpu'}
     head = ('| env | batch (M×R×H×(K+1)) | algorithm | s/iter | sampling s | update s | '
             'update share | sampling steps/s | vs raw steps/s | speed-up vs garage | '
             'peak RSS MB (main / worker) |')
+    if on_gpu:
+        head += ' GPU: update s | GPU: update share | GPU: speed-up vs garage |'
     lines = [head, '|' + '---|' * (head.count('|') - 1)]
     for env, rate in raw.items():
         lines.append(f'| {env} | random actions | raw env steps | | | | | {rate:,.0f} | 1.00 | '
-                     '| |')
+                     '| |' + (' | | |' if on_gpu else ''))
     for r in results:
-        if r['what'] == 'raw':
+        if r['what'] == 'raw' or r.get('device', 'cpu') != 'cpu' or 'iter_s' not in r:
             continue
         steps = f"{r['meta_batch_size']}×{r['episodes_per_task']}×{r['horizon']}×{r['K'] + 1}"
         vs_raw = f"{r['sample_steps_per_s'] / raw[r['env']]:.2f}" if r['env'] in raw else ''
@@ -237,12 +254,24 @@ def format_table(results):
             f"{vs_raw} | "
             f"{speedup} | "
             f"{r['peak_rss_mb']:,.0f} / {r['worker_peak_rss_mb']:,.0f} |")
+        if on_gpu:
+            gpu = on_gpu.get((r['env'], r['batch'], r['what']))
+            if gpu is None:
+                lines[-1] += ' | | |'
+            else:
+                gpu_speedup = '' if garage_s is None else f"{garage_s / gpu['iter_s']:.1f}×"
+                lines[-1] += (f" {gpu['update_s']:.2f} | {gpu['update_s'] / gpu['iter_s']:.0%} | "
+                              f"{gpu_speedup} |")
     return '\n'.join(lines)
 
 
 def format_breakdown(results):
     """Markdown table: where each algorithm's update time goes."""
     rows = [r for r in results if r.get('update_parts')]
+
+    def label(r):
+        return r['what'] + (f" ({r['device']})" if r.get('device', 'cpu') != 'cpu' else '')
+
     parts = sorted({p for r in rows for p in r['update_parts']},
                    key=['MetaObjective', 'ConjugateGradient', 'LineSearch', 'After'].index)
     head = '| env | batch | algorithm | update s | ' + ' | '.join(parts) + ' | other |'
@@ -251,7 +280,7 @@ def format_breakdown(results):
         cells = [f"{r['update_parts'][p]:.2f} ({r['update_parts'][p] / r['update_s']:.0%})"
                  if p in r['update_parts'] else '' for p in parts]
         other = r['update_s'] - sum(r['update_parts'].values())
-        lines.append(f"| {r['env']} | {r['batch']} | {r['what']} | {r['update_s']:.2f} | "
+        lines.append(f"| {r['env']} | {r['batch']} | {label(r)} | {r['update_s']:.2f} | "
                      + ' | '.join(cells) + f' | {other:.2f} |')
     return '\n'.join(lines)
 
@@ -331,12 +360,15 @@ def format_worker_table(results):
 @click.option('--raw-steps', default=20000, show_default=True, help='Steps per raw process.')
 @click.option('--memory-env', default='HumanoidRandDirec', show_default=True,
               help='One ProMP iteration at the paper batch for peak memory ("" skips).')
+@click.option('--gpu', type=click.Choice(['auto', 'yes', 'no']), default='auto', show_default=True,
+              help='Table mode: also time every update with device=cuda (auto: where a GPU '
+                   'exists), for the GPU columns.')
 @click.option('--quick', is_flag=True, help='Tiny batches, point env only: a smoke run.')
 @click.option('--out', default=str(HERE.parent / 'data' / 'benchmarks'), show_default=True,
               help='Directory for the JSON (and PNG).')
 @click.pass_context
 def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garage_iters,
-         raw_steps, memory_env, quick, out):
+         raw_steps, memory_env, gpu, quick, out):
     """Measure and print the throughput table (or the scaling plot)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -350,10 +382,14 @@ def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garag
     out.mkdir(parents=True, exist_ok=True)
     meta = dict(machine=platform.platform(), python=platform.python_version(),
                 cpus=os.cpu_count(), n_workers=n_workers, date=time.strftime('%Y-%m-%d'))
+    if gpu == 'auto':
+        import torch
+        gpu = 'yes' if torch.cuda.is_available() else 'no'
+    meta['gpu'] = _gpu_name() if gpu == 'yes' else None
     if mode == 'table':
         results = []
         for spec in table_specs(envs, batches, algos, n_workers, iters, garage_iters,
-                                raw_steps):
+                                raw_steps, gpu=gpu == 'yes'):
             click.echo(f'measuring {spec}', err=True)
             results.append(run_isolated(spec))
             (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
@@ -362,8 +398,9 @@ def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garag
             spec = dict(what='ProMP', env=memory_env, batch='paper', n_workers=n_workers,
                         iters=1, **BATCHES['paper'])
             click.echo(f'measuring peak memory {spec}', err=True)
-            memory = run_isolated(spec)
-            results.append(memory)
+            results.append(run_isolated(spec))
+            if gpu == 'yes':
+                results.append(run_isolated({**spec, 'device': 'cuda'}))
         click.echo(format_table(results))
         click.echo('\nUpdate breakdown (seconds, share of the update):\n')
         click.echo(format_breakdown(results))

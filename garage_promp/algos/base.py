@@ -769,11 +769,17 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
 
     @contextlib.contextmanager
     def _timed(self, part: str):
-        """Add the block's wall time to ``last_timings['Update/<part>']``."""
+        """Add the block's wall time to ``last_timings['Update/<part>']``.
+
+        On a GPU the block's queued kernels are waited for, so the time is
+        the part's own and not the next part's.
+        """
         start = time.perf_counter()
         try:
             yield
         finally:
+            if self._learner_device.type == 'cuda':
+                torch.cuda.synchronize(self._learner_device)
             timings = self.__dict__.setdefault('last_timings', {})
             key = f'Update/{part}'
             timings[key] = timings.get(key, 0.) + time.perf_counter() - start

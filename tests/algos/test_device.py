@@ -1,8 +1,17 @@
 """The meta-update's device: CPU by default; a GPU gives the same update."""
+import csv
+import importlib.util
+import math
+import pathlib
+
+import garage_promp
+from garage_promp.experiment.paper_config import ALGOS
+
+from click.testing import CliRunner
 import pytest
 import torch
 
-from tests.helpers import make_algo
+from tests.helpers import make_algo, make_setup
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
                                reason='needs a CUDA GPU (torch.cuda.is_available() is False)')
@@ -34,11 +43,23 @@ def test_cpu_update_keeps_everything_on_the_cpu(name):
                    for v in state.values() if torch.is_tensor(v))
 
 
+def _label_update(label, device):
+    """θ after one update of the paper label ``label`` (tiny batch, same seed)."""
+    env, policy, sampler, task_sampler = make_setup(1)
+    algo = garage_promp.make_algo(label, env, policy, sampler, task_sampler, meta_batch_size=3,
+                                  episodes_per_task=2, device=device)
+    batches = algo.sample_meta_batch(0)
+    with algo._on_device():
+        algo.optimize(0, [b.to(algo._learner_device) for b in batches])
+    params = [p.detach() for p in algo.policy.parameters()]
+    return torch.cat([p.flatten() for p in params]), {p.device.type for p in params}, algo
+
+
 @needs_gpu
-@pytest.mark.parametrize('name', ['ProMP', 'TRPOMAML', 'LVCVPG', 'DiCEVPG'])
-def test_gpu_update_equals_the_cpu_update(name):
-    on_cpu, _, _ = _update(name, 'cpu')
-    on_gpu, devices, algo = _update(name, 'cuda')
+@pytest.mark.parametrize('label', sorted(ALGOS))
+def test_gpu_update_equals_the_cpu_update(label):
+    on_cpu, _, _ = _label_update(label, 'cpu')
+    on_gpu, devices, algo = _label_update(label, 'cuda')
     assert devices == {'cpu'}  # θ comes back for sampling
     torch.testing.assert_close(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)
     # A second update starts from the moved-back state (Adam's moments too).
@@ -46,3 +67,29 @@ def test_gpu_update_equals_the_cpu_update(name):
     with algo._on_device():
         algo.optimize(1, [b.to(algo._learner_device) for b in batches])
     assert all(torch.isfinite(p).all() for p in algo.policy.parameters())
+
+
+@needs_gpu
+def test_launcher_trains_on_the_gpu_as_on_the_cpu(tmp_path):
+    """Two epochs with --device cuda: the same rows as on the CPU, to float tolerance."""
+    path = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
+    spec = importlib.util.spec_from_file_location('train_launcher_gpu', path)
+    launcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launcher)
+    rows = {}
+    for device in ('cpu', 'cuda'):
+        log_dir = tmp_path / device
+        result = CliRunner().invoke(launcher.main, [
+            '--algo', 'ProMP', '--env', 'PointEnvCorner', '--epochs', '2',
+            '--meta-batch-size', '2', '--episodes-per-task', '2', '--max-episode-length', '4',
+            '--n-test-tasks', '1', '--hidden-sizes', '4', '--device', device,
+            '--log-dir', str(log_dir)], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        with open(log_dir / 'progress.csv') as f:
+            rows[device] = list(csv.DictReader(f))
+    assert len(rows['cuda']) == len(rows['cpu']) == 2
+    for key in ('Step_0-AverageReturn', 'Step_1-AverageReturn', 'GaussianMLPPolicy/LossAfter',
+                'MetaTest/Average/AverageReturn'):
+        for cpu_row, gpu_row in zip(rows['cpu'], rows['cuda']):
+            assert math.isclose(float(gpu_row[key]), float(cpu_row[key]), rel_tol=1e-3,
+                                abs_tol=1e-4), key
