@@ -49,6 +49,16 @@ Workarounds:
    ``Trainer.restore`` fails with "no attribute '_optimizer_step_pre_hooks'".
    After garage's ``__setstate__`` we run torch's, which adds only what is
    missing.
+9. **Policies on a GPU.** ``GaussianMLPModule._get_mean_and_log_std`` builds
+   the log-std as ``torch.zeros(*shape) + init_std``: the zeros are made on
+   the CPU whatever the module's device, so a ``GaussianMLPPolicy`` (shared
+   std, garage's default) moved to a GPU fails with "Expected all tensors to
+   be on the same device". With ``learn_std=False`` the log-std it adds is a
+   stale CPU copy of its buffer after ``policy.to(device)``, and the module's
+   own ``to`` raises ``KeyError`` unless both ``min_std`` and ``max_std`` are
+   set. The zeros are made on the mean's device and dtype, the moved buffer is
+   read, and ``to`` refreshes only the buffers that exist; values and
+   gradients are unchanged.
 
 The import banners of garage's dependencies are avoided by versions, not
 patches: cma>=3.3 imports fully on Python 3.11 (2.7.0, garage's pin, prints
@@ -377,6 +387,40 @@ def _restorable_conjugate_gradient_optimizer():
     cls._garage_promp_patched = True
 
 
+def _device_safe_gaussian_mlp_module():
+    # Workaround 9.
+    from garage.torch.modules import gaussian_mlp_module
+    import torch
+    base, cls = gaussian_mlp_module.GaussianMLPBaseModule, gaussian_mlp_module.GaussianMLPModule
+    if getattr(cls, '_garage_promp_patched', False):
+        return
+
+    def _log_std_param(module):
+        # learn_std=False: the registered buffer, which .to()/_apply moved.
+        init_std = module._init_std
+        return init_std if isinstance(init_std, torch.nn.Parameter) else module.init_std
+
+    def _get_mean_and_log_std(self, *inputs):
+        assert len(inputs) == 1
+        mean = self._mean_module(*inputs)
+        broadcast_shape = list(inputs[0].shape[:-1]) + [self._action_dim]
+        zeros = torch.zeros(*broadcast_shape, device=mean.device, dtype=mean.dtype)
+        return mean, zeros + _log_std_param(self)
+
+    def to(self, *args, **kwargs):
+        torch.nn.Module.to(self, *args, **kwargs)
+        buffers = dict(self.named_buffers())
+        if not isinstance(self._init_std, torch.nn.Parameter):
+            self._init_std = buffers['init_std']
+        self._min_std_param = buffers.get('min_std_param')
+        self._max_std_param = buffers.get('max_std_param')
+        return self
+
+    cls._get_mean_and_log_std = _get_mean_and_log_std
+    base.to = to
+    cls._garage_promp_patched = True
+
+
 def apply_import_hooks():
     """The workarounds ``import garage`` itself needs (1, 2, 5, 7); idempotent.
 
@@ -396,3 +440,4 @@ def apply():
     _patch_snapshotter()
     _skip_non_finite_tensorboard_scalars()
     _restorable_conjugate_gradient_optimizer()
+    _device_safe_gaussian_mlp_module()

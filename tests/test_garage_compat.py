@@ -319,3 +319,26 @@ def test_garage_conjugate_gradient_optimizer_steps_after_unpickling():
     loss().backward()
     optimizer.step(loss, constraint)
     assert loss().item() < (old ** 2).sum().item()
+
+
+@pytest.mark.parametrize('learn_std', [True, False])
+@pytest.mark.parametrize('move', ['module.to', 'parent.to'])
+def test_gaussian_mlp_module_follows_its_device(learn_std, move):
+    """Workaround 9: the log-std is built on the module's device, whichever way it moved.
+
+    The 'meta' device stands in for a GPU: a tensor made on the CPU does not
+    mix with it, as with CUDA, and no GPU is needed.
+    """
+    import torch
+    from garage.torch.modules.gaussian_mlp_module import GaussianMLPModule
+    module = GaussianMLPModule(3, 2, hidden_sizes=(4, ), learn_std=learn_std, init_std=0.7,
+                               min_std=None)
+    on_cpu = module._get_mean_and_log_std(torch.ones(5, 3))[1]
+    assert torch.allclose(on_cpu, torch.full((5, 2), np.log(0.7), dtype=torch.float32))
+    if move == 'module.to':
+        module.to('meta')
+    else:  # how policy.to(device) moves it: nn.Module._apply, not the module's to
+        torch.nn.Sequential(module).to('meta')
+    mean, log_std = module._get_mean_and_log_std(torch.ones(5, 3, device='meta'))
+    assert mean.device.type == log_std.device.type == 'meta'
+    assert log_std.shape == (5, 2)
