@@ -396,9 +396,10 @@ def _device_safe_gaussian_mlp_module():
         return
 
     def _log_std_param(module):
-        # learn_std=False: the registered buffer, which .to()/_apply moved.
-        init_std = module._init_std
-        return init_std if isinstance(init_std, torch.nn.Parameter) else module.init_std
+        # learn_std=True: the parameter '_init_std' (a plain tensor inside
+        # torch.func.functional_call); learn_std=False: the registered buffer
+        # 'init_std', which .to()/_apply moved (the attribute is a stale copy).
+        return module._init_std if module._learn_std else module.init_std
 
     def _get_mean_and_log_std(self, *inputs):
         assert len(inputs) == 1

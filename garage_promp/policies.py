@@ -111,6 +111,108 @@ def task_distribution_params(policy: torch.nn.Module, params: Params,
             torch.stack([s for _, s in outs]))
 
 
+class BatchedGaussianMLP:
+    """Mean and log-std of S parameter sets at once for a garage ``GaussianMLPPolicy``.
+
+    The sampler's per-step forward: one ``baddbmm`` per layer over the
+    stacked per-task parameters, instead of ``torch.func.vmap`` of
+    ``functional_call``, whose per-call overhead (about 0.5 ms for a 64×64
+    policy, mostly pytree handling, against 0.07 ms here) was a quarter of a
+    worker's time on HalfCheetah. It computes what garage's
+    ``GaussianMLPModule.forward`` computes (hidden layers, the output layer,
+    the shared log-std with its clamp and parameterisation); :meth:`of`
+    returns None for any other structure, and the caller keeps the generic
+    ``vmap`` path.
+
+    Args:
+        layers (list[tuple]): (weight name, bias name, nonlinearity or None).
+        log_std_name (str or None): The learned log-std parameter's name.
+        fixed_log_std (torch.Tensor or None): The log-std buffer
+            (``learn_std=False``).
+        clamp (tuple or None): (min, max) of the log-std, each float or None;
+            None: no clamp.
+        parameterization (str): 'exp' or 'softplus' (garage's names).
+
+    """
+
+    def __init__(self, layers, log_std_name, fixed_log_std, clamp, parameterization):
+        self._layers = layers
+        self._log_std_name = log_std_name
+        self._fixed_log_std = fixed_log_std
+        self._clamp = clamp
+        self._parameterization = parameterization
+
+    @classmethod
+    def of(cls, policy: torch.nn.Module) -> 'BatchedGaussianMLP | None':
+        """The batched forward of ``policy``, or None if its structure is another."""
+        # pylint: disable=import-outside-toplevel
+        from garage.torch._functions import NonLinearity
+        from garage.torch.modules.gaussian_mlp_module import GaussianMLPModule
+        from garage.torch.policies import GaussianMLPPolicy
+        if type(policy).forward is not GaussianMLPPolicy.forward:
+            return None
+        module = getattr(policy, '_module', None)
+        if type(module) is not GaussianMLPModule or \
+                module._norm_dist_class is not torch.distributions.Normal:
+            return None
+        mean_module = module._mean_module
+        if len(mean_module._output_layers) != 1:
+            return None
+        layers = []
+        for group in ('_layers', '_output_layers'):
+            for i, layer in enumerate(getattr(mean_module, group)):
+                children = dict(layer.named_children())
+                if set(children) - {'linear', 'non_linearity'} or \
+                        type(children.get('linear')) is not torch.nn.Linear or \
+                        children['linear'].bias is None:
+                    return None
+                act = children.get('non_linearity')
+                if act is not None and not isinstance(act, NonLinearity):
+                    return None
+                name = f'_module._mean_module.{group}.{i}.linear'
+                layers.append((f'{name}.weight', f'{name}.bias',
+                               None if act is None else act.module))
+
+        def bound(value):
+            return None if value is None else float(value.item())
+
+        low, high = module._min_std_param, module._max_std_param
+        # garage clamps only if ``min or max`` is truthy (a log-std bound of
+        # exactly 0, std 1, alone does not clamp); the same here.
+        clamp = (bound(low), bound(high)) if (low is not None and bool(low)) or (
+            high is not None and bool(high)) else None
+        return cls(layers, '_module._init_std' if module._learn_std else None,
+                   None if module._learn_std else module.init_std.detach().clone(),
+                   clamp, module._std_parameterization)
+
+    def __call__(self, params: Params, observations: torch.Tensor
+                 ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Mean and log-std, each :math:`(S, W, A)`.
+
+        Args:
+            params (dict): Stacked parameters, each of shape ``(S, *shape)``.
+            observations (torch.Tensor): :math:`(S, W, O)`.
+
+        """
+        x = observations
+        for weight, bias, act in self._layers:
+            x = torch.baddbmm(params[bias].unsqueeze(1), x, params[weight].transpose(1, 2))
+            if act is not None:
+                x = act(x)
+        if self._log_std_name is None:
+            log_std = self._fixed_log_std.expand(x.shape[0], -1)
+        else:
+            log_std = params[self._log_std_name]
+        log_std = torch.zeros_like(x) + log_std.unsqueeze(1)
+        if self._clamp is not None:
+            log_std = log_std.clamp(min=self._clamp[0], max=self._clamp[1])
+        if self._parameterization == 'exp':
+            std = log_std.exp()
+        else:
+            std = log_std.exp().exp().add(1.).log()
+        return x, torch.log(std)
+
+
 class AdaptedPolicy(Policy):
     """A meta-policy with adapted parameters, as handed out by ``adapt_policy``.
 

@@ -5,9 +5,11 @@ in a worker process of our own pool (``'multiprocessing'``) or in a Ray actor
 (``'ray'``); the code is the same everywhere. It receives a :class:`Job` (the
 episodes of some tasks it must sample, each task's policy parameters and the
 task's ``EnvUpdate``), steps all of the job's episodes in lockstep with one
-batched policy forward per step (``torch.func.vmap`` of ``functional_call``
-over the stacked per-task parameters, like the original implementation's
-vectorised ``MetaSampler``), and returns an :class:`EpisodeArrays`.
+batched policy forward per step over the stacked per-task parameters (like
+the original implementation's vectorised ``MetaSampler``), and returns an
+:class:`EpisodeArrays`. The forward is :class:`~garage_promp.policies.BatchedGaussianMLP`
+for garage's ``GaussianMLPPolicy`` (checked against the generic path when the
+worker is made) and ``torch.func.vmap`` of ``functional_call`` otherwise.
 
 Determinism by construction: every random draw of an episode comes from
 :func:`episode_seed_sequence` of (experiment seed, sampling round, task slot,
@@ -30,7 +32,7 @@ import dataclasses
 import math
 from typing import Any, Dict, List, Sequence, Tuple
 
-from garage_promp.policies import distribution_params
+from garage_promp.policies import BatchedGaussianMLP, distribution_params
 
 import numpy as np
 import torch
@@ -172,6 +174,29 @@ class RolloutWorker:
         self._max_envs_per_worker = max_envs_per_worker
         self._pool: List[Any] = []
         self._where = None
+        self._fast = self._checked_fast_forward() if self._batched else None
+
+    def _checked_fast_forward(self):
+        """The policy's :class:`BatchedGaussianMLP`, if it agrees with vmap.
+
+        Checked once, on fixed inputs (so every worker decides alike), at
+        perturbed parameters; a policy it does not reproduce keeps vmap.
+        """
+        fast = BatchedGaussianMLP.of(self._policy)
+        if fast is None:
+            return None
+        generator = torch.Generator().manual_seed(0)
+        params = {name: torch.stack([value.detach() + 0.1 * torch.randn(
+            value.shape, generator=generator) for _ in range(2)])
+            for name, value in self._policy.named_parameters()}
+        obs_dim = int(np.prod(self._template.spec.observation_space.shape))
+        obs = torch.randn((2, 3, obs_dim), generator=generator)
+        with torch.no_grad():
+            expected = vmap(lambda p, o: distribution_params(self._policy, p, o))(params, obs)
+            got = fast(params, obs)
+        if all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(got, expected)):
+            return fast
+        return None
 
     # ---------------------------------------------------------------- envs
     def _env(self, position: int, update) -> Any:
@@ -206,7 +231,7 @@ class RolloutWorker:
                                 for i, count in enumerate(rows_per_share)
                                 for j in range(count)])
         stacked = ({k: torch.stack([p[k] for p in params]) for k in params[0]}
-                   if len(params) > 1 else None)
+                   if len(params) > 1 or self._fast is not None else None)
         return dict(rows_per_share=rows_per_share, params=params,
                     width=width, keep=keep, stacked=stacked)
 
@@ -224,6 +249,8 @@ class RolloutWorker:
                         row += 1
                 mean = torch.cat([m for m, _ in outs])
                 log_std = torch.cat([s for _, s in outs])
+            elif self._fast is not None:
+                mean, log_std = self._padded_forward(obs_t, plan, self._fast)
             elif plan['stacked'] is None:
                 mean, log_std = distribution_params(self._policy, params[0],
                                                     obs_t)
@@ -231,14 +258,21 @@ class RolloutWorker:
                 mean, log_std = self._padded_forward(obs_t, plan)
         return mean.numpy(), log_std.numpy()
 
-    def _padded_forward(self, obs, plan):
-        """vmap over the shares, each padded to the largest share's rows."""
+    def _padded_forward(self, obs, plan, forward=None):
+        """One forward over the shares, each padded to the largest share's rows.
+
+        ``forward(stacked_params, obs)`` maps ``(S, W, O)`` observations to
+        ``(S, W, A)`` means and log-stds; by default vmap of the policy.
+        """
         n_shares, width = len(plan['params']), plan['width']
+        if forward is None:
+            forward = vmap(lambda p, o: distribution_params(self._policy, p, o))
+        if n_shares == 1:
+            mean, log_std = forward(plan['stacked'], obs.unsqueeze(0))
+            return mean[0], log_std[0]
         padded = obs.new_zeros((n_shares * width, obs.shape[-1]))
         padded[plan['keep']] = obs
-        mean, log_std = vmap(
-            lambda p, o: distribution_params(self._policy, p, o))(
-                plan['stacked'], padded.reshape(n_shares, width, -1))
+        mean, log_std = forward(plan['stacked'], padded.reshape(n_shares, width, -1))
         return (mean.reshape(n_shares * width, -1)[plan['keep']],
                 log_std.reshape(n_shares * width, -1)[plan['keep']])
 

@@ -1,0 +1,76 @@
+"""BatchedGaussianMLP: the sampler's per-step forward equals the policy's own."""
+from garage_promp.policies import BatchedGaussianMLP, distribution_params
+from garage_promp.sampler.rollout import RolloutWorker
+
+from garage.torch.policies import GaussianMLPPolicy, TanhGaussianMLPPolicy
+import pytest
+import torch
+from torch.func import vmap
+
+from tests.helpers import ShortPointEnv, make_setup
+
+POLICIES = {
+    'default': dict(),
+    'fixed std': dict(learn_std=False, init_std=0.5),
+    'no clamp': dict(min_std=None),
+    'both bounds': dict(min_std=0.3, max_std=0.6, init_std=2.0),
+    'softplus relu': dict(std_parameterization='softplus', hidden_nonlinearity=torch.relu),
+    'one hidden layer': dict(hidden_sizes=(5, )),
+}
+
+
+def _stacked(policy, n, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return {k: torch.stack([v.detach() + 0.5 * torch.randn(v.shape, generator=gen)
+                            for _ in range(n)])
+            for k, v in policy.named_parameters()}
+
+
+@pytest.mark.parametrize('kwargs', POLICIES.values(), ids=POLICIES.keys())
+@pytest.mark.parametrize('n_sets', [1, 3])
+def test_equals_vmap_of_the_policy(kwargs, n_sets):
+    env = ShortPointEnv()
+    torch.manual_seed(1)
+    policy = GaussianMLPPolicy(env.spec, **{'hidden_sizes': (8, 8), **kwargs})
+    fast = BatchedGaussianMLP.of(policy)
+    assert fast is not None
+    params = _stacked(policy, n_sets)
+    obs = torch.randn(n_sets, 7, env.spec.observation_space.flat_dim) * 3
+    with torch.no_grad():
+        expected = vmap(lambda p, o: distribution_params(policy, p, o))(params, obs)
+        got = fast(params, obs)
+    for a, b in zip(got, expected):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_the_clamp_is_applied():
+    env = ShortPointEnv()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4, ), init_std=5.0, max_std=2.0)
+    obs = torch.zeros(1, 2, env.spec.observation_space.flat_dim)
+    _, log_std = BatchedGaussianMLP.of(policy)(_stacked(policy, 1), obs)
+    assert torch.all(log_std <= torch.log(torch.tensor(2.0)) + 1e-6)
+
+
+class _ShiftedPolicy(GaussianMLPPolicy):
+    def forward(self, observations):
+        return super().forward(observations + 1.)
+
+
+@pytest.mark.parametrize('make', [
+    lambda spec: TanhGaussianMLPPolicy(spec, hidden_sizes=(4, )),
+    lambda spec: _ShiftedPolicy(spec, hidden_sizes=(4, )),
+    lambda spec: GaussianMLPPolicy(spec, hidden_sizes=(4, ), layer_normalization=True),
+], ids=['tanh-gaussian', 'own forward', 'layer norm'])
+def test_other_structures_keep_the_generic_path(make):
+    policy = make(ShortPointEnv().spec)
+    assert BatchedGaussianMLP.of(policy) is None
+    worker = RolloutWorker(policy, ShortPointEnv(), seed=0, max_episode_length=3)
+    assert worker._fast is None
+
+
+def test_the_worker_uses_it_for_gaussian_mlp_policies():
+    env, policy, _, _ = make_setup(1)
+    assert RolloutWorker(policy, env, seed=0, max_episode_length=3)._fast is not None
+    # The sequential reference path never uses it.
+    assert RolloutWorker(policy, env, seed=0, max_episode_length=3, batched=False)._fast is None
