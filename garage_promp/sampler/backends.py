@@ -1,9 +1,13 @@
 """Where :class:`~garage_promp.sampler.rollout.RolloutWorker`\\ s run.
 
-A backend runs one :class:`~garage_promp.sampler.rollout.Job` per worker and
-returns one :class:`~garage_promp.sampler.rollout.EpisodeArrays` per job, in
-order: ``run(jobs) -> results``. Adding a backend is one class with ``run``
-and ``close``.
+A backend runs :class:`~garage_promp.sampler.rollout.Job`\ s on its workers,
+one at a time per worker, and hands back one
+:class:`~garage_promp.sampler.rollout.EpisodeArrays` per job: ``submit(worker,
+job)`` starts a job on an idle worker, ``collect()`` waits for whichever
+submitted job finishes first and returns ``(worker, result)``. ``run(jobs)``
+(:class:`Backend`) runs one job per worker and returns the results in order.
+Adding a backend is one :class:`Backend` subclass with ``submit``,
+``collect`` and ``close``.
 
 * :class:`InProcessBackend` (``'local'``): the workers are objects in the main
   process, run one after the other.
@@ -27,6 +31,7 @@ interpreter exit).
 """
 import atexit
 import builtins
+import collections
 import dataclasses
 from multiprocessing import connection
 import os
@@ -36,7 +41,7 @@ import socket
 import subprocess
 import sys
 import traceback
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 import weakref
 
 from garage_promp.sampler.rollout import Context, EpisodeArrays, Job, RolloutWorker
@@ -128,8 +133,42 @@ def _sample_or_report(worker: RolloutWorker, worker_id: int, job: Job):
         return _report(worker_id, exc, worker.context)
 
 
-class InProcessBackend:
+class Backend:
+    """What every backend provides; ``run`` is built on ``submit``/``collect``."""
+
+    def submit(self, worker_id: int, job: Job):
+        """Start ``job`` on worker ``worker_id``, which must be idle."""
+        raise NotImplementedError
+
+    def collect(self) -> Tuple[int, EpisodeArrays]:
+        """Wait for the next submitted job to finish: ``(worker, result)``.
+
+        Raises:
+            SamplerWorkerError: If a worker raised or died (all workers are
+                stopped first).
+
+        """
+        raise NotImplementedError
+
+    def close(self):
+        """Stop every worker."""
+        raise NotImplementedError
+
+    def run(self, jobs: Sequence[Job]) -> List[EpisodeArrays]:
+        """Job i on worker i; the results in the jobs' order."""
+        for worker_id, job in enumerate(jobs):
+            self.submit(worker_id, job)
+        results = {}
+        while len(results) < len(jobs):
+            worker_id, result = self.collect()
+            results[worker_id] = result
+        return [results[w] for w in range(len(jobs))]
+
+
+class InProcessBackend(Backend):
     """Workers in the main process, run one after the other.
+
+    ``submit`` queues a job; ``collect`` runs the oldest queued job.
 
     Args:
         config (dict): ``RolloutWorker`` arguments.
@@ -139,17 +178,20 @@ class InProcessBackend:
 
     def __init__(self, config: Dict[str, Any], n_workers: int):
         self._workers = [RolloutWorker(**config) for _ in range(n_workers)]
+        self._queue = collections.deque()
 
-    def run(self, jobs: Sequence[Job]) -> List[EpisodeArrays]:
-        """Sample each job on its worker."""
-        results = []
-        for worker_id, job in enumerate(jobs):
-            result = _sample_or_report(self._workers[worker_id], worker_id,
-                                       job)
-            if isinstance(result, FailureReport):
-                raise worker_error(result)
-            results.append(result)
-        return results
+    def submit(self, worker_id: int, job: Job):
+        """Queue ``job`` for worker ``worker_id``."""
+        self._queue.append((worker_id, job))
+
+    def collect(self) -> Tuple[int, EpisodeArrays]:
+        """Run the oldest queued job."""
+        worker_id, job = self._queue.popleft()
+        result = _sample_or_report(self._workers[worker_id], worker_id, job)
+        if isinstance(result, FailureReport):
+            self._queue.clear()
+            raise worker_error(result)
+        return worker_id, result
 
     def close(self):
         """Close the workers' envs."""
@@ -198,7 +240,7 @@ def _stop_live_pools():
         pool.close()
 
 
-class ProcessPoolBackend:
+class ProcessPoolBackend(Backend):
     """Persistent worker processes of our own.
 
     Each worker is a fresh Python interpreter (``python -m
@@ -219,6 +261,7 @@ class ProcessPoolBackend:
     def __init__(self, config: Dict[str, Any], n_workers: int):
         config_bytes = cloudpickle.dumps(config)
         self._procs, self._conns = [], []
+        self._busy = set()
         _LIVE_POOLS.add(self)
         env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
                    OPENBLAS_NUM_THREADS='1')
@@ -245,13 +288,21 @@ class ProcessPoolBackend:
         """list[int]: The worker processes' ids."""
         return [proc.pid for proc in self._procs]
 
-    def run(self, jobs: Sequence[Job]) -> List[EpisodeArrays]:
-        """Send each worker its job; wait for all; raise on any failure."""
+    def submit(self, worker_id: int, job: Job):
+        """Send worker ``worker_id`` its job."""
         try:
-            for worker_id, job in enumerate(jobs):
-                self._conns[worker_id].send_bytes(
-                    cloudpickle.dumps(job, protocol=5))
-            return self._gather(list(range(len(jobs))), 'sampling')
+            self._conns[worker_id].send_bytes(cloudpickle.dumps(job, protocol=5))
+            self._busy.add(worker_id)
+        except BaseException:
+            self.close()
+            raise
+
+    def collect(self) -> Tuple[int, EpisodeArrays]:
+        """The first busy worker's result; raise on any failure."""
+        try:
+            worker_id, result = self._receive(self._busy, 'sampling')
+            self._busy.discard(worker_id)
+            return worker_id, result
         except BaseException:
             self.close()
             raise
@@ -261,9 +312,17 @@ class ProcessPoolBackend:
         results = {}
         pending = set(worker_ids)
         while pending:
-            waitables = {self._conns[w]: w for w in pending}
-            ready = connection.wait(list(waitables),
-                                    timeout=self.POLL_SECONDS)
+            worker_id, results[worker_id] = self._receive(pending, doing)
+            pending.discard(worker_id)
+        return [results[w] for w in worker_ids]
+
+    def _receive(self, pending, doing: str):
+        """One message from one of the ``pending`` workers: (worker, payload)."""
+        if not pending:
+            raise RuntimeError('collect() without a submitted job')
+        while True:
+            waitables = {self._conns[w]: w for w in sorted(pending)}
+            ready = connection.wait(list(waitables), timeout=self.POLL_SECONDS)
             for conn in ready:
                 worker_id = waitables[conn]
                 try:
@@ -272,13 +331,11 @@ class ProcessPoolBackend:
                     raise self._death(worker_id, doing) from None
                 if status == 'error':
                     raise worker_error(payload)
-                results[worker_id] = payload
-                pending.discard(worker_id)
-            for worker_id in list(pending):
+                return worker_id, payload
+            for worker_id in sorted(pending):
                 if self._procs[worker_id].poll() is not None and \
                         not self._conns[worker_id].poll():
                     raise self._death(worker_id, doing)
-        return [results[w] for w in worker_ids]
 
     def _death(self, worker_id: int, doing: str) -> SamplerWorkerError:
         proc = self._procs[worker_id]
@@ -314,6 +371,7 @@ class ProcessPoolBackend:
         for conn in self._conns:
             conn.close()
         self._procs, self._conns = [], []
+        self._busy = set()
 
 
 #: Ray workers import garage before anything of ours; this hook applies the
@@ -354,7 +412,7 @@ class _RayWorker:
         return os.getpid()
 
 
-class RayBackend:
+class RayBackend(Backend):
     """One Ray actor per worker (starts Ray if it is not running).
 
     Args:
@@ -369,22 +427,34 @@ class RayBackend:
         actor = ray.remote(num_cpus=1)(_RayWorker)
         config_bytes = cloudpickle.dumps(config)
         self._actors = [actor.remote(w, config_bytes) for w in range(n_workers)]
+        self._pending = {}  # object ref -> worker
 
-    def run(self, jobs: Sequence[Job]) -> List[EpisodeArrays]:
-        """Sample each job on its actor; raise on any failure."""
+    def submit(self, worker_id: int, job: Job):
+        """Start ``job`` on actor ``worker_id``."""
+        try:
+            self._pending[self._actors[worker_id].sample.remote(cloudpickle.dumps(job))] = \
+                worker_id
+        except BaseException:
+            self.close()
+            raise
+
+    def collect(self) -> Tuple[int, EpisodeArrays]:
+        """The first finished actor's result; raise on any failure."""
         import ray
         try:
-            refs = [self._actors[w].sample.remote(cloudpickle.dumps(job))
-                    for w, job in enumerate(jobs)]
+            if not self._pending:
+                raise RuntimeError('collect() without a submitted job')
+            ready, _ = ray.wait(list(self._pending), num_returns=1)
+            ref = ready[0]
+            worker_id = self._pending.pop(ref)
             try:
-                results = ray.get(refs)
+                result = ray.get(ref)
             except ray.exceptions.RayActorError as exc:
                 raise SamplerWorkerError(
                     f'a Ray sampler actor died while sampling: {exc}') from exc
-            for result in results:
-                if isinstance(result, FailureReport):
-                    raise worker_error(result)
-            return results
+            if isinstance(result, FailureReport):
+                raise worker_error(result)
+            return worker_id, result
         except BaseException:
             self.close()
             raise
@@ -396,6 +466,7 @@ class RayBackend:
             for actor in self._actors:
                 ray.kill(actor)
         self._actors = []
+        self._pending = {}
 
 
 BACKENDS = {
