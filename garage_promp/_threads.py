@@ -1,10 +1,12 @@
 """Torch intra-op threads for the learner's phases.
 
 Sampler workers run single-threaded (one core each). While the learner
-processes a batch, takes the inner steps between sampling rounds, or takes
-the outer step, the workers wait, so the learner may use every core; it goes
-back to its previous thread count before the workers sample again, so that
-workers and learner never oversubscribe the cores.
+takes the outer step the workers wait, so the learner may use every core; it
+goes back to its previous thread count before the workers sample again, so
+that workers and learner never oversubscribe the cores. The per-task work
+between sampling rounds (processing, inner steps) runs while other workers
+sample (``MetaSampler.obtain_rounds``); there the learner is capped at the
+cores the workers leave (:func:`learner_cores_while_sampling`).
 """
 import contextlib
 import os
@@ -20,9 +22,28 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+_CAP = [None]  # the learner's thread cap while workers sample, or None
+
+
+@contextlib.contextmanager
+def learner_cores_while_sampling(n_workers: int):
+    """Cap :func:`learner_threads` at the cores ``n_workers`` workers leave (at least 1)."""
+    previous = _CAP[0]
+    _CAP[0] = max(1, available_cores() - n_workers)
+    try:
+        yield
+    finally:
+        _CAP[0] = previous
+
+
 @contextlib.contextmanager
 def learner_threads(n_threads: int):
-    """Run the block with ``n_threads`` torch threads, then restore them."""
+    """Run the block with ``n_threads`` torch threads, then restore them.
+
+    Inside :func:`learner_cores_while_sampling`, at most its cap.
+    """
+    if _CAP[0] is not None:
+        n_threads = min(n_threads, _CAP[0])
     previous = torch.get_num_threads()
     if n_threads == previous:
         yield

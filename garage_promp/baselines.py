@@ -9,7 +9,14 @@ import numpy as np
 
 
 class Baseline:
-    """Interface: ``fit_predict(observations, targets, mask) -> predictions``."""
+    """Interface: ``fit_predict(observations, targets, mask) -> predictions``.
+
+    ``fit_predict`` must depend on its arguments alone: the tasks of a
+    sampling round are processed one at a time, in the order their episodes
+    come back from the workers (``MetaSampler.obtain_rounds``), so a baseline
+    that carried state from one task to the next would make runs depend on
+    worker timing.
+    """
 
     def fit(self, observations: np.ndarray, targets: np.ndarray,
             mask: np.ndarray) -> None:

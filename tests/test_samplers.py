@@ -307,3 +307,104 @@ def test_arguments_are_checked_before_any_worker_starts():
         with pytest.raises(ValueError, match=name):
             garage_promp.make_sampler(policy, env, **kwargs)
     assert not _children()
+
+
+# ------------------------------------------------------------ obtain_rounds
+def _shifted(params, amount):
+    return {k: torch.as_tensor(v) + amount for k, v in params.items()}
+
+
+def _rounds(kind, n_workers, episodes=(3, 2, 1), env_class=LongPointEnv, log=None,
+            n_tasks=5):
+    """Pipelined rounds; task i's next parameters depend on its own episodes only."""
+    env, policy, sampler, _ = make_setup(7, n_workers=n_workers, kind=kind,
+                                         env_class=env_class)
+    tasks = _early_ending_tasks()[:n_tasks]
+    params = _noisy_params(policy, len(tasks))
+    current = list(params)
+
+    def on_task(r, task, eps):
+        if log is not None:
+            log.append((r, task))
+        assert (eps.agent_infos['task_index'] == task).all()
+        assert len(eps.lengths) == episodes[r]
+        current[task] = _shifted(current[task], 0.01 * float(eps.rewards.mean()))
+        return current[task]
+
+    try:
+        return sampler.obtain_rounds(tasks, params, list(episodes), on_task), sampler
+    finally:
+        sampler.shutdown_worker()
+
+
+def test_rounds_give_the_same_episodes_for_every_backend_and_worker_count():
+    reference, sampler = _rounds('local', 1)
+    assert sampler.sampling_round == 3
+    assert [len(r.lengths) for r in reference] == [15, 10, 5]
+    assert len(set(reference[0].lengths)) > 1  # some episodes end early
+    for kind, n_workers in (('local', 3), ('multiprocessing', 1), ('multiprocessing', 2),
+                            ('multiprocessing', 3), ('multiprocessing', 4)):
+        _assert_identical(reference, _rounds(kind, n_workers)[0])
+
+
+def test_rounds_equal_consecutive_meta_batch_calls():
+    """Round r is keyed as the r-th of consecutive obtain_meta_batch calls."""
+    rounds, _ = _rounds('multiprocessing', 2)
+    env, policy, sampler, _ = make_setup(7, n_workers=2, kind='multiprocessing',
+                                         env_class=LongPointEnv)
+    tasks = _early_ending_tasks()
+    current = _noisy_params(policy, len(tasks))
+    try:
+        for r, count in enumerate((3, 2, 1)):
+            eps = sampler.obtain_meta_batch(tasks, current, count)
+            _assert_identical([rounds[r]], [eps])
+            per_task = np.split(eps.rewards, np.cumsum(eps.lengths)[count - 1::count][:-1])
+            current = [_shifted(p, 0.01 * float(np.mean(rw))) for p, rw in zip(current, per_task)]
+    finally:
+        sampler.shutdown_worker()
+
+
+class _SlowGoalEnv(LongPointEnv):
+    """Steps slowly for the goals of tasks 2 and 3 of ``_early_ending_tasks``."""
+
+    def step(self, action):
+        if self._goal[1] in (-0.1, 0.2):
+            time.sleep(0.02)
+        return super().step(action)
+
+
+def test_a_worker_starts_its_next_round_before_the_others_finish():
+    """Pipelining: the fast worker's tasks reach round 2 before the slow worker's leave round 0."""
+    log = []
+    _rounds('multiprocessing', 2, episodes=(2, 2, 2), env_class=_SlowGoalEnv, log=log,
+            n_tasks=4)
+    # Worker 0 has tasks 0 and 1 (fast), worker 1 tasks 2 and 3 (slow).
+    assert log.index((2, 1)) < log.index((0, 2)), log
+
+
+def test_an_error_in_on_task_stops_every_worker():
+    env, policy, sampler, _ = make_setup(1, n_workers=2, kind='multiprocessing')
+    tasks = SetTaskSampler(ShortPointEnv).sample(3)
+
+    def on_task(r, task, eps):
+        raise KeyError('learner side')
+
+    with pytest.raises(KeyError, match='learner side'):
+        sampler.obtain_rounds(tasks, [dict(policy.named_parameters())] * 3, [2, 2], on_task)
+    _assert_no_children()
+    # The sampler starts fresh workers on its next use.
+    eps = sampler.obtain_meta_batch(tasks, [dict(policy.named_parameters())] * 3, 1)
+    assert len(eps.lengths) == 3
+    sampler.shutdown_worker()
+
+
+def test_rounds_arguments_are_checked():
+    env, policy, sampler, _ = make_setup(1)
+    tasks = SetTaskSampler(ShortPointEnv).sample(2)
+    theta = dict(policy.named_parameters())
+    with pytest.raises(ValueError, match='needs on_task'):
+        sampler.obtain_rounds(tasks, [theta] * 2, [1, 1])
+    with pytest.raises(ValueError, match='1 parameter sets for 2 tasks'):
+        sampler.obtain_rounds(tasks, [theta], [1])
+    with pytest.raises(TypeError, match='no parameters for task 0 in round 1'):
+        sampler.obtain_rounds(tasks, [theta] * 2, [1, 1], lambda r, t, e: None)

@@ -1,5 +1,6 @@
 """Turn sampled episodes into padded per-task tensors with advantages."""
 import dataclasses
+from typing import List
 
 from garage_promp.baselines import Baseline
 from garage_promp.objectives import (
@@ -154,10 +155,7 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
             disc = discounted_rewards(rewards[i], config.discount) * mask[i]
             b = config.dice_baseline.fit_predict(obs[i], disc, mask[i])
             dice[i] = _postprocess(disc - b, mask[i], config)
-    valid = mask > 0
-    std_rewards = (rewards - rewards[valid].mean()) / (rewards[valid].std() +
-                                                       1e-8) * mask
-    mean_std_reward = std_rewards.sum(axis=(1, 2)) / mask.sum(axis=(1, 2))
+    mean_std_reward = _mean_std_reward(rewards, mask)
 
     as_t = lambda x: torch.as_tensor(x, dtype=torch.float32)  # noqa: E731
     actions = as_t(pad(episodes.actions))
@@ -175,6 +173,46 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
         dice_rewards=None if dice is None else as_t(dice),
         mean_std_reward=as_t(mean_std_reward),
         episodes=episodes)
+
+
+def _mean_std_reward(rewards: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """E-MAML's per-task mean reward, standardised over the whole meta-batch, (M,)."""
+    valid = mask > 0
+    std_rewards = (rewards - rewards[valid].mean()) / (rewards[valid].std() +
+                                                       1e-8) * mask
+    return std_rewards.sum(axis=(1, 2)) / mask.sum(axis=(1, 2))
+
+
+def concatenate_tasks(parts: List[MetaBatch], episodes: EpisodeBatch,
+                      horizon: int) -> MetaBatch:
+    """One batch of the tasks of ``parts`` (in order), each processed alone.
+
+    Processing is per task (baselines, advantages, their normalisation), so
+    this equals processing ``episodes`` at once, except for E-MAML's
+    ``mean_std_reward``, which standardises over the whole meta-batch and is
+    recomputed here from ``episodes`` as :func:`process_episodes` does.
+
+    Args:
+        parts (list[MetaBatch]): Processed batches of consecutive tasks.
+        episodes (EpisodeBatch): All their episodes, task-major.
+        horizon (int): T.
+
+    """
+    fields = {}
+    for f in dataclasses.fields(MetaBatch):
+        values = [getattr(part, f.name) for part in parts]
+        if isinstance(values[0], torch.Tensor):
+            fields[f.name] = torch.cat(values)
+    fields['dice_rewards'] = (None if parts[0].dice_rewards is None
+                              else torch.cat([part.dice_rewards for part in parts]))
+    shape = tuple(fields['mask'].shape)
+    rewards = pad_episodes(np.asarray(episodes.rewards), episodes.lengths,
+                           horizon).astype(np.float64).reshape(shape)
+    mask = pad_episodes(np.ones(len(episodes.rewards)), episodes.lengths,
+                        horizon).astype(np.float64).reshape(shape)
+    fields['mean_std_reward'] = torch.as_tensor(_mean_std_reward(rewards, mask),
+                                                dtype=torch.float32)
+    return MetaBatch(episodes=episodes, **fields)
 
 
 def _postprocess(values, mask, config):

@@ -26,7 +26,12 @@ from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
 from garage_promp._console import phase
 from garage_promp._threads import available_cores, learner_threads
-from garage_promp.algos._batch import MetaBatch, ProcessingConfig, process_episodes
+from garage_promp.algos._batch import (
+    MetaBatch,
+    ProcessingConfig,
+    concatenate_tasks,
+    process_episodes,
+)
 from garage_promp.baselines import Baseline, LinearFeatureBaseline, LinearTimeBaseline
 from garage_promp.objectives import (
     dice_objective,
@@ -582,23 +587,35 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         if task_updates is None:
             task_updates = self._task_sampler.sample(self._meta_batch_size)
         n_tasks = len(task_updates)
+        n_rounds = self._num_inner_grad_steps + 1
         theta = collections.OrderedDict(
             (k, v.detach().clone())
             for k, v in named_params(self._policy).items())
-        params = expand_params(theta, n_tasks)
-        batches = []
-        for k in range(self._num_inner_grad_steps + 1):
-            phase(f'sampling round {k + 1}/{self._num_inner_grad_steps + 1}')
-            episodes = self._sampler.obtain_meta_batch(
-                task_updates, unstack_params(params), self._episodes_per_task)
+        params = [theta] * n_tasks  # each task's parameters for the next round
+        parts = [[None] * n_tasks for _ in range(n_rounds)]
+        done = [0] * n_rounds
+
+        def on_task(k, task, episodes):
+            # Task by task, while the workers sample the other tasks: process
+            # D_k of this task and take its inner step (one task at a time,
+            # so the result does not depend on how the work was split).
+            if done[k] == 0 and k + 1 < n_rounds:  # round k + 1 is starting
+                phase(f'sampling round {k + 2}/{n_rounds}')
+            done[k] += 1
             with learner_threads(self._learner_thread_count()):
-                batch = process_episodes(episodes, n_tasks,
-                                         self._episodes_per_task,
+                batch = process_episodes(episodes, 1, self._episodes_per_task,
                                          self._horizon, self._processing)
-                batches.append(batch)
+                parts[k][task] = batch
                 if k < self._num_inner_grad_steps:
-                    params = self._inner_step(params, batch, False)
-        return batches
+                    params[task] = unstack_params(self._inner_step(
+                        stack_params([params[task]]), batch, False))[0]
+                return params[task]
+
+        phase(f'sampling round 1/{n_rounds}')
+        rounds = self._sampler.obtain_rounds(task_updates, params,
+                                             [self._episodes_per_task] * n_rounds, on_task)
+        return [concatenate_tasks(parts[k], rounds[k], self._horizon)
+                for k in range(n_rounds)]
 
     def adapt_many(self, params: Sequence[Params], episodes: EpisodeBatch,
                    episodes_per_task: int) -> List[Params]:

@@ -27,8 +27,9 @@ class MetaEvaluator(GarageMetaEvaluator):
     sampled at once through it, task-batched as in training and on the same
     workers: each adaptation step is one sampling round of
     ``n_exploration_eps`` episodes per task, and the evaluation one round of
-    ``n_test_episodes`` episodes per task. Otherwise it samples task by task
-    in-process, as garage does.
+    ``n_test_episodes`` episodes per task; a task's inner step is taken as
+    soon as its episodes are back, while the workers sample other tasks.
+    Otherwise it samples task by task in-process, as garage does.
 
     Args:
         *args: garage's ``MetaEvaluator`` arguments.
@@ -87,25 +88,30 @@ class MetaEvaluator(GarageMetaEvaluator):
 
     def _evaluate_batched(self, algo, sampler, env_updates, num_steps,
                           test_episodes_per_task):
-        """All test tasks per sampling round, through the algorithm's sampler."""
+        """All test tasks per sampling round, through the algorithm's sampler.
+
+        The rounds are pipelined task by task (``MetaSampler.obtain_rounds``):
+        a task's inner step is taken as soon as its exploration episodes are
+        back, while the workers sample the other tasks.
+        """
         n_tasks = len(env_updates)
         params = [_params(algo.get_exploration_policy()) for _ in env_updates]
-        for step in range(num_steps):
-            episodes = sampler.obtain_meta_batch(env_updates, params,
-                                                 self._n_exploration_eps)
-            if hasattr(algo, 'adapt_many'):  # every task in one inner step
-                params = algo.adapt_many(params, episodes,
-                                         self._n_exploration_eps)
-            else:  # any meta-RL algorithm: adapt_policy task by task
-                params = [
-                    _params(algo.adapt_policy(AdaptedPolicy(
-                        algo.policy, p, step), eps))
-                    for p, eps in zip(params, split_tasks(
-                        episodes, n_tasks, self._n_exploration_eps))
-                ]
-        episodes = sampler.obtain_meta_batch(env_updates, params,
-                                             test_episodes_per_task)
-        return split_tasks(episodes, n_tasks, test_episodes_per_task)
+
+        def on_task(step, task, episodes):
+            if step == num_steps:  # the evaluation round
+                return None
+            if hasattr(algo, 'adapt_many'):
+                params[task] = algo.adapt_many([params[task]], episodes,
+                                               self._n_exploration_eps)[0]
+            else:  # any meta-RL algorithm: adapt_policy
+                params[task] = _params(algo.adapt_policy(
+                    AdaptedPolicy(algo.policy, params[task], step), episodes))
+            return params[task]
+
+        rounds = sampler.obtain_rounds(
+            env_updates, params,
+            [self._n_exploration_eps] * num_steps + [test_episodes_per_task], on_task)
+        return split_tasks(rounds[-1], n_tasks, test_episodes_per_task)
 
     def _evaluate_per_task(self, algo, env_updates, num_steps,
                            test_episodes_per_task):

@@ -1,6 +1,6 @@
 """Where :class:`~garage_promp.sampler.rollout.RolloutWorker`\\ s run.
 
-A backend runs :class:`~garage_promp.sampler.rollout.Job`\ s on its workers,
+A backend runs jobs (:class:`~garage_promp.sampler.rollout.Job`) on its workers,
 one at a time per worker, and hands back one
 :class:`~garage_promp.sampler.rollout.EpisodeArrays` per job: ``submit(worker,
 job)`` starts a job on an idle worker, ``collect()`` waits for whichever

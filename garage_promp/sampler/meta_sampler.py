@@ -32,11 +32,13 @@ Pickling: the sampler pickles as its configuration and round counter. No
 worker starts until the first call, so loading a snapshot starts nothing.
 """
 import collections
+import contextlib
 import copy
 import math
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 from garage_promp.policies import AdaptedPolicy
+from garage_promp._threads import learner_cores_while_sampling
 from garage_promp.sampler.backends import BACKENDS
 from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
 from garage_promp.validation import check_bool, check_int
@@ -228,6 +230,116 @@ class MetaSampler(Sampler):
         return self._run(list(task_updates), numpy_params,
                          [episodes_per_task] * len(task_updates),
                          first=[0] * len(task_updates))
+
+    def obtain_rounds(self, task_updates: Sequence[Any],
+                      params: Sequence[Dict[str, torch.Tensor]],
+                      episodes_per_round: Sequence[int],
+                      on_task: Callable[[int, int, EpisodeBatch], Any] | None = None
+                      ) -> List[EpisodeBatch]:
+        """Several sampling rounds of the same tasks, pipelined task by task.
+
+        Round r samples ``episodes_per_round[r]`` episodes of every task. As
+        soon as all of task i's episodes of round r are back,
+        ``on_task(r, i, episodes)`` is called in the main process while the
+        workers go on sampling; before the last round it returns task i's
+        parameters for round r + 1 (an inner step, say). A worker starts its
+        round r + 1 job as soon as every task in that job has its parameters,
+        so no worker waits for the whole meta-batch, and the learner's
+        per-task work (processing, inner step) overlaps the sampling of other
+        tasks. Round r's episodes are keyed by round ``sampling_round + r``
+        exactly as r + 1 consecutive :meth:`obtain_meta_batch` calls would
+        be, and ``on_task`` sees one task at a time, so the episodes do not
+        depend on the backend, the worker count or the order in which
+        workers finish.
+
+        Args:
+            task_updates (list[EnvUpdate]): One EnvUpdate per task.
+            params (list[dict]): Each task's policy parameters for round 0.
+            episodes_per_round (list[int]): Episodes per task in each round.
+            on_task (callable or None): ``(round, task, EpisodeBatch of that
+                task) -> parameters for the next round`` (the return value
+                of the last round is ignored). Required with more than one
+                round.
+
+        Returns:
+            list[EpisodeBatch]: Each round's episodes, task-major.
+
+        Raises:
+            ValueError: If the arguments do not fit together.
+            SamplerWorkerError: If a worker raises or dies. Any error, in a
+                worker or in ``on_task``, stops every worker first.
+
+        """
+        n_tasks = len(task_updates)
+        if n_tasks != len(params):
+            raise ValueError(f'{len(params)} parameter sets for {n_tasks} tasks')
+        if not n_tasks:
+            raise ValueError('obtain_rounds needs at least one task')
+        rounds = [check_int(r, 'episodes per round', 1) for r in episodes_per_round]
+        if not rounds:
+            raise ValueError('obtain_rounds needs at least one round')
+        if len(rounds) > 1 and on_task is None:
+            raise ValueError('more than one round needs on_task for the next parameters')
+        updates = list(task_updates)
+        base = self._round
+        self._round += len(rounds)
+        plans = [split_episodes([r] * n_tasks, self._n_workers) for r in rounds]
+        next_params = [dict() for _ in rounds]
+        next_params[0] = dict(enumerate(_to_numpy(p) for p in params))
+        missing = [collections.Counter(task for pieces in plan for task, _, _ in pieces)
+                   for plan in plans]
+        parts = [[{} for _ in range(n_tasks)] for _ in rounds]
+        in_flight, next_round = {}, [0] * self._n_workers
+
+        def submit_ready(backend):
+            for worker in range(self._n_workers):
+                if worker in in_flight:
+                    continue
+                r = next_round[worker]
+                while r < len(rounds) and worker >= len(plans[r]):
+                    r += 1  # no episodes for this worker in round r
+                next_round[worker] = r
+                if r == len(rounds) or any(task not in next_params[r]
+                                           for task, _, _ in plans[r][worker]):
+                    continue
+                backend.submit(worker, Job((base + r, ), [
+                    TaskShare(task, updates[task], next_params[r][task], first, count)
+                    for task, first, count in plans[r][worker]]))
+                in_flight[worker] = r
+                next_round[worker] = r + 1
+
+        try:
+            backend = self.backend
+            submit_ready(backend)
+            while in_flight:
+                worker, result = backend.collect()
+                r = in_flight.pop(worker)
+                pieces = plans[r][worker]
+                done = []
+                for (task, first, _), arrays in zip(
+                        pieces, result.split([count for _, _, count in pieces])):
+                    parts[r][task][first] = arrays
+                    missing[r][task] -= 1
+                    if missing[r][task] == 0:
+                        done.append(task)
+                for task in done:
+                    episodes = self._to_episode_batch(
+                        [parts[r][task][f] for f in sorted(parts[r][task])])
+                    with (learner_cores_while_sampling(self._n_workers)
+                          if self._kind != 'local' else contextlib.nullcontext()):
+                        new = None if on_task is None else on_task(r, task, episodes)
+                    if r + 1 < len(rounds):
+                        if new is None:
+                            raise TypeError(f'on_task returned no parameters for task {task} '
+                                            f'in round {r + 1}')
+                        next_params[r + 1][task] = _to_numpy(new)
+                submit_ready(backend)
+        except BaseException:
+            self.shutdown_worker()  # whatever failed, no worker keeps sampling
+            raise
+        return [self._to_episode_batch([arrays for task_parts in parts[r]
+                                        for _, arrays in sorted(task_parts.items())])
+                for r in range(len(rounds))]
 
     def _run(self, updates, params, counts, first) -> EpisodeBatch:
         key = (self._round, )

@@ -117,6 +117,31 @@ class EpisodeArrays:
     log_std: np.ndarray
     task_index: np.ndarray
 
+    def split(self, counts: Sequence[int]) -> List['EpisodeArrays']:
+        """Consecutive runs of ``counts[j]`` episodes each (e.g. a job's shares)."""
+        ends = np.cumsum(counts)
+        if len(ends) == 0 or ends[-1] != len(self.lengths):
+            raise ValueError(f'{sum(counts)} episodes asked for, {len(self.lengths)} held')
+        step_ends = np.concatenate(([0], np.cumsum(self.lengths)))
+        parts, first = [], 0
+        for end in ends:
+            steps = slice(step_ends[first], step_ends[end])
+            episodes = slice(first, end)
+            parts.append(EpisodeArrays(
+                lengths=self.lengths[episodes],
+                observations=self.observations[steps],
+                last_observations=self.last_observations[episodes],
+                actions=self.actions[steps],
+                rewards=self.rewards[steps],
+                step_types=self.step_types[steps],
+                env_infos={k: v[steps] for k, v in self.env_infos.items()},
+                episode_infos={k: v[episodes] for k, v in self.episode_infos.items()},
+                mean=self.mean[steps],
+                log_std=self.log_std[steps],
+                task_index=self.task_index[steps]))
+            first = end
+        return parts
+
 
 @dataclasses.dataclass
 class Context:
