@@ -21,6 +21,14 @@ The sampler contract (what an algorithm hands the sampler and gets back):
 * **Work split:** the M × R episodes are split into contiguous, equal-sized
   runs of episodes, one per worker (balanced by episodes, so by steps at a
   fixed horizon); a task may span two workers.
+* **Rounds:** :meth:`MetaSampler.obtain_rounds` samples the K + 1 rounds of
+  a meta-batch (or a meta-test's adaptation and evaluation rounds) in one
+  call. It hands each task's episodes to the learner's ``on_task(round,
+  task, episodes)`` as soon as they are all back, and ``on_task`` returns the
+  task's parameters for the next round; a worker starts its next round as
+  soon as every task of its next job has them. The episodes are those of
+  K + 1 consecutive :meth:`obtain_meta_batch` calls with the same
+  parameters.
 
 garage's own entry points work unchanged: :meth:`obtain_samples` (whole
 episodes of one env or task with a policy, until ``num_samples`` steps) and
