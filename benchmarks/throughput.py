@@ -221,12 +221,19 @@ def table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps,
             specs += [dict(what=a, iters=iters, **common) for a in algos]
             if gpu:
                 specs += [dict(what=a, iters=iters, device='cuda', **common) for a in algos]
+        # Again at the end: the raw rate is the mean of the two, so that load
+        # from other tenants during the run moves both sides of the ratio.
+        specs.append(dict(what='raw', env=env, n_workers=n_workers, n_steps=raw_steps))
     return specs
 
 
 def format_table(results):
     """Markdown table with ratios to the raw step rate and to garage."""
-    raw = {r['env']: r['steps_per_s'] for r in results if r['what'] == 'raw'}
+    raw_runs = {}
+    for r in results:
+        if r['what'] == 'raw':
+            raw_runs.setdefault(r['env'], []).append(r['steps_per_s'])
+    raw = {env: sum(rates) / len(rates) for env, rates in raw_runs.items()}
     garage = {(r['env'], r['batch']): r['iter_s'] for r in results
               if r['what'] == 'garage-MAMLTRPO'}
     on_gpu = {(r['env'], r['batch'], r['what']): r for r in results
@@ -238,8 +245,9 @@ def format_table(results):
         head += ' GPU: update s | GPU: update share | GPU: speed-up vs garage |'
     lines = [head, '|' + '---|' * (head.count('|') - 1)]
     for env, rate in raw.items():
-        lines.append(f'| {env} | random actions | raw env steps | | | | | {rate:,.0f} | 1.00 | '
-                     '| |' + (' | | |' if on_gpu else ''))
+        spread = ' – '.join(f'{r:,.0f}' for r in raw_runs[env])
+        lines.append(f'| {env} | random actions (before – after: {spread}) | raw env steps | | | '
+                     f'| | {rate:,.0f} | 1.00 | | |' + (' | | |' if on_gpu else ''))
     for r in results:
         if r['what'] == 'raw' or r.get('device', 'cpu') != 'cpu' or 'iter_s' not in r:
             continue
@@ -315,14 +323,18 @@ def measure_worker_scaling(envs, counts, algo, iters, raw_steps, quick):
     for env in envs:
         cfg = env_config(env.partition(':')[0])
         for workers in counts:
-            raw = run_isolated(dict(what='raw', env=env, n_workers=workers, n_steps=raw_steps))
+            raw_spec = dict(what='raw', env=env, n_workers=workers, n_steps=raw_steps)
+            before = run_isolated(raw_spec)['steps_per_s']
             spec = dict(what=algo, env=env, batch='default', n_workers=workers, iters=iters,
                         meta_batch_size=cfg.get('meta_batch_size', 40),
                         episodes_per_task=cfg.get('episodes_per_task', 20), n_test_tasks=10)
             if quick:
                 spec.update(meta_batch_size=2, episodes_per_task=2, n_test_tasks=2)
             click.echo(f'measuring {spec}', err=True)
-            results.append({**run_isolated(spec), 'raw_steps_per_s': raw['steps_per_s']})
+            result = run_isolated(spec)
+            after = run_isolated(raw_spec)['steps_per_s']  # the mean of before and after
+            results.append({**result, 'raw_steps_per_s': (before + after) / 2,
+                            'raw_before_after': [before, after]})
     return results
 
 

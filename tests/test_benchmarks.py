@@ -21,14 +21,14 @@ def test_throughput_table_quick(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((tmp_path / 'throughput.json').read_text())['results']
     whats = [r['what'] for r in results]
-    assert whats == ['raw', 'garage-MAMLTRPO', 'ProMP', 'LVC-TRPO']
-    for r in results[1:]:
+    assert whats == ['raw', 'garage-MAMLTRPO', 'ProMP', 'LVC-TRPO', 'raw']  # raw before and after
+    for r in results[1:-1]:
         assert r['sample_s'] > 0 and r['update_s'] > 0
         assert r['iter_s'] == pytest.approx(r['sample_s'] + r['update_s'])
         # (K + 1) x M x R x H environment steps per iteration.
         assert r['env_steps'] == 2 * 2 * 2 * 100
         assert r['peak_rss_mb'] > 0
-    assert results[0]['steps_per_s'] > 0
+    assert results[0]['steps_per_s'] > 0 and results[-1]['steps_per_s'] > 0
     table = proc.stdout
     assert '| PointEnvCorner | quick (2×2×100×2) | ProMP |' in table
     assert 'raw env steps' in table
@@ -56,11 +56,22 @@ def test_throughput_table_formats_ratios():
              sample_steps_per_s=15., **common),
         dict(what='ProMP', iter_s=2., sample_s=1.5, update_s=0.5, sample_steps_per_s=80.,
              **common),
+        dict(what='raw', env='E', steps_per_s=3000.),  # measured again at the end
     ]
     table = throughput.format_table(results)
     row = next(line for line in table.splitlines() if '| ProMP |' in line)
     cells = [c.strip() for c in row.split('|')[1:-1]]
-    assert cells[2:] == ['ProMP', '2.00', '1.50', '0.50', '25%', '80', '0.08', '5.0×', '1 / 2']
+    # vs raw: 80 / mean(1000, 3000)
+    assert cells[2:] == ['ProMP', '2.00', '1.50', '0.50', '25%', '80', '0.04', '5.0×', '1 / 2']
+    assert '1,000 – 3,000' in table
+    # With a GPU measurement, its update goes into the GPU columns of the CPU row.
+    results.append(dict(what='ProMP', device='cuda', iter_s=1.6, sample_s=1.5, update_s=0.1,
+                        sample_steps_per_s=80., **common))
+    table = throughput.format_table(results)
+    rows = [line for line in table.splitlines() if '| ProMP |' in line]
+    assert len(rows) == 1
+    cells = [c.strip() for c in rows[0].split('|')[1:-1]]
+    assert cells[-3:] == ['0.10', '6%', '6.2×']
 
 
 def _write_run(path, returns_pre, returns_post):
