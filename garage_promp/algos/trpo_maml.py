@@ -170,7 +170,7 @@ class TRPOMAML(MetaPolicySearch):
         params = list(self._policy.parameters())
         with self._timed('MetaObjective'):
             meta = self.meta_objective(batches)
-            objective_before = float(meta.objective)
+            objective_before = float(meta.objective.detach())
             grad = flatten(
                 torch.autograd.grad(meta.objective, params, retain_graph=True))
         theta_prev = flatten([p.detach() for p in params])
