@@ -408,3 +408,30 @@ def test_rounds_arguments_are_checked():
         sampler.obtain_rounds(tasks, [theta], [1])
     with pytest.raises(TypeError, match='no parameters for task 0 in round 1'):
         sampler.obtain_rounds(tasks, [theta] * 2, [1, 1], lambda r, t, e: None)
+
+
+class _VerySlowGoalEnv(LongPointEnv):
+    """Tasks 2 and 3 of ``_early_ending_tasks`` take seconds per episode."""
+
+    def step(self, action):
+        if self._goal[1] in (-0.1, 0.2):
+            time.sleep(0.2)
+        return super().step(action)
+
+
+def test_an_error_while_other_workers_sample_surfaces_at_once():
+    """Busy workers are killed, not waited for, when the learner side fails."""
+    env, policy, sampler, _ = make_setup(7, n_workers=2, kind='multiprocessing',
+                                         env_class=_VerySlowGoalEnv)
+    tasks = _early_ending_tasks()[:4]  # worker 0: fast tasks 0, 1; worker 1: slow 2, 3
+    raised = []
+
+    def on_task(r, task, eps):
+        raised.append(time.monotonic())
+        raise RuntimeError('learner side')
+
+    sampler.start_worker()
+    with pytest.raises(RuntimeError, match='learner side'):
+        sampler.obtain_rounds(tasks, _noisy_params(policy, 4), [3, 3], on_task)
+    assert time.monotonic() - raised[0] < 1.5
+    _assert_no_children()

@@ -92,10 +92,13 @@ def pad_episodes(flat: np.ndarray, lengths: np.ndarray,
     return out
 
 
-def check_finite(episodes: EpisodeBatch, episodes_per_task: int):
-    """Raise a ValueError naming the field, task and action of a NaN/inf."""
-    task_of_step = np.repeat(np.arange(len(episodes.lengths)),
-                             episodes.lengths) // episodes_per_task
+def check_finite(episodes: EpisodeBatch, episodes_per_task: int, first_task: int = 0):
+    """Raise a ValueError naming the field, task and action of a NaN/inf.
+
+    ``first_task`` is the meta-batch slot of the episodes' first task.
+    """
+    task_of_step = first_task + np.repeat(np.arange(len(episodes.lengths)),
+                                          episodes.lengths) // episodes_per_task
     for field in ('observations', 'rewards', 'actions'):
         values = getattr(episodes, field)
         bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
@@ -109,7 +112,7 @@ def check_finite(episodes: EpisodeBatch, episodes_per_task: int):
 
 def process_episodes(episodes: EpisodeBatch, n_tasks: int,
                      episodes_per_task: int, horizon: int,
-                     config: ProcessingConfig) -> MetaBatch:
+                     config: ProcessingConfig, first_task: int = 0) -> MetaBatch:
     """Per-task returns, baselines and advantages, padded and stacked.
 
     The baseline is refit for every task (and, by the caller, every inner
@@ -122,6 +125,8 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
         episodes_per_task (int): R.
         horizon (int): T.
         config (ProcessingConfig): Advantage settings.
+        first_task (int): Meta-batch slot of the first task (for error
+            messages, when a part of the meta-batch is processed).
 
     Returns:
         MetaBatch: The processed batch.
@@ -131,7 +136,7 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
         raise ValueError(
             f'expected {n_tasks} x {episodes_per_task} episodes, got '
             f'{len(episodes.lengths)}')
-    check_finite(episodes, episodes_per_task)
+    check_finite(episodes, episodes_per_task, first_task)
     lengths = episodes.lengths
     shape = (n_tasks, episodes_per_task, horizon)
 

@@ -604,7 +604,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             done[k] += 1
             with learner_threads(self._learner_thread_count()):
                 batch = process_episodes(episodes, 1, self._episodes_per_task,
-                                         self._horizon, self._processing)
+                                         self._horizon, self._processing, first_task=task)
                 parts[k][task] = batch
                 if k < self._num_inner_grad_steps:
                     params[task] = unstack_params(self._inner_step(

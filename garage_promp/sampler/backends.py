@@ -40,6 +40,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from typing import Any, Dict, List, Sequence, Tuple
 import weakref
@@ -189,7 +190,7 @@ class InProcessBackend(Backend):
         worker_id, job = self._queue.popleft()
         result = _sample_or_report(self._workers[worker_id], worker_id, job)
         if isinstance(result, FailureReport):
-            self._queue.clear()
+            self.close()
             raise worker_error(result)
         return worker_id, result
 
@@ -198,6 +199,7 @@ class InProcessBackend(Backend):
         for worker in self._workers:
             worker.close()
         self._workers = []
+        self._queue.clear()
 
 
 def worker_main(conn, worker_id: int):
@@ -291,7 +293,10 @@ class ProcessPoolBackend(Backend):
     def submit(self, worker_id: int, job: Job):
         """Send worker ``worker_id`` its job."""
         try:
-            self._conns[worker_id].send_bytes(cloudpickle.dumps(job, protocol=5))
+            try:
+                self._conns[worker_id].send_bytes(cloudpickle.dumps(job, protocol=5))
+            except OSError:  # it died while idle (e.g. killed for memory)
+                raise self._death(worker_id, 'receiving its job') from None
             self._busy.add(worker_id)
         except BaseException:
             self.close()
@@ -355,16 +360,27 @@ class ProcessPoolBackend(Backend):
             'envs_per_task', worker_id)
 
     def close(self):
-        """Stop every worker (politely, then by force) and join them."""
+        """Stop every worker (politely, then by force) and join them.
+
+        An idle worker exits on the stop message. A worker still sampling
+        (after an error elsewhere, its job is abandoned) is killed at once
+        rather than waited for. The idle ones share one 2-second grace
+        period, so closing takes at most a few seconds however many workers
+        there are.
+        """
         _LIVE_POOLS.discard(self)
-        for conn in self._conns:
+        for worker_id, conn in enumerate(self._conns):
+            if worker_id in self._busy:
+                self._procs[worker_id].kill()
+                continue
             try:
                 conn.send_bytes(cloudpickle.dumps(None))
             except (OSError, ValueError):
                 pass
+        deadline = time.monotonic() + 2
         for proc in self._procs:
             try:
-                proc.wait(timeout=2)
+                proc.wait(timeout=max(0., deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)

@@ -361,7 +361,7 @@ class MetaSampler(Sampler):
         try:
             results = self.backend.run(jobs)
         except BaseException:
-            self._backend = None  # the backend has stopped its workers
+            self.shutdown_worker()  # whatever failed, no worker keeps sampling
             raise
         return self._to_episode_batch(results)
 

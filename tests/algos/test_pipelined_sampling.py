@@ -1,9 +1,10 @@
 """Sampling task by task between rounds gives the batches of whole-round processing."""
 import dataclasses
 
-from garage_promp.algos._batch import MetaBatch, process_episodes
+from garage_promp.algos._batch import MetaBatch, check_finite, process_episodes
 from garage_promp.policies import expand_params, named_params
 
+from garage import EpisodeBatch
 import pytest
 import torch
 
@@ -43,3 +44,14 @@ def test_pipelined_batches_equal_whole_round_processing(name):
 
 def _theta(algo):
     return {k: v.detach() for k, v in named_params(algo.policy).items()}
+
+
+def test_a_non_finite_value_names_the_tasks_meta_batch_slot():
+    """Processed one task at a time, a NaN still names the task's own slot."""
+    _, algo = make_algo('ProMP', meta_batch_size=3, episodes_per_task=2)
+    episodes = algo.sample_meta_batch(0)[0].episodes
+    task_2 = episodes.split()[4:]  # its two episodes
+    bad = EpisodeBatch.concatenate(*task_2)
+    bad.actions[1, 0] = float('nan')
+    with pytest.raises(ValueError, match='in actions sampled from the environment, task 2 of'):
+        check_finite(bad, 2, first_task=2)
