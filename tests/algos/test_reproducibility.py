@@ -14,14 +14,15 @@ def _rows(log_dir):
         return list(csv.DictReader(f))
 
 
-def _make(name, kind):
-    workers = 2 if kind == 'multiprocessing' else 1
+def _make(name, kind, workers=None):
+    if workers is None:
+        workers = 2 if kind == 'multiprocessing' else 1
     return make_algo(name, seed=3, evaluator=True, meta_batch_size=3,
                      setup_kwargs=dict(kind=kind, n_workers=workers))
 
 
-def _train(log_dir, name, kind, n_epochs):
-    env, algo = _make(name, kind)
+def _train(log_dir, name, kind, n_epochs, workers=None):
+    env, algo = _make(name, kind, workers)
 
     @wrap_experiment(log_dir=log_dir, archive_launch_repo=False,
                      snapshot_mode='all', use_existing_dir=True)
@@ -73,3 +74,11 @@ def test_restore_and_resume_continue_exactly(tmp_path, name, kind):
                       4)
     assert len(resumed) == 2
     _assert_same_rows(full[2:], resumed)
+
+
+@pytest.mark.parametrize('name', ['ProMP', 'TRPOMAML'])
+def test_the_same_seed_gives_the_same_run_with_any_worker_count(tmp_path, name):
+    """Keyed episodes, per-task inner steps between rounds, one batched update."""
+    in_process = _train(str(tmp_path / 'local'), name, 'local', 3)
+    _assert_same_rows(in_process, _train(str(tmp_path / 'pool'), name, 'multiprocessing', 3,
+                                         workers=3))
