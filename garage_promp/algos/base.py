@@ -415,6 +415,11 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         ``params`` is stacked (a leading task axis: task i at its own
         parameters) or None (the meta-policy's parameters for every task).
         """
+        cache = self.__dict__.get('_forward_cache')
+        if cache is not None and params is not None:
+            hit = cache.get((id(params), id(batch)))
+            if hit is not None:
+                return hit[2], hit[3]
         obs = batch.observations
         shape = batch.actions.shape
         if params is None:
@@ -425,7 +430,27 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                 self._policy, params,
                 obs.reshape(obs.shape[0], -1, obs.shape[-1]),
                 self._vectorize_tasks)
-        return mean.reshape(shape), log_std.reshape(shape)
+        mean, log_std = mean.reshape(shape), log_std.reshape(shape)
+        if cache is not None and params is not None:
+            # The key objects are held, so their ids stay theirs.
+            cache[(id(params), id(batch))] = (params, batch, mean, log_std)
+        return mean, log_std
+
+    @contextlib.contextmanager
+    def _shared_forwards(self):
+        """Within the block, one policy forward per (parameters, batch) pair.
+
+        The meta-objective evaluates π at φ_k on D_k twice: in inner step k
+        and in ProMP's inner KL penalty (Eq. 13). Both uses then share one
+        forward pass and its graph; values are identical, and gradients
+        equal up to float summation order.
+        """
+        previous = self.__dict__.get('_forward_cache')
+        self._forward_cache = {}
+        try:
+            yield
+        finally:
+            self._forward_cache = previous
 
     def _log_probs(self, params: Params | None,
                    batch: MetaBatch) -> torch.Tensor:
@@ -549,14 +574,15 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
 
         """
         theta = named_params(self._policy) if theta is None else theta
-        if self._vectorize_tasks:
-            parts = [self._task_objectives(theta, batches, create_graph)]
-        else:
-            parts = [
-                self._task_objectives(theta, [b.task(i) for b in batches],
-                                      create_graph)
-                for i in range(batches[0].n_tasks)
-            ]
+        with self._shared_forwards():
+            if self._vectorize_tasks:
+                parts = [self._task_objectives(theta, batches, create_graph)]
+            else:
+                parts = [
+                    self._task_objectives(theta, [b.task(i) for b in batches],
+                                          create_graph)
+                    for i in range(batches[0].n_tasks)
+                ]
         objective = torch.cat([p[0] for p in parts]).mean()
         kl = torch.cat([p[1] for p in parts]).mean()
         stats = {
@@ -656,7 +682,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         state = dict(self.__dict__)
         state['_saved_rng_states'] = _global_rng_states()
         for transient in ('_pending_rng_states', 'epoch_timings',
-                          'last_timings'):
+                          'last_timings', '_forward_cache'):
             state.pop(transient, None)
         return state
 

@@ -1,6 +1,8 @@
 """Fast checks that pin the update's math (each fails on a plausible bug)."""
 import collections
+import contextlib
 
+import garage_promp.algos.base as base_module
 from garage_promp.baselines import LinearFeatureBaseline
 from garage_promp.objectives import discount_cumsum
 from garage_promp.optimizers import conjugate_gradient
@@ -140,3 +142,30 @@ def test_the_update_is_the_same_with_one_or_more_learner_threads(name):
             algo.optimize(0, batches)
         thetas.append(torch.cat([p.detach().flatten() for p in algo.policy.parameters()]))
     torch.testing.assert_close(thetas[0], thetas[1], rtol=1e-5, atol=1e-6)
+
+
+def test_shared_forwards_give_the_same_meta_objective_with_fewer_passes(monkeypatch):
+    """ProMP's inner KL reuses inner step k's forward of π_φk on D_k (same values and gradient)."""
+    _, algo = make_algo('ProMP', num_inner_grad_steps=2)
+    batches = algo.sample_meta_batch(0)
+    params = list(algo.policy.parameters())
+    forwards = []
+    real = base_module.task_distribution_params
+
+    def counting(*args, **kwargs):
+        forwards.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(base_module, 'task_distribution_params', counting)
+    shared = algo.meta_objective(batches)
+    shared_grad = torch.autograd.grad(shared.objective, params)
+    n_shared = len(forwards)
+    forwards.clear()
+    monkeypatch.setattr(type(algo), '_shared_forwards', lambda self: contextlib.nullcontext())
+    separate = algo.meta_objective(batches)
+    separate_grad = torch.autograd.grad(separate.objective, params)
+    # K inner steps + the post-update forward, against K more for the inner KLs.
+    assert (n_shared, len(forwards)) == (3, 5)
+    assert float(shared.objective) == float(separate.objective)
+    for a, b in zip(shared_grad, separate_grad):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
