@@ -128,3 +128,15 @@ def test_learning_benchmark_end_to_end_with_garage_peer_and_resume(tmp_path):
     assert f'| ProMP | 1 | {2 * per_epoch:,} |' in summary
     assert f'| garage-MAMLTRPO | 1 | {2 * per_epoch:,} |' in summary
     assert (tmp_path / 'learning_PointEnvCorner.png').stat().st_size > 1000
+
+
+def test_shared_forwards_ab_runs_and_ends_at_the_same_theta():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / 'benchmarks' / 'shared_forwards.py'), '--env',
+         'PointEnvCorner', '--repeats', '1'], capture_output=True, text=True, cwd=ROOT,
+        timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'ProMP update, shared forwards:' in proc.stdout
+    assert 'ProMP update, separate forwards:' in proc.stdout
+    gap = float(proc.stdout.strip().splitlines()[-1].split(':')[-1])
+    assert gap < 1e-4

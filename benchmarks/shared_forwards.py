@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""A/B of the meta-objective's shared forwards, on one batch, in one process.
+
+Within a meta-objective, the policy's forward at φ_k on D_k is computed once
+and reused by ProMP's inner-KL penalty (``MetaPolicySearch._shared_forwards``).
+This times the same update with and without that sharing, alternated so that
+load from other processes hits both alike, and prints how far θ ends apart.
+
+    python benchmarks/shared_forwards.py [--algo ProMP] [--repeats 4]
+"""
+import contextlib
+import copy
+import time
+
+import click
+
+
+@click.command()
+@click.option('--algo', default='ProMP', show_default=True, help='A paper label.')
+@click.option('--env', default='HalfCheetahFwdBack', show_default=True)
+@click.option('--repeats', default=4, show_default=True, help='Updates each way.')
+def main(algo, env, repeats):
+    """Time one update with and without shared forwards."""
+    import garage_promp  # noqa: F401  (compat layer before garage)
+    from garage_promp.experiment.builder import build_experiment
+    import torch
+    algorithm, _, _ = build_experiment(algo, env, 1, n_test_tasks=None)
+    batches = algorithm.sample_meta_batch(0)
+    optimizer = getattr(algorithm, '_optimizer', None)
+    # What one update changes: θ, the optimiser's state, ProMP's KL coefficients.
+    start_state = copy.deepcopy((algorithm.policy.state_dict(),
+                                 optimizer.state_dict() if optimizer is not None else None,
+                                 getattr(algorithm, 'inner_kl_coeff', None)))
+
+    def restore():
+        policy_state, optimizer_state, kl_coeff = copy.deepcopy(start_state)
+        algorithm.policy.load_state_dict(policy_state)
+        if optimizer is not None:
+            optimizer.load_state_dict(optimizer_state)
+        if kl_coeff is not None:
+            algorithm.inner_kl_coeff = kl_coeff
+
+    shared = type(algorithm)._shared_forwards
+    times, thetas = {'shared': [], 'separate': []}, {}
+    for mode in ['separate', 'shared'] * repeats:
+        type(algorithm)._shared_forwards = (
+            shared if mode == 'shared' else lambda self: contextlib.nullcontext())
+        restore()
+        start = time.perf_counter()
+        algorithm.optimize(0, batches)
+        times[mode].append(time.perf_counter() - start)
+        thetas[mode] = torch.cat([p.detach().flatten() for p in algorithm.policy.parameters()])
+    type(algorithm)._shared_forwards = shared
+    for mode, values in times.items():
+        click.echo(f'{algo} update, {mode} forwards: '
+                   + ', '.join(f'{v:.2f}' for v in values) + ' s')
+    gap = float((thetas['shared'] - thetas['separate']).abs().max())
+    click.echo(f'largest |θ_shared - θ_separate| after one update: {gap:.1e}')
+
+
+if __name__ == '__main__':
+    main()  # pylint: disable=no-value-for-parameter
