@@ -1,4 +1,6 @@
-"""Shared test helpers: a short garage PointEnv and algorithm factories."""
+"""Shared test helpers: a short garage PointEnv, algorithm factories, script loading."""
+import importlib.util
+
 import garage_promp
 from garage_promp.algos import EMAMLVPG, LVCVPG, MAMLVPG, TRPOMAML, DiCEVPG, ProMP
 from garage_promp.experiment import MetaEvaluator
@@ -81,3 +83,11 @@ class LongPointEnv(ShortPointEnv):
     def __init__(self, **kwargs):
         kwargs.setdefault('max_episode_length', LONG_HORIZON)
         super().__init__(**kwargs)
+
+
+def load_script(path, name):
+    """Import the script at ``path`` (a launcher, a benchmark) as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

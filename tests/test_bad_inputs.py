@@ -5,7 +5,6 @@ argument, and that no sampler worker was started. Launcher: each case
 asserts a non-zero exit, that the message names the option, and that no
 log directory was created.
 """
-import importlib.util
 import math
 import pathlib
 
@@ -21,7 +20,7 @@ import psutil
 import pytest
 import torch
 
-from tests.helpers import ALGOS, LongPointEnv, make_algo, make_setup
+from tests.helpers import ALGOS, LongPointEnv, load_script, make_algo, make_setup
 
 INF, NAN = math.inf, math.nan
 
@@ -215,10 +214,7 @@ LAUNCHER_CASES = [
 
 
 def _launcher():
-    spec = importlib.util.spec_from_file_location('train_launcher_bad', LAUNCHER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(LAUNCHER, 'train_launcher_bad')
 
 
 @pytest.mark.parametrize('args, culprit', LAUNCHER_CASES,

@@ -1,12 +1,13 @@
 """The throughput benchmark runs end to end (tiny batches; no timing asserted)."""
 import csv
-import importlib.util
 import json
 import pathlib
 import subprocess
 import sys
 
 import pytest
+
+from tests.helpers import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / 'benchmarks' / 'throughput.py'
@@ -83,10 +84,7 @@ def _write_run(path, returns_pre, returns_post):
 
 
 def test_learning_summary_statistics_and_figure(tmp_path):
-    spec = importlib.util.spec_from_file_location('learning_bench',
-                                                  ROOT / 'benchmarks' / 'learning.py')
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = load_script(ROOT / 'benchmarks' / 'learning.py', 'learning_bench')
     runs = {}
     for seed, shift in ((1, 0.), (2, 2.)):
         _write_run(tmp_path / f'A_seed={seed}', [0, 1, 2, 3], [10 + shift, 11 + shift,

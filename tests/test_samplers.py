@@ -365,11 +365,13 @@ def test_rounds_equal_consecutive_meta_batch_calls():
 
 
 class _SlowGoalEnv(LongPointEnv):
-    """Steps slowly for the goals of tasks 2 and 3 of ``_early_ending_tasks``."""
+    """Steps slowly (``DELAY`` s) for the goals of tasks 2 and 3 of ``_early_ending_tasks``."""
+
+    DELAY = 0.02
 
     def step(self, action):
         if self._goal[1] in (-0.1, 0.2):
-            time.sleep(0.02)
+            time.sleep(self.DELAY)
         return super().step(action)
 
 
@@ -410,13 +412,10 @@ def test_rounds_arguments_are_checked():
         sampler.obtain_rounds(tasks, [theta] * 2, [1, 1], lambda r, t, e: None)
 
 
-class _VerySlowGoalEnv(LongPointEnv):
+class _VerySlowGoalEnv(_SlowGoalEnv):
     """Tasks 2 and 3 of ``_early_ending_tasks`` take seconds per episode."""
 
-    def step(self, action):
-        if self._goal[1] in (-0.1, 0.2):
-            time.sleep(0.2)
-        return super().step(action)
+    DELAY = 0.2
 
 
 def test_an_error_while_other_workers_sample_surfaces_at_once():

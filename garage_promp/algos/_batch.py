@@ -205,11 +205,11 @@ def concatenate_tasks(parts: List[MetaBatch], episodes: EpisodeBatch,
     """
     fields = {}
     for f in dataclasses.fields(MetaBatch):
+        if f.name in ('episodes', 'mean_std_reward'):  # given, and recomputed below
+            continue
         values = [getattr(part, f.name) for part in parts]
-        if isinstance(values[0], torch.Tensor):
-            fields[f.name] = torch.cat(values)
-    fields['dice_rewards'] = (None if parts[0].dice_rewards is None
-                              else torch.cat([part.dice_rewards for part in parts]))
+        # None: dice_rewards without a DiCE estimator.
+        fields[f.name] = None if values[0] is None else torch.cat(values)
     shape = tuple(fields['mask'].shape)
     rewards = pad_episodes(np.asarray(episodes.rewards), episodes.lengths,
                            horizon).astype(np.float64).reshape(shape)

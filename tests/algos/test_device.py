@@ -1,6 +1,5 @@
 """The meta-update's device: CPU by default; a GPU gives the same update."""
 import csv
-import importlib.util
 import math
 import pathlib
 
@@ -11,7 +10,7 @@ from click.testing import CliRunner
 import pytest
 import torch
 
-from tests.helpers import make_algo, make_setup
+from tests.helpers import load_script, make_algo, make_setup
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
                                reason='needs a CUDA GPU (torch.cuda.is_available() is False)')
@@ -23,14 +22,23 @@ def test_cuda_without_a_gpu_is_refused_by_name():
         make_algo('ProMP', device='cuda')
 
 
-def _update(name, device, **kwargs):
-    """θ after one update on the same batches (same seed), and the batches' device."""
-    _, algo = make_algo(name, device=device, **kwargs)
-    batches = algo.sample_meta_batch(0)
+def _step(algo, itr):
+    """One update on freshly sampled batches, as ``train_once`` runs it."""
+    batches = algo.sample_meta_batch(itr)
     with algo._on_device():
-        algo.optimize(0, [b.to(algo._learner_device) for b in batches])
+        algo.optimize(itr, [b.to(algo._learner_device) for b in batches])
+
+
+def _first_update(algo):
+    """θ after one update (flat), the devices of θ's tensors, and the algorithm."""
+    _step(algo, 0)
     params = [p.detach() for p in algo.policy.parameters()]
     return torch.cat([p.flatten() for p in params]), {p.device.type for p in params}, algo
+
+
+def _update(name, device, **kwargs):
+    """θ after one update on the same batches (same seed), and the batches' device."""
+    return _first_update(make_algo(name, device=device, **kwargs)[1])
 
 
 @pytest.mark.parametrize('name', ['ProMP', 'TRPOMAML', 'LVCVPG', 'DiCEVPG'])
@@ -46,13 +54,9 @@ def test_cpu_update_keeps_everything_on_the_cpu(name):
 def _label_update(label, device):
     """θ after one update of the paper label ``label`` (tiny batch, same seed)."""
     env, policy, sampler, task_sampler = make_setup(1)
-    algo = garage_promp.make_algo(label, env, policy, sampler, task_sampler, meta_batch_size=3,
-                                  episodes_per_task=2, device=device)
-    batches = algo.sample_meta_batch(0)
-    with algo._on_device():
-        algo.optimize(0, [b.to(algo._learner_device) for b in batches])
-    params = [p.detach() for p in algo.policy.parameters()]
-    return torch.cat([p.flatten() for p in params]), {p.device.type for p in params}, algo
+    return _first_update(garage_promp.make_algo(label, env, policy, sampler, task_sampler,
+                                                meta_batch_size=3, episodes_per_task=2,
+                                                device=device))
 
 
 @needs_gpu
@@ -63,19 +67,15 @@ def test_gpu_update_equals_the_cpu_update(label):
     assert devices == {'cpu'}  # θ comes back for sampling
     torch.testing.assert_close(on_gpu, on_cpu, rtol=1e-4, atol=1e-5)
     # A second update starts from the moved-back state (Adam's moments too).
-    batches = algo.sample_meta_batch(1)
-    with algo._on_device():
-        algo.optimize(1, [b.to(algo._learner_device) for b in batches])
+    _step(algo, 1)
     assert all(torch.isfinite(p).all() for p in algo.policy.parameters())
 
 
 @needs_gpu
 def test_launcher_trains_on_the_gpu_as_on_the_cpu(tmp_path):
     """Two epochs with --device cuda: the same rows as on the CPU, to float tolerance."""
-    path = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
-    spec = importlib.util.spec_from_file_location('train_launcher_gpu', path)
-    launcher = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(launcher)
+    launcher = load_script(pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py',
+                           'train_launcher_gpu')
     rows = {}
     for device in ('cpu', 'cuda'):
         log_dir = tmp_path / device

@@ -5,11 +5,12 @@ whether or not the meta-test runs after the update (it adapts copies of the
 policy, never the policy itself).
 """
 import csv
-import importlib.util
 import pathlib
 
 from click.testing import CliRunner
 import pytest
+
+from tests.helpers import load_script
 
 LAUNCHER = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
 TINY = ['--preset', 'demo', '--meta-batch-size', '4', '--episodes-per-task', '2',
@@ -17,9 +18,7 @@ TINY = ['--preset', 'demo', '--meta-batch-size', '4', '--episodes-per-task', '2'
 
 
 def _run(tmp_path, name, *args):
-    spec = importlib.util.spec_from_file_location(f'train_launcher_{name}', LAUNCHER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(LAUNCHER, f'train_launcher_{name}')
     result = CliRunner().invoke(module.main, [*TINY, *map(str, args), '--log-dir',
                                               str(tmp_path / name)], catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -1,6 +1,5 @@
 """launchers/train.py on Meta-World ML1, and launchers/meta_test.py on its snapshot."""
 import csv
-import importlib.util
 import json
 import math
 import pathlib
@@ -11,16 +10,15 @@ from click.testing import CliRunner
 from metaworld.env_dict import ML1_V3, ML10_V3, ML45_V3
 import pytest
 
+from tests.helpers import load_script
+
 LAUNCHERS = pathlib.Path(__file__).parents[2] / 'launchers'
 ML10_TEST = ['drawer-open-v3', 'door-close-v3', 'shelf-place-v3', 'sweep-into-v3',
              'lever-pull-v3']
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(f'{name}_launcher', LAUNCHERS / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(LAUNCHERS / f'{name}.py', f'{name}_launcher')
 
 
 def _invoke(name, *args):

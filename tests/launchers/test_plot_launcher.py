@@ -1,12 +1,13 @@
 """launchers/plot.py: one mean ± std band per configuration of runs the test makes."""
 import csv
-import importlib.util
 import pathlib
 
 from garage_promp.experiment import plotting
 
 from click.testing import CliRunner
 import pytest
+
+from tests.helpers import load_script
 
 ROOT = pathlib.Path(__file__).parents[2]
 TINY = ['--env', 'PointEnvCorner', '--meta-batch-size', '2', '--episodes-per-task', '2',
@@ -15,11 +16,7 @@ TINY = ['--env', 'PointEnvCorner', '--meta-batch-size', '2', '--episodes-per-tas
 
 
 def _main(name):
-    spec = importlib.util.spec_from_file_location(f'{name}_launcher_plot',
-                                                  ROOT / 'launchers' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return load_script(ROOT / 'launchers' / f'{name}.py', f'{name}_launcher_plot').main
 
 
 @pytest.fixture(scope='module')

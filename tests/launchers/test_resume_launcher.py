@@ -1,9 +1,10 @@
 """launchers/train.py --resume: appends to progress.csv and continues exactly."""
 import csv
-import importlib.util
 import pathlib
 
 from click.testing import CliRunner
+
+from tests.helpers import load_script
 
 LAUNCHER = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
 TINY = ['--algo', 'ProMP', '--env', 'PointEnvCorner', '--meta-batch-size', '2',
@@ -12,10 +13,7 @@ TINY = ['--algo', 'ProMP', '--env', 'PointEnvCorner', '--meta-batch-size', '2',
 
 
 def _main():
-    spec = importlib.util.spec_from_file_location('train_launcher_resume', LAUNCHER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return load_script(LAUNCHER, 'train_launcher_resume').main
 
 
 def _invoke(*args):

@@ -1,6 +1,5 @@
 """launchers/train.py runs 1 tiny epoch for every algorithm and every env."""
 import csv
-import importlib.util
 import math
 import os
 import pathlib
@@ -11,14 +10,13 @@ from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs
 from click.testing import CliRunner
 import pytest
 
+from tests.helpers import load_script
+
 LAUNCHER = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
 
 
 def _load_launcher():
-    spec = importlib.util.spec_from_file_location('train_launcher', LAUNCHER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(LAUNCHER, 'train_launcher')
 
 
 def _run(tmp_path, *args):
@@ -69,10 +67,7 @@ def test_paper_table_matches_the_reference():
 
 @pytest.mark.mujoco
 def test_gradient_variance_launcher_logs_rstd_for_both_arms(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        'gv_launcher', LAUNCHER.parent / 'gradient_variance.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(LAUNCHER.parent / 'gradient_variance.py', 'gv_launcher')
     log_dir = str(tmp_path / 'gv')
     result = CliRunner().invoke(module.main, [
         '--env', 'HalfCheetahFwdBack', '--epochs', '2', '--n-rounds', '2',
