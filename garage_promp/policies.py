@@ -199,18 +199,38 @@ class BatchedGaussianMLP:
             x = torch.baddbmm(params[bias].unsqueeze(1), x, params[weight].transpose(1, 2))
             if act is not None:
                 x = act(x)
+        log_std = torch.zeros_like(x) + self.raw_log_std(params, x.shape[0]).unsqueeze(1)
+        return x, self.log_std_of(log_std)
+
+    @property
+    def layers(self):
+        """(weight name, bias name, nonlinearity or None) of each layer."""
+        return self._layers
+
+    @property
+    def log_std_name(self):
+        """The learned log-std parameter's name, or None (a fixed std)."""
+        return self._log_std_name
+
+    def raw_log_std(self, params: Params, n_sets: int) -> torch.Tensor:
+        """The log-std parameter (or buffer) of each set, :math:`(S, A)`."""
         if self._log_std_name is None:
-            log_std = self._fixed_log_std.expand(x.shape[0], -1)
-        else:
-            log_std = params[self._log_std_name]
-        log_std = torch.zeros_like(x) + log_std.unsqueeze(1)
+            return self._fixed_log_std.expand(n_sets, -1)
+        return params[self._log_std_name]
+
+    def log_std_of(self, raw: torch.Tensor) -> torch.Tensor:
+        """The distribution's log-std from the raw parameter, elementwise.
+
+        garage's clamp, then its parameterisation ('exp': σ = e^raw;
+        'softplus': σ = log(1 + e^(e^raw))).
+        """
         if self._clamp is not None:
-            log_std = log_std.clamp(min=self._clamp[0], max=self._clamp[1])
+            raw = raw.clamp(min=self._clamp[0], max=self._clamp[1])
         if self._parameterization == 'exp':
-            std = log_std.exp()
+            std = raw.exp()
         else:
-            std = log_std.exp().exp().add(1.).log()
-        return x, torch.log(std)
+            std = raw.exp().exp().add(1.).log()
+        return torch.log(std)
 
 
 class AdaptedPolicy(Policy):

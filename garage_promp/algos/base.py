@@ -471,7 +471,11 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
 
         The original ProMP code's ``_adapt_objective_sym`` in meta_policy_search/meta_algos/.
         """
-        log_probs = self._log_probs(params, batch)
+        return self._inner_objective_of(self._log_probs(params, batch), batch)
+
+    def _inner_objective_of(self, log_probs: torch.Tensor,
+                            batch: MetaBatch) -> torch.Tensor:
+        """J^in per task, (M,), from the log-likelihoods log π(a|s), (M, R, T)."""
         if self._inner_estimator == 'lvc':
             return per_task(lvc_objective)(log_probs, batch.old_log_probs,
                                            batch.advantages, batch.mask)
