@@ -66,6 +66,26 @@ def elementwise_derivatives(fn: Callable[[torch.Tensor], torch.Tensor],
     return y.detach(), d1.detach(), d2.detach()
 
 
+class _Buffers:
+    """Reused output tensors of the products' large intermediates.
+
+    Products run one after another and return only freshly allocated
+    parameter-sized tensors, so one buffer per (role, shape) is enough. It
+    spares the allocator a fresh, page-faulting block for every
+    (M, N, hidden) intermediate: about 15% of a product on 2 CPU cores.
+    """
+
+    def __init__(self):
+        self._buffers = {}
+
+    def __call__(self, role: str, like: torch.Tensor, shape) -> torch.Tensor:
+        key = (role, tuple(shape), like.dtype, like.device)
+        buffer = self._buffers.get(key)
+        if buffer is None:
+            buffer = self._buffers[key] = like.new_empty(shape)
+        return buffer
+
+
 class _MLPAt:
     """The mean network at stacked parameters on one batch, with its tangents.
 
@@ -75,7 +95,8 @@ class _MLPAt:
     """
 
     def __init__(self, structure: BatchedGaussianMLP, params: Params,
-                 observations: torch.Tensor):
+                 observations: torch.Tensor, buffers: _Buffers):
+        self.buffers = buffers
         self.layers = structure.layers
         self.weights = [params[w] for w, _, _ in self.layers]
         self.weights_t = [w.transpose(1, 2).contiguous() for w in self.weights]
@@ -118,7 +139,9 @@ class _MLPAt:
         for l, (weight, bias, _) in enumerate(self.layers):
             if self.weights[l].shape[1] > _NARROW:
                 zdot = torch.baddbmm(u[bias].unsqueeze(1), self.x[l],
-                                     u[weight].transpose(1, 2).contiguous())
+                                     u[weight].transpose(1, 2).contiguous(),
+                                     out=self.buffers(f'z{l}', self.x[l + 1],
+                                                      self.x[l + 1].shape))
                 if xdots:
                     zdot.baddbmm_(xdots[-1], self.weights_t[l])
             else:  # a narrow output (the mean layer): the same, transposed
@@ -128,7 +151,8 @@ class _MLPAt:
                     zdot.baddbmm_(self.weights[l], xdots[-1].transpose(1, 2))
                 zdot = zdot.transpose(1, 2)
             zdots.append(zdot)
-            xdots.append(zdot if self.d1[l] is None else self.d1[l] * zdot)
+            xdots.append(zdot if self.d1[l] is None else torch.mul(
+                self.d1[l], zdot, out=self.buffers(f'x{l}', zdot, zdot.shape)))
         return zdots, xdots
 
     def backward_tangent(self, u: Params, tangents, d_mean_dot: torch.Tensor,
@@ -145,18 +169,23 @@ class _MLPAt:
             if self.d1[l] is None:
                 dzdot = dxdot
             else:
-                dzdot = self.d1[l] * dxdot
+                dzdot = torch.mul(self.d1[l], dxdot,
+                                  out=self.buffers(f'dz{l}', dxdot, self.d1[l].shape))
                 if with_plain:
                     dzdot.addcmul_(self.d2dx[l], zdots[l])
-            if with_plain and l > 0:
-                grad_w = torch.bmm(dzdot.transpose(1, 2), self.x[l])
-                grad_w.baddbmm_(self.dz[l].transpose(1, 2), xdots[l - 1])
-            else:  # here the transposed product is the faster one
+            if dzdot.shape[-1] > self.x[l].shape[-1]:
+                # A narrow input (the observations): the transposed product
+                # is the faster one.
                 grad_w = torch.bmm(self.x[l].transpose(1, 2), dzdot).transpose(1, 2)
+            else:
+                grad_w = torch.bmm(dzdot.transpose(1, 2), self.x[l])
+            if with_plain and l > 0:
+                grad_w = grad_w.baddbmm(self.dz[l].transpose(1, 2), xdots[l - 1])
             grads[weight] = grad_w
             grads[bias] = dzdot.sum(1)
             if l > 0:
-                dxdot = torch.bmm(dzdot, self.weights[l])
+                dxdot = torch.bmm(dzdot, self.weights[l],
+                                  out=self.buffers(f'dx{l}', dzdot, self.x[l].shape))
                 if with_plain:
                     dxdot.baddbmm_(self.dz[l], u[weight])
         return grads
@@ -165,11 +194,13 @@ class _MLPAt:
 class _GaussianAt:
     """The policy's Gaussians at stacked parameters on one batch's (M, N) steps."""
 
-    def __init__(self, structure: BatchedGaussianMLP, params: Params, batch):
+    def __init__(self, structure: BatchedGaussianMLP, params: Params, batch,
+                 buffers: _Buffers):
         m = batch.n_tasks
         obs = batch.observations
         self.shape = batch.actions.shape
-        self.net = _MLPAt(structure, params, obs.reshape(m, -1, obs.shape[-1]))
+        self.net = _MLPAt(structure, params, obs.reshape(m, -1, obs.shape[-1]),
+                          buffers)
         self.log_std_name = structure.log_std_name
         raw = structure.raw_log_std(params, m)
         log_std, self.ls_d1, self.ls_d2 = elementwise_derivatives(
@@ -202,8 +233,8 @@ class _InnerHessian:
     """
 
     def __init__(self, structure: BatchedGaussianMLP, params: Params, batch,
-                 objective: LogProbObjective):
-        self.at = at = _GaussianAt(structure, params, batch)
+                 objective: LogProbObjective, buffers: _Buffers):
+        self.at = at = _GaussianAt(structure, params, batch, buffers)
         self.e = (at.actions - at.mean) / at.std
         log_probs = gaussian_log_likelihood(batch.actions, at.mean.reshape(at.shape),
                                             at.log_std.unsqueeze(1))
@@ -243,8 +274,9 @@ class _InnerHessian:
 class _PostFisher:
     """Products with the mean post-update KL's Hessian where the KL is zero."""
 
-    def __init__(self, structure: BatchedGaussianMLP, params: Params, batch):
-        self.at = at = _GaussianAt(structure, params, batch)
+    def __init__(self, structure: BatchedGaussianMLP, params: Params, batch,
+                 buffers: _Buffers):
+        self.at = at = _GaussianAt(structure, params, batch, buffers)
         mask = batch.mask.reshape(batch.n_tasks, -1, 1)
         # masked_mean per task, then the mean over tasks.
         self.weight = mask / mask.sum(1, keepdim=True).clamp(min=1.) / batch.n_tasks
@@ -296,11 +328,12 @@ class TrustRegionCurvature:
                  objective: LogProbObjective, damping: float = 0.):
         self._names = list(chain[0])
         self._shapes = {n: value.shape[1:] for n, value in chain[0].items()}
+        buffers = _Buffers()
         self._inner = [
-            _InnerHessian(structure, phi, batch, objective)
+            _InnerHessian(structure, phi, batch, objective, buffers)
             for phi, batch in zip(chain[:-1], batches[:-1])
         ]
-        self._fisher = _PostFisher(structure, chain[-1], batches[-1])
+        self._fisher = _PostFisher(structure, chain[-1], batches[-1], buffers)
         self._lr = inner_lr
         self._n_tasks = batches[0].n_tasks
         self._damping = damping
