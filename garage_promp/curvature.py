@@ -38,10 +38,11 @@ estimators all use the same code. The MLP part covers garage's
 structures: any elementwise hidden and output nonlinearities, a learned or
 fixed state-independent log-std with its clamp and parameterisation).
 """
-from typing import Callable, Dict, List, Optional, Sequence
+import collections
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from garage_promp.objectives import gaussian_log_likelihood
-from garage_promp.policies import BatchedGaussianMLP, Params
+from garage_promp.policies import BatchedGaussianMLP, Params, expand_params
 
 import torch
 
@@ -64,6 +65,22 @@ def elementwise_derivatives(fn: Callable[[torch.Tensor], torch.Tensor],
             (d2, ) = torch.autograd.grad(d1.sum(), x, allow_unused=True)
     d2 = torch.zeros_like(x) if d2 is None else d2
     return y.detach(), d1.detach(), d2.detach()
+
+
+def _activation_derivatives(act, z: torch.Tensor, y: torch.Tensor, second: bool):
+    """act'(z) and (if ``second``) act''(z), given y = act(z).
+
+    Closed forms for tanh and ReLU; any other elementwise nonlinearity by
+    autograd (:func:`elementwise_derivatives`).
+    """
+    if act in (torch.tanh, torch.nn.functional.tanh) or isinstance(act, torch.nn.Tanh):
+        d1 = 1. - y * y
+        return d1, (-2. * y * d1 if second else None)
+    if act in (torch.relu, torch.nn.functional.relu) or isinstance(act, torch.nn.ReLU):
+        d1 = (z > 0).to(z.dtype)
+        return d1, (torch.zeros_like(z) if second else None)
+    _, d1, d2 = elementwise_derivatives(act, z)
+    return d1, d2
 
 
 class _Buffers:
@@ -101,37 +118,66 @@ class _MLPAt:
         self.weights = [params[w] for w, _, _ in self.layers]
         self.weights_t = [w.transpose(1, 2).contiguous() for w in self.weights]
         self.x = [observations]
-        self.d1: List[Optional[torch.Tensor]] = []
-        self.d2: List[Optional[torch.Tensor]] = []
+        self.z: List[torch.Tensor] = []
+        self.acts = [act for _, _, act in self.layers]
         for l, (_, bias, act) in enumerate(self.layers):
             z = torch.baddbmm(params[bias].unsqueeze(1), self.x[-1], self.weights_t[l])
-            if act is None:
-                self.x.append(z)
-                self.d1.append(None)
-                self.d2.append(None)
-            else:
-                y, d1, d2 = elementwise_derivatives(act, z)
-                self.x.append(y)
-                self.d1.append(d1)
-                self.d2.append(d2)
+            self.z.append(z)
+            self.x.append(z if act is None else act(z))
         self.mean = self.x[-1]
+        self._d1: Dict[int, torch.Tensor] = {}
+        self._d2: Dict[int, torch.Tensor] = {}
         # The plain backward pass of one cotangent (see :meth:`backward`):
         self.dz: Optional[List[torch.Tensor]] = None  # ∂f/∂z_l
-        self.d2dx: Optional[List[Optional[torch.Tensor]]] = None  # act''(z_l) ∂f/∂x_{l+1}
+        self._dx: Optional[List[torch.Tensor]] = None  # ∂f/∂x_{l+1}
+        self._d2dx: Dict[int, torch.Tensor] = {}  # act''(z_l) ∂f/∂x_{l+1}
 
-    def backward(self, d_mean: torch.Tensor):
-        """Store the plain backward pass of a cotangent on the mean."""
+    def d1(self, l: int) -> Optional[torch.Tensor]:
+        """act'(z_l), or None for a linear layer (computed on first use)."""
+        if self.acts[l] is None:
+            return None
+        if l not in self._d1:
+            self._d1[l], self._d2[l] = _activation_derivatives(
+                self.acts[l], self.z[l], self.x[l + 1], second=False)
+        return self._d1[l]
+
+    def d2(self, l: int) -> torch.Tensor:
+        """act''(z_l) (computed on first use)."""
+        if self._d2.get(l) is None:
+            self._d1[l], self._d2[l] = _activation_derivatives(
+                self.acts[l], self.z[l], self.x[l + 1], second=True)
+        return self._d2[l]
+
+    def backward(self, d_mean: torch.Tensor, store: bool = False) -> Dict[str, torch.Tensor]:
+        """The plain backward pass of a cotangent on the mean: its parameter
+        gradient (stacked); ``store`` keeps the pass for :meth:`backward_tangent`."""
         n = len(self.layers)
-        self.dz, self.d2dx = [None] * n, [None] * n
+        dzs, dxs, grads = [None] * n, [None] * n, {}
         dx = d_mean
         for l in reversed(range(n)):
-            if self.d1[l] is None:
-                self.dz[l] = dx
-            else:
-                self.dz[l] = self.d1[l] * dx
-                self.d2dx[l] = self.d2[l] * dx
+            weight, bias, _ = self.layers[l]
+            dz = dx if self.acts[l] is None else self.d1(l) * dx
+            dzs[l], dxs[l] = dz, dx
+            grads[weight] = self._weight_gradient(dz, l)
+            grads[bias] = dz.sum(1)
             if l > 0:
-                dx = torch.bmm(self.dz[l], self.weights[l])
+                dx = torch.bmm(dz, self.weights[l])
+        if store:
+            self.dz, self._dx, self._d2dx = dzs, dxs, {}
+        return grads
+
+    def d2dx(self, l: int) -> torch.Tensor:
+        """act''(z_l) times the stored backward pass's ∂f/∂x_{l+1}."""
+        if l not in self._d2dx:
+            self._d2dx[l] = self.d2(l) * self._dx[l]
+        return self._d2dx[l]
+
+    def _weight_gradient(self, dz: torch.Tensor, l: int) -> torch.Tensor:
+        """Σ_n dz_n x_nᵀ of layer l, in the faster GEMM layout."""
+        if dz.shape[-1] > self.x[l].shape[-1]:
+            # A narrow input (the observations): the transposed product.
+            return torch.bmm(self.x[l].transpose(1, 2), dz).transpose(1, 2)
+        return torch.bmm(dz.transpose(1, 2), self.x[l])
 
     def tangent(self, u: Params):
         """Forward-mode tangents along direction ``u``: (ż_l, ẋ_{l+1}) per layer."""
@@ -151,8 +197,8 @@ class _MLPAt:
                     zdot.baddbmm_(self.weights[l], xdots[-1].transpose(1, 2))
                 zdot = zdot.transpose(1, 2)
             zdots.append(zdot)
-            xdots.append(zdot if self.d1[l] is None else torch.mul(
-                self.d1[l], zdot, out=self.buffers(f'x{l}', zdot, zdot.shape)))
+            xdots.append(zdot if self.acts[l] is None else torch.mul(
+                self.d1(l), zdot, out=self.buffers(f'x{l}', zdot, zdot.shape)))
         return zdots, xdots
 
     def backward_tangent(self, u: Params, tangents, d_mean_dot: torch.Tensor,
@@ -166,19 +212,14 @@ class _MLPAt:
         dxdot = d_mean_dot
         for l in reversed(range(len(self.layers))):
             weight, bias, _ = self.layers[l]
-            if self.d1[l] is None:
+            if self.acts[l] is None:
                 dzdot = dxdot
             else:
-                dzdot = torch.mul(self.d1[l], dxdot,
-                                  out=self.buffers(f'dz{l}', dxdot, self.d1[l].shape))
+                dzdot = torch.mul(self.d1(l), dxdot,
+                                  out=self.buffers(f'dz{l}', dxdot, self.z[l].shape))
                 if with_plain:
-                    dzdot.addcmul_(self.d2dx[l], zdots[l])
-            if dzdot.shape[-1] > self.x[l].shape[-1]:
-                # A narrow input (the observations): the transposed product
-                # is the faster one.
-                grad_w = torch.bmm(self.x[l].transpose(1, 2), dzdot).transpose(1, 2)
-            else:
-                grad_w = torch.bmm(dzdot.transpose(1, 2), self.x[l])
+                    dzdot.addcmul_(self.d2dx(l), zdots[l])
+            grad_w = self._weight_gradient(dzdot, l)
             if with_plain and l > 0:
                 grad_w = grad_w.baddbmm(self.dz[l].transpose(1, 2), xdots[l - 1])
             grads[weight] = grad_w
@@ -203,6 +244,7 @@ class _GaussianAt:
                           buffers)
         self.log_std_name = structure.log_std_name
         raw = structure.raw_log_std(params, m)
+        self.raw_shape = raw.shape
         log_std, self.ls_d1, self.ls_d2 = elementwise_derivatives(
             structure.log_std_of, raw)
         self.log_std = log_std.unsqueeze(1)  # (M, 1, A)
@@ -244,7 +286,12 @@ class _InnerHessian:
                                         self.log_probs, create_graph=True)
         self.g_graph = g
         self.g = g.detach().reshape(batch.n_tasks, -1, 1)
-        at.net.backward(self.g * self.e / at.std)
+        # ∇J^in: the backward pass of g·∂ℓ/∂μ, kept for the products.
+        self.gradient = at.net.backward(self.g * self.e / at.std, store=True)
+        if at.log_std_name is not None:
+            d_ls = (self.g * (self.e * self.e - 1.)).sum(1, keepdim=True)
+            self.gradient[at.log_std_name] = (d_ls[:, 0] * at.ls_d1[:, 0]).sum_to_size(
+                at.raw_shape)
 
     def product(self, u: Params) -> Dict[str, torch.Tensor]:
         """H u, stacked like ``u``."""
@@ -274,9 +321,8 @@ class _InnerHessian:
 class _PostFisher:
     """Products with the mean post-update KL's Hessian where the KL is zero."""
 
-    def __init__(self, structure: BatchedGaussianMLP, params: Params, batch,
-                 buffers: _Buffers):
-        self.at = at = _GaussianAt(structure, params, batch, buffers)
+    def __init__(self, at: _GaussianAt, batch):
+        self.at = at
         mask = batch.mask.reshape(batch.n_tasks, -1, 1)
         # masked_mean per task, then the mean over tasks.
         self.weight = mask / mask.sum(1, keepdim=True).clamp(min=1.) / batch.n_tasks
@@ -308,7 +354,7 @@ class TrustRegionCurvature:
 
     Args:
         structure (BatchedGaussianMLP): The policy's structure.
-        chain (list[dict]): Detached stacked [φ_0 = θ_o, ..., φ_K].
+        theta (dict): Detached θ_o by name.
         batches (list[MetaBatch]): The K+1 batches of the same tasks.
         inner_lr (dict): α by parameter name (scalars or parameter-shaped).
         objective (callable): ``(log_probs (M, R, T), batch) -> (M,)``, the
@@ -323,17 +369,14 @@ class TrustRegionCurvature:
 
     """
 
-    def __init__(self, structure: BatchedGaussianMLP, chain: Sequence[Params],
+    def __init__(self, structure: BatchedGaussianMLP, theta: Params,
                  batches: Sequence, inner_lr: Params,
                  objective: LogProbObjective, damping: float = 0.):
-        self._names = list(chain[0])
-        self._shapes = {n: value.shape[1:] for n, value in chain[0].items()}
-        buffers = _Buffers()
-        self._inner = [
-            _InnerHessian(structure, phi, batch, objective, buffers)
-            for phi, batch in zip(chain[:-1], batches[:-1])
-        ]
-        self._fisher = _PostFisher(structure, chain[-1], batches[-1], buffers)
+        adaptation = AdaptationByHand(structure, theta, batches, inner_lr, objective)
+        self._names = list(theta)
+        self._shapes = {n: value.shape for n, value in theta.items()}
+        self.inner = adaptation.inner
+        self._fisher = _PostFisher(adaptation.gaussians[-1], batches[-1])
         self._lr = inner_lr
         self._n_tasks = batches[0].n_tasks
         self._damping = damping
@@ -349,13 +392,66 @@ class TrustRegionCurvature:
                 self._n_tasks, *shape)
             start += size
         # Forward through the chain: u_{k+1} = (I + α H_k) u_k.
-        for inner in self._inner:
+        for inner in self.inner:
             hu = inner.product(u)
             u = {n: u[n] + self._lr[n] * hu[n] for n in self._names}
         w = self._fisher.product(u)
         # Back through it: w_k = (I + H_k α) w_{k+1}.
-        for inner in reversed(self._inner):
+        for inner in reversed(self.inner):
             hw = inner.product({n: self._lr[n] * w[n] for n in self._names})
             w = {n: w[n] + hw[n] for n in self._names}
         return torch.cat([w[n].sum(0).reshape(-1) for n in self._names]) + \
             self._damping * v
+
+
+def structure_of(policy: torch.nn.Module) -> Optional[BatchedGaussianMLP]:
+    """The policy's structure if this module covers it (every parameter), else None."""
+    structure = BatchedGaussianMLP.of(policy)
+    if structure is None:
+        return None
+    names = {name for weight, bias, _ in structure.layers for name in (weight, bias)}
+    if structure.log_std_name is not None:
+        names.add(structure.log_std_name)
+    return structure if names == {name for name, _ in policy.named_parameters()} else None
+
+
+class AdaptationByHand:
+    r"""The K inner steps :math:`\phi_0 = \theta, \dots, \phi_K` by hand.
+
+    Each level keeps its Gaussians and the products with its inner
+    objective's Hessian (:class:`_InnerHessian`); the chain equals
+    :meth:`~garage_promp.algos.base.MetaPolicySearch._adapt_chain`'s to float
+    rounding.
+
+    Args:
+        structure (BatchedGaussianMLP): The policy's structure.
+        theta (dict): Detached meta-parameters by name.
+        batches (list[MetaBatch]): The K+1 batches of the same tasks.
+        inner_lr (dict): α by parameter name.
+        objective (callable): The inner objective of the log-likelihoods.
+
+    Attributes:
+        chain (list[dict]): Stacked [φ_0, ..., φ_K], detached.
+        gaussians (list): The Gaussians at each level, ``mean`` (M, N, A) and
+            ``log_std`` (M, 1, A).
+
+    """
+
+    def __init__(self, structure: BatchedGaussianMLP, theta: Params,
+                 batches: Sequence, inner_lr: Params, objective: LogProbObjective):
+        buffers = _Buffers()
+        self.chain = [expand_params(theta, batches[0].n_tasks)]
+        self._inner_levels = []
+        for batch in batches[:-1]:
+            state = _InnerHessian(structure, self.chain[-1], batch, objective, buffers)
+            self._inner_levels.append(state)
+            self.chain.append(collections.OrderedDict(
+                (name, value + inner_lr[name] * state.gradient[name])
+                for name, value in self.chain[-1].items()))
+        self.gaussians = [state.at for state in self._inner_levels] + [
+            _GaussianAt(structure, self.chain[-1], batches[-1], buffers)]
+
+    @property
+    def inner(self) -> List['_InnerHessian']:
+        """The inner-Hessian products of the K levels."""
+        return self._inner_levels

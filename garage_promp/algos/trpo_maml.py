@@ -8,7 +8,7 @@ from typing import List
 
 from garage_promp.algos._batch import MetaBatch
 from garage_promp.algos.base import MetaPolicySearch, per_task
-from garage_promp.curvature import TrustRegionCurvature
+from garage_promp.curvature import TrustRegionCurvature, structure_of
 from garage_promp.objectives import lvc_objective
 from garage_promp.optimizers import (
     conjugate_gradient,
@@ -17,7 +17,7 @@ from garage_promp.optimizers import (
     flatten,
     unflatten_like,
 )
-from garage_promp.policies import BatchedGaussianMLP, expand_params, named_params
+from garage_promp.policies import named_params
 from garage_promp.validation import check_choice, check_float, check_int
 
 from dowel import logger, tabular
@@ -185,14 +185,12 @@ class TRPOMAML(MetaPolicySearch):
         checked = self.__dict__.get('_curvature_checked')
         if checked is not None and not checked[0]:
             return None
-        structure = BatchedGaussianMLP.of(self._policy)
-        theta = named_params(self._policy)
-        if structure is None or set(theta) != _structure_params(structure):
+        structure = structure_of(self._policy)
+        if structure is None:
             return None
-        theta = collections.OrderedDict((k, v.detach()) for k, v in theta.items())
-        chain = self._adapt_chain(expand_params(theta, batches[0].n_tasks),
-                                  batches, create_graph=False)
-        curvature = TrustRegionCurvature(structure, chain, batches, self._inner_lr,
+        theta = collections.OrderedDict(
+            (k, v.detach()) for k, v in named_params(self._policy).items())
+        curvature = TrustRegionCurvature(structure, theta, batches, self._inner_lr,
                                          self._inner_objective_of, self._cg_damping)
         if curvature.mismatch > CURVATURE_TOLERANCE:
             logger.log(f'Post-update policies differ from the sampling ones by '
@@ -290,10 +288,3 @@ class TRPOMAML(MetaPolicySearch):
         tabular.record('LineSearchBacktracks', n_backtracks)
         tabular.record('StepAccepted', float(accepted))
 
-
-def _structure_params(structure: BatchedGaussianMLP) -> set:
-    """The parameter names a :class:`BatchedGaussianMLP` structure uses."""
-    names = {name for weight, bias, _ in structure.layers for name in (weight, bias)}
-    if structure.log_std_name is not None:
-        names.add(structure.log_std_name)
-    return names
