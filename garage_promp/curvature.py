@@ -67,18 +67,29 @@ def elementwise_derivatives(fn: Callable[[torch.Tensor], torch.Tensor],
     return y.detach(), d1.detach(), d2.detach()
 
 
-def _activation_derivatives(act, z: torch.Tensor, y: torch.Tensor, second: bool):
+def _closed_form(act) -> Optional[str]:
+    """'tanh' or 'relu' where ``act`` is one, else None."""
+    if act in (torch.tanh, torch.nn.functional.tanh) or isinstance(act, torch.nn.Tanh):
+        return 'tanh'
+    if act in (torch.relu, torch.nn.functional.relu) or isinstance(act, torch.nn.ReLU):
+        return 'relu'
+    return None
+
+
+def _activation_derivatives(act, z: Optional[torch.Tensor], y: torch.Tensor,
+                            second: bool):
     """act'(z) and (if ``second``) act''(z), given y = act(z).
 
-    Closed forms for tanh and ReLU; any other elementwise nonlinearity by
-    autograd (:func:`elementwise_derivatives`).
+    Closed forms in y for tanh and ReLU (z is not needed); any other
+    elementwise nonlinearity by autograd (:func:`elementwise_derivatives`).
     """
-    if act in (torch.tanh, torch.nn.functional.tanh) or isinstance(act, torch.nn.Tanh):
+    kind = _closed_form(act)
+    if kind == 'tanh':
         d1 = 1. - y * y
         return d1, (-2. * y * d1 if second else None)
-    if act in (torch.relu, torch.nn.functional.relu) or isinstance(act, torch.nn.ReLU):
-        d1 = (z > 0).to(z.dtype)
-        return d1, (torch.zeros_like(z) if second else None)
+    if kind == 'relu':
+        d1 = (y > 0).to(y.dtype)
+        return d1, (torch.zeros_like(y) if second else None)
     _, d1, d2 = elementwise_derivatives(act, z)
     return d1, d2
 
@@ -118,11 +129,12 @@ class _MLPAt:
         self.weights = [params[w] for w, _, _ in self.layers]
         self.weights_t = [w.transpose(1, 2).contiguous() for w in self.weights]
         self.x = [observations]
-        self.z: List[torch.Tensor] = []
+        self.z: List[Optional[torch.Tensor]] = []
         self.acts = [act for _, _, act in self.layers]
         for l, (_, bias, act) in enumerate(self.layers):
             z = torch.baddbmm(params[bias].unsqueeze(1), self.x[-1], self.weights_t[l])
-            self.z.append(z)
+            # Pre-activations are kept only where no closed form exists.
+            self.z.append(None if act is None or _closed_form(act) else z)
             self.x.append(z if act is None else act(z))
         self.mean = self.x[-1]
         self._d1: Dict[int, torch.Tensor] = {}
@@ -216,7 +228,7 @@ class _MLPAt:
                 dzdot = dxdot
             else:
                 dzdot = torch.mul(self.d1(l), dxdot,
-                                  out=self.buffers(f'dz{l}', dxdot, self.z[l].shape))
+                                  out=self.buffers(f'dz{l}', dxdot, self.x[l + 1].shape))
                 if with_plain:
                     dzdot.addcmul_(self.d2dx(l), zdots[l])
             grad_w = self._weight_gradient(dzdot, l)

@@ -26,6 +26,7 @@ POLICIES = {
     'clamp inactive': dict(min_std=0.05, max_std=5.),
     'clamp active': dict(init_std=0.3, min_std=0.5),
     'tanh output': dict(output_nonlinearity=torch.tanh),
+    'sigmoid (derivatives by autograd)': dict(hidden_nonlinearity=torch.sigmoid),
 }
 
 
