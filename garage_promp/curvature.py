@@ -58,7 +58,7 @@ def elementwise_derivatives(fn: Callable[[torch.Tensor], torch.Tensor],
     """``fn(x)`` with its first and second derivatives, for an elementwise ``fn``."""
     with torch.enable_grad():
         x = x.detach().requires_grad_(True)
-        y = fn(x)
+        y = fn(x.clone())  # a clone: ``fn`` may work in place (ELU(inplace=True))
         (d1, ) = torch.autograd.grad(y.sum(), x, create_graph=True)
         d2 = None
         if d1.requires_grad:
@@ -133,9 +133,11 @@ class _MLPAt:
         self.acts = [act for _, _, act in self.layers]
         for l, (_, bias, act) in enumerate(self.layers):
             z = torch.baddbmm(params[bias].unsqueeze(1), self.x[-1], self.weights_t[l])
-            # Pre-activations are kept only where no closed form exists.
-            self.z.append(None if act is None or _closed_form(act) else z)
-            self.x.append(z if act is None else act(z))
+            # Pre-activations are kept only where no closed form exists (and
+            # then cloned: an in-place nonlinearity would overwrite them).
+            keep = act is not None and not _closed_form(act)
+            self.z.append(z if keep else None)
+            self.x.append(z if act is None else act(z.clone() if keep else z))
         self.mean = self.x[-1]
         self._d1: Dict[int, torch.Tensor] = {}
         self._d2: Dict[int, torch.Tensor] = {}
@@ -202,7 +204,7 @@ class _MLPAt:
                                                       self.x[l + 1].shape))
                 if xdots:
                     zdot.baddbmm_(xdots[-1], self.weights_t[l])
-            else:  # a narrow output (the mean layer): the same, transposed
+            else:  # a narrow output (the mean layer, small hidden layers): transposed
                 zdot = torch.baddbmm(u[bias].unsqueeze(2), u[weight],
                                      self.x[l].transpose(1, 2))
                 if xdots:

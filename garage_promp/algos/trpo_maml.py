@@ -190,9 +190,15 @@ class TRPOMAML(MetaPolicySearch):
             return None
         theta = collections.OrderedDict(
             (k, v.detach()) for k, v in named_params(self._policy).items())
-        curvature = TrustRegionCurvature(structure, theta, batches, self._inner_lr,
-                                         self._inner_objective_of, self._cg_damping)
-        if curvature.mismatch > CURVATURE_TOLERANCE:
+        try:
+            curvature = TrustRegionCurvature(structure, theta, batches, self._inner_lr,
+                                             self._inner_objective_of, self._cg_damping)
+        except RuntimeError as error:  # e.g. a nonlinearity autograd cannot differentiate twice
+            logger.log(f'Hand-written Hessian-vector products failed ({error}); '
+                       'using double backpropagation')
+            self._curvature_checked = (False, float('nan'))
+            return None
+        if not curvature.mismatch <= CURVATURE_TOLERANCE:  # NaN included
             logger.log(f'Post-update policies differ from the sampling ones by '
                        f'{curvature.mismatch:.1e} (> {CURVATURE_TOLERANCE:.0e}); '
                        'Hessian-vector products by double backpropagation')
@@ -204,8 +210,9 @@ class TRPOMAML(MetaPolicySearch):
         flat = flatten([p.detach() for p in self._policy.parameters()])
         generator = torch.Generator().manual_seed(0)
         v = torch.randn(flat.shape, generator=generator).to(flat)
-        fast = curvature(v)
-        exact = reference(v) + self._cg_damping * v
+        # Without the damping, which would hide a wrong Hessian if large.
+        fast = curvature(v) - self._cg_damping * v
+        exact = reference(v)
         gap = float((fast - exact).norm() / exact.norm().clamp(min=1e-30))
         ok = bool(torch.isfinite(exact).all()) and gap <= CURVATURE_CHECK_TOLERANCE
         if not ok:

@@ -27,6 +27,8 @@ POLICIES = {
     'clamp active': dict(init_std=0.3, min_std=0.5),
     'tanh output': dict(output_nonlinearity=torch.tanh),
     'sigmoid (derivatives by autograd)': dict(hidden_nonlinearity=torch.sigmoid),
+    'in-place ELU': dict(hidden_nonlinearity=torch.nn.ELU(inplace=True)),
+    'wide layers': dict(hidden_sizes=(32, 24)),  # the GEMM layout of wide outputs
 }
 
 
@@ -38,6 +40,10 @@ def _trpo(estimator='lvc', steps=1, exploration=False, policy_kwargs=None, **kwa
     if kwargs.get('inner_lr') == 'per parameter':  # a different α for each
         kwargs['inner_lr'] = {name: 0.05 * (1 + i)
                               for i, (name, _) in enumerate(policy.named_parameters())}
+    elif kwargs.get('inner_lr') == 'per element':  # α shaped like each parameter
+        generator = torch.Generator().manual_seed(2)
+        kwargs['inner_lr'] = {name: 0.02 + 0.1 * torch.rand(p.shape, generator=generator)
+                              for name, p in policy.named_parameters()}
     sampler = garage_promp.make_sampler(policy, env, kind='local', n_workers=1)
     kwargs = dict(dict(meta_batch_size=3, episodes_per_task=2), **kwargs)
     return TRPOMAML(env, policy, sampler, SetTaskSampler(ShortPointEnv),
@@ -94,6 +100,23 @@ def test_hand_written_hvps_equal_double_backprop_for_every_inner_estimator(estim
     assert isinstance(fast, TrustRegionCurvature)
     assert fast.mismatch < 1e-10
     _assert_products_equal(fast, _reference(algo, batches), _directions(algo), 1e-9)
+
+
+def test_hand_written_hvps_with_three_steps_and_elementwise_step_sizes():
+    algo = _trpo('dice', 3, inner_lr='per element', policy_kwargs=dict(hidden_sizes=(20, )))
+    batches = _in_double(algo, algo.sample_meta_batch(0))
+    fast = algo._hand_written_curvature(batches)
+    _assert_products_equal(fast, _reference(algo, batches), _directions(algo), 1e-9)
+
+
+def test_a_check_with_large_damping_still_sees_a_wrong_hessian(monkeypatch):
+    algo = _trpo('lvc', 1, cg_damping=1e4)
+    batches = _in_double(algo, algo.sample_meta_batch(0))
+    real = TrustRegionCurvature.__call__
+    monkeypatch.setattr(TrustRegionCurvature, '__call__',
+                        lambda self, v: real(self, v) + 0.5 * (real(self, v) - 1e4 * v))
+    algo.hvp_function(batches)
+    assert algo._curvature_checked[0] is False
 
 
 @pytest.mark.parametrize('policy', sorted(POLICIES))
@@ -168,3 +191,16 @@ def test_the_trpo_step_is_the_double_backprop_step(variant):
     # may still stop an iteration apart: about 1e-6 apart here.
     assert gap < 1e-4, gap
 
+
+
+def test_an_error_building_the_products_falls_back_to_double_backprop(monkeypatch):
+    algo = _trpo('lvc', 1)
+    batches = _in_double(algo, algo.sample_meta_batch(0))
+
+    def fail(self, *args, **kwargs):
+        raise RuntimeError('cannot differentiate this nonlinearity twice')
+
+    monkeypatch.setattr(TrustRegionCurvature, '__init__', fail)
+    hvp = algo.hvp_function(batches)
+    assert algo._curvature_checked[0] is False
+    _assert_products_equal(hvp, _reference(algo, batches), _directions(algo), 1e-12)
