@@ -24,6 +24,7 @@ import random
 import time
 from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
+from garage_promp._allocator import keep_freed_memory
 from garage_promp._console import phase
 from garage_promp._threads import available_cores, learner_threads
 from garage_promp.algos._batch import (
@@ -712,6 +713,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         pending = self.__dict__.pop('_pending_rng_states', None)
         if pending is not None:
             _set_global_rng_states(pending)
+        keep_freed_memory()
         last_return = None
         for epoch in trainer.step_epochs():
             start = time.perf_counter()
