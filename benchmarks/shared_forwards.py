@@ -23,6 +23,7 @@ def main(algo, env, repeats):
     """Time one update with and without shared forwards."""
     import garage_promp  # noqa: F401  (compat layer before garage)
     from garage_promp.experiment.builder import build_experiment
+
     import torch
     algorithm, _, _ = build_experiment(algo, env, 1, n_test_tasks=None)
     batches = algorithm.sample_meta_batch(0)

@@ -43,7 +43,8 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None)  # the C library this process runs on
-        libc.gnu_get_libc_version  # pylint: disable=pointless-statement  (glibc only)
+        if not hasattr(libc, 'gnu_get_libc_version'):  # glibc only
+            return False
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False

@@ -39,7 +39,7 @@ structures: any elementwise hidden and output nonlinearities, a learned or
 fixed state-independent log-std with its clamp and parameterisation).
 """
 import collections
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence
 
 from garage_promp.objectives import gaussian_log_likelihood
 from garage_promp.policies import BatchedGaussianMLP, Params, expand_params
@@ -67,7 +67,7 @@ def elementwise_derivatives(fn: Callable[[torch.Tensor], torch.Tensor],
     return y.detach(), d1.detach(), d2.detach()
 
 
-def _closed_form(act) -> Optional[str]:
+def _closed_form(act) -> str | None:
     """'tanh' or 'relu' where ``act`` is one, else None."""
     if act in (torch.tanh, torch.nn.functional.tanh) or isinstance(act, torch.nn.Tanh):
         return 'tanh'
@@ -76,7 +76,7 @@ def _closed_form(act) -> Optional[str]:
     return None
 
 
-def _activation_derivatives(act, z: Optional[torch.Tensor], y: torch.Tensor,
+def _activation_derivatives(act, z: torch.Tensor | None, y: torch.Tensor,
                             second: bool):
     """act'(z) and (if ``second``) act''(z), given y = act(z).
 
@@ -117,7 +117,7 @@ class _Buffers:
 class _MLPAt:
     """The mean network at stacked parameters on one batch, with its tangents.
 
-    Shapes: M parameter sets (tasks), N steps each; ``x[l]`` is layer l's
+    Shapes: M parameter sets (tasks), N steps each; ``x[i]`` is layer i's
     input, ``x[-1]`` the mean. Everything that does not depend on the
     direction is computed once here and in :meth:`backward`.
     """
@@ -129,10 +129,10 @@ class _MLPAt:
         self.weights = [params[w] for w, _, _ in self.layers]
         self.weights_t = [w.transpose(1, 2).contiguous() for w in self.weights]
         self.x = [observations]
-        self.z: List[Optional[torch.Tensor]] = []
+        self.z: List[torch.Tensor | None] = []
         self.acts = [act for _, _, act in self.layers]
-        for l, (_, bias, act) in enumerate(self.layers):
-            z = torch.baddbmm(params[bias].unsqueeze(1), self.x[-1], self.weights_t[l])
+        for i, (_, bias, act) in enumerate(self.layers):
+            z = torch.baddbmm(params[bias].unsqueeze(1), self.x[-1], self.weights_t[i])
             # Pre-activations are kept only where no closed form exists (and
             # then cloned: an in-place nonlinearity would overwrite them).
             keep = act is not None and not _closed_form(act)
@@ -142,77 +142,76 @@ class _MLPAt:
         self._d1: Dict[int, torch.Tensor] = {}
         self._d2: Dict[int, torch.Tensor] = {}
         # The plain backward pass of one cotangent (see :meth:`backward`):
-        self.dz: Optional[List[torch.Tensor]] = None  # ∂f/∂z_l
-        self._dx: Optional[List[torch.Tensor]] = None  # ∂f/∂x_{l+1}
-        self._d2dx: Dict[int, torch.Tensor] = {}  # act''(z_l) ∂f/∂x_{l+1}
+        self.dz: List[torch.Tensor] | None = None  # ∂f/∂z_i
+        self._dx: List[torch.Tensor] | None = None  # ∂f/∂x_{i+1}
+        self._d2dx: Dict[int, torch.Tensor] = {}  # act''(z_i) ∂f/∂x_{i+1}
 
-    def d1(self, l: int) -> Optional[torch.Tensor]:
-        """act'(z_l), or None for a linear layer (computed on first use)."""
-        if self.acts[l] is None:
+    def d1(self, i: int) -> torch.Tensor | None:
+        """act'(z_i), or None for a linear layer (computed on first use)."""
+        if self.acts[i] is None:
             return None
-        if l not in self._d1:
-            self._d1[l], self._d2[l] = _activation_derivatives(
-                self.acts[l], self.z[l], self.x[l + 1], second=False)
-        return self._d1[l]
+        if i not in self._d1:
+            self._d1[i], self._d2[i] = _activation_derivatives(
+                self.acts[i], self.z[i], self.x[i + 1], second=False)
+        return self._d1[i]
 
-    def d2(self, l: int) -> torch.Tensor:
-        """act''(z_l) (computed on first use)."""
-        if self._d2.get(l) is None:
-            self._d1[l], self._d2[l] = _activation_derivatives(
-                self.acts[l], self.z[l], self.x[l + 1], second=True)
-        return self._d2[l]
+    def d2(self, i: int) -> torch.Tensor:
+        """act''(z_i) (computed on first use)."""
+        if self._d2.get(i) is None:
+            self._d1[i], self._d2[i] = _activation_derivatives(
+                self.acts[i], self.z[i], self.x[i + 1], second=True)
+        return self._d2[i]
 
-    def backward(self, d_mean: torch.Tensor, store: bool = False) -> Dict[str, torch.Tensor]:
+    def backward(self, d_mean: torch.Tensor) -> Dict[str, torch.Tensor]:
         """The plain backward pass of a cotangent on the mean: its parameter
-        gradient (stacked); ``store`` keeps the pass for :meth:`backward_tangent`."""
+        gradient (stacked). The pass is kept for :meth:`backward_tangent`."""
         n = len(self.layers)
         dzs, dxs, grads = [None] * n, [None] * n, {}
         dx = d_mean
-        for l in reversed(range(n)):
-            weight, bias, _ = self.layers[l]
-            dz = dx if self.acts[l] is None else self.d1(l) * dx
-            dzs[l], dxs[l] = dz, dx
-            grads[weight] = self._weight_gradient(dz, l)
+        for i in reversed(range(n)):
+            weight, bias, _ = self.layers[i]
+            dz = dx if self.acts[i] is None else self.d1(i) * dx
+            dzs[i], dxs[i] = dz, dx
+            grads[weight] = self._weight_gradient(dz, i)
             grads[bias] = dz.sum(1)
-            if l > 0:
-                dx = torch.bmm(dz, self.weights[l])
-        if store:
-            self.dz, self._dx, self._d2dx = dzs, dxs, {}
+            if i > 0:
+                dx = torch.bmm(dz, self.weights[i])
+        self.dz, self._dx, self._d2dx = dzs, dxs, {}
         return grads
 
-    def d2dx(self, l: int) -> torch.Tensor:
-        """act''(z_l) times the stored backward pass's ∂f/∂x_{l+1}."""
-        if l not in self._d2dx:
-            self._d2dx[l] = self.d2(l) * self._dx[l]
-        return self._d2dx[l]
+    def d2dx(self, i: int) -> torch.Tensor:
+        """act''(z_i) times the stored backward pass's ∂f/∂x_{i+1}."""
+        if i not in self._d2dx:
+            self._d2dx[i] = self.d2(i) * self._dx[i]
+        return self._d2dx[i]
 
-    def _weight_gradient(self, dz: torch.Tensor, l: int) -> torch.Tensor:
-        """Σ_n dz_n x_nᵀ of layer l, in the faster GEMM layout."""
-        if dz.shape[-1] > self.x[l].shape[-1]:
+    def _weight_gradient(self, dz: torch.Tensor, i: int) -> torch.Tensor:
+        """Σ_n dz_n x_nᵀ of layer i, in the faster GEMM layout."""
+        if dz.shape[-1] > self.x[i].shape[-1]:
             # A narrow input (the observations): the transposed product.
-            return torch.bmm(self.x[l].transpose(1, 2), dz).transpose(1, 2)
-        return torch.bmm(dz.transpose(1, 2), self.x[l])
+            return torch.bmm(self.x[i].transpose(1, 2), dz).transpose(1, 2)
+        return torch.bmm(dz.transpose(1, 2), self.x[i])
 
     def tangent(self, u: Params):
-        """Forward-mode tangents along direction ``u``: (ż_l, ẋ_{l+1}) per layer."""
+        """Forward-mode tangents along direction ``u``: (ż_i, ẋ_{i+1}) per layer."""
         zdots, xdots = [], []
-        for l, (weight, bias, _) in enumerate(self.layers):
-            if self.weights[l].shape[1] > _NARROW:
-                zdot = torch.baddbmm(u[bias].unsqueeze(1), self.x[l],
+        for i, (weight, bias, _) in enumerate(self.layers):
+            if self.weights[i].shape[1] > _NARROW:
+                zdot = torch.baddbmm(u[bias].unsqueeze(1), self.x[i],
                                      u[weight].transpose(1, 2).contiguous(),
-                                     out=self.buffers(f'z{l}', self.x[l + 1],
-                                                      self.x[l + 1].shape))
+                                     out=self.buffers(f'z{i}', self.x[i + 1],
+                                                      self.x[i + 1].shape))
                 if xdots:
-                    zdot.baddbmm_(xdots[-1], self.weights_t[l])
+                    zdot.baddbmm_(xdots[-1], self.weights_t[i])
             else:  # a narrow output (the mean layer, small hidden layers): transposed
                 zdot = torch.baddbmm(u[bias].unsqueeze(2), u[weight],
-                                     self.x[l].transpose(1, 2))
+                                     self.x[i].transpose(1, 2))
                 if xdots:
-                    zdot.baddbmm_(self.weights[l], xdots[-1].transpose(1, 2))
+                    zdot.baddbmm_(self.weights[i], xdots[-1].transpose(1, 2))
                 zdot = zdot.transpose(1, 2)
             zdots.append(zdot)
-            xdots.append(zdot if self.acts[l] is None else torch.mul(
-                self.d1(l), zdot, out=self.buffers(f'x{l}', zdot, zdot.shape)))
+            xdots.append(zdot if self.acts[i] is None else torch.mul(
+                self.d1(i), zdot, out=self.buffers(f'x{i}', zdot, zdot.shape)))
         return zdots, xdots
 
     def backward_tangent(self, u: Params, tangents, d_mean_dot: torch.Tensor,
@@ -224,25 +223,25 @@ class _MLPAt:
         zdots, xdots = tangents
         grads = {}
         dxdot = d_mean_dot
-        for l in reversed(range(len(self.layers))):
-            weight, bias, _ = self.layers[l]
-            if self.acts[l] is None:
+        for i in reversed(range(len(self.layers))):
+            weight, bias, _ = self.layers[i]
+            if self.acts[i] is None:
                 dzdot = dxdot
             else:
-                dzdot = torch.mul(self.d1(l), dxdot,
-                                  out=self.buffers(f'dz{l}', dxdot, self.x[l + 1].shape))
+                dzdot = torch.mul(self.d1(i), dxdot,
+                                  out=self.buffers(f'dz{i}', dxdot, self.x[i + 1].shape))
                 if with_plain:
-                    dzdot.addcmul_(self.d2dx(l), zdots[l])
-            grad_w = self._weight_gradient(dzdot, l)
-            if with_plain and l > 0:
-                grad_w = grad_w.baddbmm(self.dz[l].transpose(1, 2), xdots[l - 1])
+                    dzdot.addcmul_(self.d2dx(i), zdots[i])
+            grad_w = self._weight_gradient(dzdot, i)
+            if with_plain and i > 0:
+                grad_w = grad_w.baddbmm(self.dz[i].transpose(1, 2), xdots[i - 1])
             grads[weight] = grad_w
             grads[bias] = dzdot.sum(1)
-            if l > 0:
-                dxdot = torch.bmm(dzdot, self.weights[l],
-                                  out=self.buffers(f'dx{l}', dzdot, self.x[l].shape))
+            if i > 0:
+                dxdot = torch.bmm(dzdot, self.weights[i],
+                                  out=self.buffers(f'dx{i}', dzdot, self.x[i].shape))
                 if with_plain:
-                    dxdot.baddbmm_(self.dz[l], u[weight])
+                    dxdot.baddbmm_(self.dz[i], u[weight])
         return grads
 
 
@@ -301,7 +300,7 @@ class _InnerHessian:
         self.g_graph = g
         self.g = g.detach().reshape(batch.n_tasks, -1, 1)
         # ∇J^in: the backward pass of g·∂ℓ/∂μ, kept for the products.
-        self.gradient = at.net.backward(self.g * self.e / at.std, store=True)
+        self.gradient = at.net.backward(self.g * self.e / at.std)
         if at.log_std_name is not None:
             d_ls = (self.g * (self.e * self.e - 1.)).sum(1, keepdim=True)
             self.gradient[at.log_std_name] = (d_ls[:, 0] * at.ls_d1[:, 0]).sum_to_size(
@@ -386,11 +385,20 @@ class TrustRegionCurvature:
     def __init__(self, structure: BatchedGaussianMLP, theta: Params,
                  batches: Sequence, inner_lr: Params,
                  objective: LogProbObjective, damping: float = 0.):
-        adaptation = AdaptationByHand(structure, theta, batches, inner_lr, objective)
+        buffers = _Buffers()
+        # The chain φ_0 = θ_o, ..., φ_K (detached, stacked over the tasks),
+        # equal to MetaPolicySearch._adapt_chain's to float rounding.
+        phi = expand_params(theta, batches[0].n_tasks)
+        self.inner: List[_InnerHessian] = []
+        for batch in batches[:-1]:
+            self.inner.append(_InnerHessian(structure, phi, batch, objective, buffers))
+            phi = collections.OrderedDict(
+                (name, value + inner_lr[name] * self.inner[-1].gradient[name])
+                for name, value in phi.items())
+        self._fisher = _PostFisher(_GaussianAt(structure, phi, batches[-1], buffers),
+                                   batches[-1])
         self._names = list(theta)
         self._shapes = {n: value.shape for n, value in theta.items()}
-        self.inner = adaptation.inner
-        self._fisher = _PostFisher(adaptation.gaussians[-1], batches[-1])
         self._lr = inner_lr
         self._n_tasks = batches[0].n_tasks
         self._damping = damping
@@ -418,7 +426,7 @@ class TrustRegionCurvature:
             self._damping * v
 
 
-def structure_of(policy: torch.nn.Module) -> Optional[BatchedGaussianMLP]:
+def structure_of(policy: torch.nn.Module) -> BatchedGaussianMLP | None:
     """The policy's structure if this module covers it (every parameter), else None."""
     structure = BatchedGaussianMLP.of(policy)
     if structure is None:
@@ -427,45 +435,3 @@ def structure_of(policy: torch.nn.Module) -> Optional[BatchedGaussianMLP]:
     if structure.log_std_name is not None:
         names.add(structure.log_std_name)
     return structure if names == {name for name, _ in policy.named_parameters()} else None
-
-
-class AdaptationByHand:
-    r"""The K inner steps :math:`\phi_0 = \theta, \dots, \phi_K` by hand.
-
-    Each level keeps its Gaussians and the products with its inner
-    objective's Hessian (:class:`_InnerHessian`); the chain equals
-    :meth:`~garage_promp.algos.base.MetaPolicySearch._adapt_chain`'s to float
-    rounding.
-
-    Args:
-        structure (BatchedGaussianMLP): The policy's structure.
-        theta (dict): Detached meta-parameters by name.
-        batches (list[MetaBatch]): The K+1 batches of the same tasks.
-        inner_lr (dict): α by parameter name.
-        objective (callable): The inner objective of the log-likelihoods.
-
-    Attributes:
-        chain (list[dict]): Stacked [φ_0, ..., φ_K], detached.
-        gaussians (list): The Gaussians at each level, ``mean`` (M, N, A) and
-            ``log_std`` (M, 1, A).
-
-    """
-
-    def __init__(self, structure: BatchedGaussianMLP, theta: Params,
-                 batches: Sequence, inner_lr: Params, objective: LogProbObjective):
-        buffers = _Buffers()
-        self.chain = [expand_params(theta, batches[0].n_tasks)]
-        self._inner_levels = []
-        for batch in batches[:-1]:
-            state = _InnerHessian(structure, self.chain[-1], batch, objective, buffers)
-            self._inner_levels.append(state)
-            self.chain.append(collections.OrderedDict(
-                (name, value + inner_lr[name] * state.gradient[name])
-                for name, value in self.chain[-1].items()))
-        self.gaussians = [state.at for state in self._inner_levels] + [
-            _GaussianAt(structure, self.chain[-1], batches[-1], buffers)]
-
-    @property
-    def inner(self) -> List['_InnerHessian']:
-        """The inner-Hessian products of the K levels."""
-        return self._inner_levels

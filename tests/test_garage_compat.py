@@ -329,8 +329,8 @@ def test_gaussian_mlp_module_follows_its_device(learn_std, move):
     The 'meta' device stands in for a GPU: a tensor made on the CPU does not
     mix with it, as with CUDA, and no GPU is needed.
     """
-    import torch
     from garage.torch.modules.gaussian_mlp_module import GaussianMLPModule
+    import torch
     module = GaussianMLPModule(3, 2, hidden_sizes=(4, ), learn_std=learn_std, init_std=0.7,
                                min_std=None)
     on_cpu = module._get_mean_and_log_std(torch.ones(5, 3))[1]

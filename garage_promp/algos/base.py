@@ -675,6 +675,9 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             ])
             return unstack_params(self._inner_step(stacked, batch, False))
 
+    # Per-process attributes left out of snapshots.
+    _TRANSIENT = ('_pending_rng_states', 'epoch_timings', 'last_timings', '_forward_cache')
+
     def __getstate__(self):
         """Pickle state, with the process's global RNG states.
 
@@ -686,8 +689,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         """
         state = dict(self.__dict__)
         state['_saved_rng_states'] = _global_rng_states()
-        for transient in ('_pending_rng_states', 'epoch_timings',
-                          'last_timings', '_forward_cache'):
+        for transient in self._TRANSIENT:
             state.pop(transient, None)
         return state
 

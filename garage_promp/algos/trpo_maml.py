@@ -220,12 +220,6 @@ class TRPOMAML(MetaPolicySearch):
                        f'backpropagation by {gap:.1e} (relative); using the latter')
         self._curvature_checked = (ok, gap)
 
-    def __getstate__(self):
-        """Pickle state; the curvature check is redone in each process."""
-        state = super().__getstate__()
-        state.pop('_curvature_checked', None)
-        return state
-
     def _set_flat_params(self, flat: torch.Tensor):
         params = list(self._policy.parameters())
         with torch.no_grad():
@@ -233,6 +227,8 @@ class TRPOMAML(MetaPolicySearch):
                 p.copy_(value)
 
     UPDATE_PARTS = ('MetaObjective', 'ConjugateGradient', 'LineSearch', 'After')
+    # The curvature check is redone in each process.
+    _TRANSIENT = MetaPolicySearch._TRANSIENT + ('_curvature_checked', )
 
     def _curvature_batches(self, itr: int, batches: List[MetaBatch]):
         """The tasks whose KL the HVPs use: all, or a ``hvp_subsample`` share."""
@@ -294,4 +290,3 @@ class TRPOMAML(MetaPolicySearch):
         tabular.record('KL', float(after.kl))
         tabular.record('LineSearchBacktracks', n_backtracks)
         tabular.record('StepAccepted', float(accepted))
-

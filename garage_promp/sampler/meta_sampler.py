@@ -45,8 +45,8 @@ import copy
 import math
 from typing import Any, Callable, Dict, List, Sequence
 
-from garage_promp.policies import AdaptedPolicy
 from garage_promp._threads import learner_cores_while_sampling
+from garage_promp.policies import AdaptedPolicy
 from garage_promp.sampler.backends import BACKENDS
 from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
 from garage_promp.validation import check_bool, check_int
