@@ -20,6 +20,7 @@ paper's Fig. 2).
 import math
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -35,42 +36,115 @@ PEER = HERE / 'garage_peer.py'
 GARAGE_PEER = 'garage-MAMLTRPO'
 
 
-def _run_command(algo, env, seed, epochs, batch, run_dir, resume, extra):
-    script = PEER if algo == GARAGE_PEER else TRAIN
-    if resume:
-        return [sys.executable, str(script), '--resume', str(run_dir), '--epochs', str(epochs)]
+def _run_command(algo, env, seed, steps, batch, run_dir, resume, extra):
+    """The command that runs (or continues) one run to ``steps`` env steps.
+
+    garage_promp runs take the budget as it is (``train.py --max-env-steps``:
+    every sampling round counted, so envs that end episodes early get the same
+    budget as the rest); garage's MAMLTRPO counts epochs, so its budget is the
+    nominal M x R x H x (K + 1) steps per epoch.
+    """
     if algo == GARAGE_PEER:
+        cfg = _env_config(env)
+        epochs = math.ceil(steps / (batch[0] * batch[1] * cfg['H'] * (cfg['K'] + 1)))
+        if resume:
+            return [sys.executable, str(PEER), '--resume', str(run_dir), '--epochs', str(epochs)]
         return [sys.executable, str(PEER), '--env', env, '--seed', str(seed),
                 '--epochs', str(epochs), '--meta-batch-size', str(batch[0]),
                 '--episodes-per-task', str(batch[1]), '--log-dir', str(run_dir)]
+    if resume:
+        return [sys.executable, str(TRAIN), '--resume', str(run_dir),
+                '--max-env-steps', str(steps)]
     return [sys.executable, str(TRAIN), '--algo', algo, '--env', env, '--seed', str(seed),
-            '--epochs', str(epochs), '--meta-batch-size', str(batch[0]),
+            '--max-env-steps', str(steps), '--meta-batch-size', str(batch[0]),
             '--episodes-per-task', str(batch[1]), '--evaluate-every', str(10 ** 6),
             '--n-test-tasks', '2', '--log-dir', str(run_dir), *extra]
 
 
-def run_all(specs, parallel, deadline):
-    """Run the specs' commands, ``parallel`` at a time, until done or the deadline."""
+def _env_config(env):
+    import garage_promp  # noqa: F401  pylint: disable=import-outside-toplevel
+    from garage_promp.experiment.paper_config import env_config  # pylint: disable=import-outside-toplevel
+    return env_config(env)
+
+
+def steps_done(run_dir) -> int:
+    """``TotalEnvSteps`` of the last logged epoch of a run (0 if none)."""
+    rows = read_progress(run_dir)
+    return int(float(rows[-1]['TotalEnvSteps'])) if rows else 0
+
+
+def _die_with_parent():
+    """In a child, before exec: SIGTERM when the runner dies, even by SIGKILL (Linux)."""
+    try:
+        import ctypes  # pylint: disable=import-outside-toplevel
+        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:  # not glibc: the handlers in run_all still stop the runs
+        pass
+
+
+class Stopped(Exception):
+    """The runner got SIGTERM or SIGHUP: its runs were stopped (and saved)."""
+
+
+def _stop_on_signal(signum, frame):
+    del frame
+    raise Stopped(signal.Signals(signum).name)
+
+
+def run_all(specs, parallel, deadline, on_done=None):
+    """Run the specs' commands, ``parallel`` at a time, until done or the deadline.
+
+    Args:
+        specs (list): ``(name, command, log_path)`` triples, in order.
+        parallel (int): Commands at a time (one core each).
+        deadline (float or None): ``time.time()`` at which to stop the runs.
+        on_done (callable): ``on_done(name, returncode)`` as each one ends.
+
+    Every way out (done, deadline, Ctrl-C, SIGTERM, an exception) stops
+    the runs still going with SIGTERM, as Ctrl-C would (a run ends its epoch's
+    work and keeps its last snapshot), and waits for them; a run also gets
+    SIGTERM if the runner is killed outright. Returns True when every command
+    ran to its end.
+    """
     pending, running = list(specs), []
     env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
-    while pending or running:
-        while pending and len(running) < parallel:
-            name, command, log = pending.pop(0)
-            click.echo(f'start {name}', err=True)
-            running.append((name, subprocess.Popen(command, env=env, stdout=open(log, 'a'),
-                                                   stderr=subprocess.STDOUT)))
-        time.sleep(1)
-        for name, proc in list(running):
-            if proc.poll() is not None:
-                click.echo(f'done {name} (exit {proc.returncode})', err=True)
-                running.remove((name, proc))
-        if deadline and time.time() > deadline:
-            for name, proc in running:
+    handlers = {sig: signal.signal(sig, _stop_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                name, command, log = pending.pop(0)
+                click.echo(f'start {name}', err=True)
+                with open(log, 'a') as out:
+                    running.append((name, subprocess.Popen(
+                        command, env=env, stdout=out, stderr=subprocess.STDOUT,
+                        preexec_fn=_die_with_parent)))
+            time.sleep(1)
+            for name, proc in list(running):
+                if proc.poll() is not None:
+                    click.echo(f'done {name} (exit {proc.returncode})', err=True)
+                    running.remove((name, proc))
+                    if on_done is not None:
+                        on_done(name, proc.returncode)
+            if deadline and time.time() > deadline:
+                click.echo('time limit reached', err=True)
+                return False
+        return True
+    except (KeyboardInterrupt, Stopped) as why:
+        click.echo(f'stopping the runs ({type(why).__name__} {why})', err=True)
+        return False
+    finally:
+        for name, proc in running:
+            if proc.poll() is None:
                 proc.terminate()  # Ctrl-C-like: the last snapshot stays intact
-                click.echo(f'stopped {name} at the time limit', err=True)
-            for _, proc in running:
-                proc.wait(timeout=60)
-            return
+                click.echo(f'stopped {name}', err=True)
+        for name, proc in running:
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def _series(rows, key):
@@ -154,23 +228,23 @@ def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel,
     from garage_promp.experiment.paper_config import env_config
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = env_config(env)
-    per_epoch = meta_batch_size * episodes_per_task * cfg['H'] * (cfg['K'] + 1)
-    epochs = math.ceil(steps / per_epoch)
     runs = {(a, s): out / f'{a}_seed={s}' for s in range(1, seeds + 1) for a in algos}
     if not summarize_only:
+        env_config(env)  # an unknown env is refused before any run starts
         specs = []
         for (algo, seed), run_dir in runs.items():
-            done = len(read_progress(run_dir))
-            if done >= epochs:
+            done = steps_done(run_dir)
+            if done >= steps:
                 continue
             resume = (run_dir / 'params.pkl').exists() and done > 0
             specs.append((f'{algo} seed {seed}',
-                          _run_command(algo, env, seed, epochs,
+                          _run_command(algo, env, seed, steps,
                                        (meta_batch_size, episodes_per_task), run_dir, resume,
                                        [a for o in overrides for a in ('--set', o)]),
                           out / f'{algo}_seed={seed}.log'))
         run_all(specs, parallel, time.time() + time_limit if time_limit else None)
+    if not any(read_progress(run_dir) for run_dir in runs.values()):
+        raise click.ClickException(f'no run in {out} has logged an epoch yet: nothing to summarise')
     click.echo(summarize(out, env, runs))
 
 

@@ -52,15 +52,17 @@ def _parse_overrides(pairs):
 
 
 @wrap_experiment(archive_launch_repo=False, snapshot_mode='last')
-def meta_train(ctxt, epochs, full_table=False, **options):
+def meta_train(ctxt, epochs, full_table=False, max_env_steps=None, **options):
     """Train what ``main`` built from these options (or build it again from them)."""
     experiment = _BUILT.pop(_key(options), None) or build_experiment(**options)
     logger.log(experiment.setup.description)
+    experiment.algo.max_env_steps = max_env_steps
     trainer = Trainer(ctxt)
     trainer.setup(experiment.algo, experiment.env)
     # One line per epoch on the console (--full-table adds garage's table).
     logger.remove_output_type(dowel.StdOutput)
-    logger.add_output(ProgressOutput(epochs, full_table=full_table))
+    logger.add_output(ProgressOutput(epochs, full_table=full_table,
+                                     max_env_steps=max_env_steps))
     return trainer.train(n_epochs=epochs, batch_size=1)
 
 
@@ -97,7 +99,12 @@ def _parse_hidden_sizes(text):
 @click.option('--reward-function-version', type=click.Choice(REWARD_FUNCTION_VERSIONS),
               default=None, help='Meta-World reward functions [default: v2].')
 @click.option('--seed', type=click.IntRange(min=0), default=1, show_default=True)
-@click.option('--epochs', type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option('--epochs', type=click.IntRange(min=1), default=1000, show_default=True,
+              help='Epochs to run [with --max-env-steps: as many as the budget takes].')
+@click.option('--max-env-steps', type=click.IntRange(min=1), default=None,
+              help='Budget of env steps, every sampling round counted (TotalEnvSteps): '
+                   'training ends at the first epoch boundary at or past it, whatever the '
+                   "episodes' lengths.")
 @click.option('--meta-batch-size', type=click.IntRange(min=1), default=None,
               help='Tasks per epoch [paper: 40; Meta-World: 20, ML45: 45].')
 @click.option('--episodes-per-task', type=click.IntRange(min=1), default=None,
@@ -132,6 +139,7 @@ def _parse_hidden_sizes(text):
               help='Any other constructor argument, key=value (repeatable).')
 @click.pass_context
 def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed, epochs,
+         max_env_steps,
          meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, envs_per_task,
          device, n_test_tasks,
          evaluate_every, hidden_sizes, snapshot_mode, log_dir, full_table, resume_dir,
@@ -139,16 +147,19 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
     if resume_dir:
         given = [name for name in click_ctx.params
-                 if name not in ('resume_dir', 'epochs', 'full_table', 'snapshot_mode')
+                 if name not in ('resume_dir', 'epochs', 'max_env_steps', 'full_table',
+                                 'snapshot_mode')
                  and click_ctx.get_parameter_source(name)
                  == click.core.ParameterSource.COMMANDLINE]
         if given:
             raise click.UsageError('--resume continues the run as configured in its '
-                                   f'variant.json; it takes only --epochs (got {given})')
+                                   'variant.json; it takes only --epochs and --max-env-steps '
+                                   f'(got {given})')
         epochs_given = click_ctx.get_parameter_source(
             'epochs') == click.core.ParameterSource.COMMANDLINE
         try:
-            resume_run(resume_dir, epochs if epochs_given else None, snapshot_mode, full_table)
+            resume_run(resume_dir, epochs if epochs_given else None, snapshot_mode, full_table,
+                       max_env_steps=max_env_steps)
         except ValueError as error:
             raise click.UsageError(str(error)) from error
         return
@@ -190,10 +201,14 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task, device=device,
                evaluate_every=evaluate_every, hidden_sizes=hidden, overrides=parsed, **args)
     try:  # every check runs here, before the experiment's directory exists
-        _BUILT[_key(run)] = build_experiment(**run)
+        built = build_experiment(**run)
     except ValueError as error:
         raise click.UsageError(str(error)) from error
-    meta_train(options, full_table=full_table, **run)
+    if max_env_steps is not None and click_ctx.get_parameter_source(
+            'epochs') != click.core.ParameterSource.COMMANDLINE:
+        run['epochs'] = built.algo.epochs_for_budget(max_env_steps)
+    _BUILT[_key(run)] = built
+    meta_train(options, full_table=full_table, max_env_steps=max_env_steps, **run)
 
 
 if __name__ == '__main__':

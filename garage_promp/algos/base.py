@@ -678,6 +678,13 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
     # Per-process attributes left out of snapshots.
     _TRANSIENT = ('_pending_rng_states', 'epoch_timings', 'last_timings', '_forward_cache')
 
+    #: A budget of env steps (every sampling round counted, as garage's
+    #: ``TotalEnvSteps``): when set, training ends at the first epoch
+    #: boundary at or past it, before ``n_epochs`` if that comes first, so
+    #: runs on envs that end episodes early get the same budget as the rest.
+    #: Set by ``launchers/train.py --max-env-steps``; kept in snapshots.
+    max_env_steps: int | None = None
+
     def __getstate__(self):
         """Pickle state, with the process's global RNG states.
 
@@ -718,6 +725,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         keep_freed_memory()
         last_return = None
         for epoch in trainer.step_epochs():
+            if self.budget_reached(trainer.total_env_steps):
+                break  # the previous epoch is saved; nothing of this one ran
             start = time.perf_counter()
             batches = self.sample_meta_batch(trainer.step_itr)
             self.last_timings = {'Sampling': time.perf_counter() - start}
@@ -729,6 +738,19 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             last_return = self._train_once(trainer.step_itr, epoch, batches)
             trainer.step_itr += 1
         return last_return
+
+    def epochs_for_budget(self, max_env_steps: int) -> int:
+        """Epochs that surely reach ``max_env_steps``: an upper bound for ``n_epochs``.
+
+        Every one of an epoch's M x R x (K + 1) episodes takes at least one step.
+        """
+        per_epoch = self._meta_batch_size * self._episodes_per_task * (
+            self._num_inner_grad_steps + 1)
+        return -(-int(max_env_steps) // per_epoch)
+
+    def budget_reached(self, total_env_steps: int) -> bool:
+        """Whether ``total_env_steps`` meets :attr:`max_env_steps` (if set)."""
+        return self.max_env_steps is not None and total_env_steps >= self.max_env_steps
 
     def _train_once(self, itr: int, epoch: int,
                     batches: List[MetaBatch]) -> float:

@@ -67,14 +67,19 @@ class ProgressOutput(StdOutput):
         with_timestamp (bool): Timestamp text lines (as ``StdOutput``).
         quiet_s (float): Outside a terminal, phase lines start this many
             seconds into an epoch and come at most this often.
+        max_env_steps (int or None): The run's budget of env steps (the
+            run ends at the first epoch past it): the line then shows
+            ``steps/budget`` and the ETA comes from the env-step rate.
 
     """
 
     def __init__(self, n_epochs: int, start_epoch: int = 0,
                  full_table: bool = False, with_timestamp: bool = True,
-                 quiet_s: float = 30.):
+                 quiet_s: float = 30., max_env_steps: int | None = None):
         super().__init__(with_timestamp=with_timestamp)
         self._n_epochs = n_epochs
+        self._max_env_steps = max_env_steps
+        self._steps_seen = []
         self._epoch = start_epoch
         self._full_table = full_table
         self._last = time.perf_counter()
@@ -87,7 +92,7 @@ class ProgressOutput(StdOutput):
     def phase(self, what: str) -> None:
         """Show the running epoch's phase (see the module docstring)."""
         now = time.perf_counter()
-        text = f'  epoch {self._epoch + 1}/{self._n_epochs}: {what} ({now - self._last:.0f} s'
+        text = f'  epoch {self._epoch_label(self._epoch + 1)}: {what} ({now - self._last:.0f} s'
         if sys.stdout.isatty():
             sys.stdout.write(f'\r{text})\x1b[K')
             sys.stdout.flush()
@@ -132,13 +137,28 @@ class ProgressOutput(StdOutput):
         post = f'Step_{max(steps)}-AverageReturn' if steps else None
         recent = self._durations[-5:]
         per_epoch = sum(recent) / len(recent)
-        left = max(self._n_epochs - self._epoch, 0) * per_epoch
+        total = float(values.get('TotalEnvSteps', 0) or 0)
+        self._steps_seen.append(total)
+        steps = f'{_steps(total)} steps'
+        if self._max_env_steps:
+            steps = f'{_steps(total)}/{_steps(self._max_env_steps)} steps'
+            done = self._steps_seen[-6:]
+            # The rate over the last epochs (a first, perhaps resumed, epoch has none).
+            rate = ((done[-1] - done[0]) / sum(self._durations[-len(done) + 1:])
+                    if len(done) > 1 else 0.)
+            left = max(self._max_env_steps - total, 0) / rate if rate > 0 else math.nan
+        else:
+            left = max(self._n_epochs - self._epoch, 0) * per_epoch
         return ' | '.join([
-            f'epoch {self._epoch}/{self._n_epochs}',
-            f"{_steps(float(values.get('TotalEnvSteps', 0)))} steps",
+            f'epoch {self._epoch_label(self._epoch)}',
+            steps,
             f"pre {_number(values.get('Step_0-AverageReturn'))}",
             f'post {_number(values.get(post))}',
             f"meta-test {_number(values.get('MetaTest/Average/AverageReturn'))}",
             f'{per_epoch:.1f} s/epoch',
-            f'ETA {_duration(left)}',
+            f'ETA {_duration(left)}' if math.isfinite(left) else 'ETA -',
         ])
+
+    def _epoch_label(self, epoch: int) -> str:
+        # With a budget of env steps, n_epochs is only an upper bound.
+        return str(epoch) if self._max_env_steps else f'{epoch}/{self._n_epochs}'

@@ -48,15 +48,19 @@ def _keep_rows(path: str, n_rows: int):
 
 
 def resume_run(log_dir: str, n_epochs: int | None = None,
-               snapshot_mode: str = 'last', full_table: bool = False) -> float:
+               snapshot_mode: str = 'last', full_table: bool = False,
+               max_env_steps: int | None = None) -> float:
     """Restore the snapshot in ``log_dir`` and train on to ``n_epochs``.
 
     Args:
         log_dir (str): The run's directory (``params.pkl`` / ``itr_N.pkl``
             and ``progress.csv``).
-        n_epochs (int or None): Total epochs to reach (default: the run's).
+        n_epochs (int or None): Total epochs to reach (default: the run's;
+            with a budget of env steps, as many as the budget takes).
         snapshot_mode (str): garage snapshot mode for the continued epochs.
         full_table (bool): Print garage's full table each epoch.
+        max_env_steps (int or None): A new budget of env steps (default: the
+            run's own, if it had one; see ``MetaPolicySearch.max_env_steps``).
 
     Returns:
         float: The last epoch's average return.
@@ -79,6 +83,17 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
         # garage's stats hold the index of the last epoch done; train args
         # the epoch to start from.
         done = args.start_epoch
+        algo = trainer._algo  # pylint: disable=protected-access
+        if max_env_steps is not None:
+            algo.max_env_steps = max_env_steps
+        budget = getattr(algo, 'max_env_steps', None)
+        if budget is not None:
+            steps = trainer.total_env_steps
+            if algo.budget_reached(steps):
+                raise ValueError(f'the run in {log_dir} has taken {steps} env steps, its '
+                                 f'budget is {budget}: --max-env-steps must be more')
+            if n_epochs is None:
+                n_epochs = done + algo.epochs_for_budget(budget - steps)
         n_epochs = n_epochs or args.n_epochs
         if n_epochs <= done:
             raise ValueError(f'the run in {log_dir} has done {done} epochs; '
@@ -90,7 +105,7 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
             logger.add_output(CsvOutput(progress))
         logger.remove_output_type(dowel.StdOutput)
         logger.add_output(ProgressOutput(n_epochs, start_epoch=done,
-                                         full_table=full_table))
+                                         full_table=full_table, max_env_steps=budget))
         return trainer.resume(n_epochs=n_epochs)
     finally:
         logger.remove_all()

@@ -1,0 +1,642 @@
+#!/usr/bin/env python3
+"""The paper's experiments, figure by figure: one command to run, one to see what is left, one to report.
+
+    python benchmarks/paper.py run fig2 --parallel 2 --time-limit 2h
+    python benchmarks/paper.py status            # every figure: done, running, partial, missing, ETA
+    python benchmarks/paper.py report            # figures, tables and the claims table
+
+What each figure runs (ProMP paper, arXiv:1810.06784, Section 7; settings of
+the original code's ``experiments/all_envs_eval/*_run_all.py`` through
+``garage_promp.experiment.paper_config``, at 20 tasks x 10 episodes per task,
+a quarter of the paper's 40 x 20):
+
+- ``fig2``: ProMP vs MAML-TRPO on the six environments of Fig. 2, 3 seeds x 1e7
+  env steps each, E-MAML-TRPO on HalfCheetahFwdBack and WalkerFwdBack; plus on
+  HalfCheetahFwdBack ProMP and MAML-TRPO with 6 seeds x 2e7 steps.
+- ``fig3``: LVC-, DiCE-, MAML- and E-MAML-VPG (Fig. 3's estimators), 3 seeds x
+  5e6 steps on HalfCheetahFwdBack and HopperRandParams.
+- ``fig5``: LVC-, MAML- and E-MAML-TRPO on PointEnvMomentum (sparse reward, K = 3
+  inner steps, H = 100), 3 seeds x 150 iterations: the learning curves.
+- ``fig8``: seconds per iteration on HumanoidRandDirec for ProMP, LVC-VPG and
+  MAML-TRPO at the paper batch, split into sampling and update
+  (``benchmarks/throughput.py``), as stacked bars.
+
+Every training run is a ``launchers/train.py`` process started by
+``benchmarks/learning.py``'s runner, one core each, ``--parallel`` at a time,
+in the order that makes partial results useful first (Fig. 2's six
+HalfCheetahFwdBack seeds, then one seed of every env, then the rest). A run's
+budget is env steps actually taken (``train.py --max-env-steps``, every
+sampling round counted), so runs on envs that end episodes early (Walker,
+Hopper, Humanoid) get the same budget as the others, and curves are compared
+at equal env steps.
+
+Runs live in ``--runs-dir`` (default ``$GARAGE_PROMP_RUNS`` or
+``~/garage_promp_runs``, outside the work tree: snapshots are large). A run
+that is stopped (``--time-limit``, Ctrl-C, SIGTERM) keeps its last snapshot
+and continues from it on the next ``run``. As each run reaches its budget its
+``progress.csv`` and ``variant.json`` are copied to
+``benchmarks/results/paper/<figure>/<env>/<algo>_seed=<s>/``, to be
+committed: ``status`` on a fresh clone counts those as done, and a run that
+was part-way on another machine starts again from scratch here.
+"""
+import dataclasses
+import json
+import math
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+from typing import Dict, List, Sequence, Tuple
+
+import click
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import learning  # noqa: E402  pylint: disable=wrong-import-position
+
+from garage_promp.experiment.plotting import mean_std, read_progress  # noqa: E402
+
+RESULTS = HERE / 'results' / 'paper'
+#: Fig. 2's six environments (the paper's text, Section 7.3), in the campaign's order.
+FIG2_ENVS = ('HalfCheetahFwdBack', 'WalkerFwdBack', 'AntRandDirec', 'HopperRandParams',
+             'WalkerRandParams', 'HumanoidRandDirec')
+FIG3_ALGOS = ('LVC-VPG', 'DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG')
+FIG5_ALGOS = ('LVC-TRPO', 'MAML-TRPO', 'E-MAML-TRPO')
+FIG8_ALGOS = ('ProMP', 'LVC-VPG', 'MAML-TRPO')
+FIGURES = ('fig2', 'fig3', 'fig5', 'fig8')
+#: Tasks per iteration and episodes per task (a quarter of the paper's 40 x 20).
+BATCH = (20, 10)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One training run of a figure."""
+
+    fig: str
+    env: str
+    algo: str
+    seed: int
+    steps: int
+    options: Tuple[str, ...] = ()
+    """Further ``train.py`` options (e.g. ``--set reward_type=sparse``)."""
+    batch: Tuple[int, int] = BATCH
+
+    @property
+    def name(self) -> str:
+        return f'{self.fig}/{self.env}/{self.algo}_seed={self.seed}'
+
+
+def fig2_runs() -> List[Run]:
+    """Fig. 2 in the order that makes partial results useful first."""
+    runs = [Run('fig2', 'HalfCheetahFwdBack', algo, seed, 20_000_000)
+            for seed in range(1, 7) for algo in ('ProMP', 'MAML-TRPO')]
+    emaml = ('HalfCheetahFwdBack', 'WalkerFwdBack')
+    for seeds in ((1, ), (2, 3)):
+        for env in FIG2_ENVS:
+            algos = (('E-MAML-TRPO', ) if env == 'HalfCheetahFwdBack' else
+                     ('ProMP', 'MAML-TRPO') + (('E-MAML-TRPO', ) if env in emaml else ()))
+            runs += [Run('fig2', env, algo, seed, 10_000_000) for seed in seeds for algo in algos]
+    return runs
+
+
+def fig3_runs() -> List[Run]:
+    """Fig. 3: the four meta-gradient estimators with VPG."""
+    return [Run('fig3', env, algo, seed, 5_000_000)
+            for seed in (1, 2, 3) for env in ('HalfCheetahFwdBack', 'HopperRandParams')
+            for algo in FIG3_ALGOS]
+
+
+def fig5_runs() -> List[Run]:
+    """Fig. 5: exploration on the momentum point env (sparse reward, K = 3, H = 100)."""
+    # 20 x 10 episodes x 100 steps x 4 sampling rounds = 80k env steps an iteration.
+    return [Run('fig5', 'PointEnvMomentum', algo, seed, 150 * 80_000,
+                ('--set', 'reward_type=sparse'))
+            for seed in (1, 2, 3) for algo in FIG5_ALGOS]
+
+
+def quick_runs(fig: str) -> List[Run]:
+    """A tiny version of a figure's runs (the pipeline end to end, in seconds)."""
+    full = {'fig2': fig2_runs, 'fig3': fig3_runs, 'fig5': fig5_runs}[fig]()
+    seen, runs = set(), []
+    for run in full:
+        key = (run.env, run.algo)
+        if run.seed == 1 and key not in seen and len({e for e, _ in seen} | {run.env}) <= 2:
+            seen.add(key)
+            horizon = 10
+            per_epoch = 2 * 2 * horizon * (learning._env_config(run.env)['K'] + 1)  # pylint: disable=protected-access
+            runs.append(dataclasses.replace(
+                run, steps=2 * per_epoch, batch=(2, 2),
+                options=run.options + ('--max-episode-length', str(horizon),
+                                       '--hidden-sizes', '8,8')))
+    return runs
+
+
+def runs_of(fig: str, quick: bool = False) -> List[Run]:
+    """The training runs of ``fig`` (none for fig8, a benchmark)."""
+    if fig == 'fig8':
+        return []
+    return quick_runs(fig) if quick else {'fig2': fig2_runs, 'fig3': fig3_runs,
+                                           'fig5': fig5_runs}[fig]()
+
+
+class Campaign:
+    """Where a campaign's runs and results live, and what state each run is in."""
+
+    def __init__(self, runs_dir, results_dir):
+        self.runs_dir = pathlib.Path(runs_dir).expanduser()
+        self.results_dir = pathlib.Path(results_dir)
+
+    def run_dir(self, run: Run) -> pathlib.Path:
+        return self.runs_dir / run.name
+
+    def pid_file(self, run: Run) -> pathlib.Path:
+        """Holds the pid of the run's ``train.py`` while it runs."""
+        return self.runs_dir / f'{run.name}.pid'
+
+    def result_dir(self, run: Run) -> pathlib.Path:
+        return self.results_dir / run.name
+
+    def state(self, run: Run) -> Tuple[str, int]:
+        """``(state, env steps done)``: done, running, partial or missing."""
+        if learning.steps_done(self.result_dir(run)) >= run.steps:
+            return 'done', learning.steps_done(self.result_dir(run))
+        run_dir = self.run_dir(run)
+        done = learning.steps_done(run_dir)
+        if _alive(self.pid_file(run)):
+            return 'running', done
+        if done >= run.steps:  # finished, but its results were not copied yet
+            return 'finished', done
+        return ('partial', done) if done else ('missing', 0)
+
+    def collect(self, run: Run) -> bool:
+        """Copy a finished run's progress.csv and variant.json to the results."""
+        if learning.steps_done(self.run_dir(run)) < run.steps:
+            return False
+        target = self.result_dir(run)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ('progress.csv', 'variant.json'):
+            if (self.run_dir(run) / name).exists():
+                shutil.copyfile(self.run_dir(run) / name, target / name)
+        return True
+
+    def command(self, run: Run) -> List[str]:
+        run_dir = self.run_dir(run)
+        resume = (run_dir / 'params.pkl').exists() and learning.steps_done(run_dir) > 0
+        if not resume and run_dir.exists():
+            shutil.rmtree(run_dir)  # a start that never saved: begin again
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        return learning._run_command(  # pylint: disable=protected-access
+            run.algo, run.env, run.seed, run.steps, run.batch, run_dir, resume,
+            list(run.options))
+
+
+def _alive(pid_file: pathlib.Path) -> bool:
+    """Whether the pid in ``pid_file`` is a live ``train.py`` process."""
+    try:
+        pid = int(pid_file.read_text())
+        cmdline = pathlib.Path(f'/proc/{pid}/cmdline').read_bytes()
+    except (OSError, ValueError):
+        return False
+    return b'train.py' in cmdline
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds of '90', '90s', '30m', '2h' or '1h30m'."""
+    if text is None:
+        return None
+    match = re.fullmatch(r'\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*'
+                         r'(?:(\d+(?:\.\d+)?)s?)?\s*', text)
+    if not match or not any(match.groups()):
+        raise click.BadParameter(f'expected a duration such as 2h, 45m, 1h30m or 600, got {text!r}',
+                                 param_hint='--time-limit')
+    hours, minutes, seconds = (float(g) if g else 0. for g in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total <= 0:
+        raise click.BadParameter(f'must be positive, got {text!r}', param_hint='--time-limit')
+    return total
+
+
+#: Core-seconds per 1,000 env steps where no run of the (env, algo) has timed
+#: any yet (2-core development machine, 2026-11-24, update included).
+DEFAULT_COST = {'HalfCheetahFwdBack': 0.09, 'WalkerFwdBack': 0.2, 'AntRandDirec': 0.22,
+                'HopperRandParams': 0.12, 'WalkerRandParams': 0.2, 'HumanoidRandDirec': 0.3,
+                'PointEnvMomentum': 0.05}
+
+
+def cost_per_step(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, str], float]:
+    """Core-seconds per env step of every (env, algo), from the epochs' logged times."""
+    seconds, steps = {}, {}
+    for run in runs:
+        for directory in (campaign.result_dir(run), campaign.run_dir(run)):
+            rows = read_progress(directory)
+            if rows:
+                total = sum(sum(float(r.get(f'Time/{k}') or 0) for k in
+                                ('Sampling', 'Update', 'MetaTest')) for r in rows)
+                key = (run.env, run.algo)
+                seconds[key] = seconds.get(key, 0.) + total
+                steps[key] = steps.get(key, 0) + int(float(rows[-1]['TotalEnvSteps']))
+                break
+    return {key: seconds[key] / steps[key] for key in seconds if steps[key] > 0}
+
+
+def status_table(campaign: Campaign, figs: Sequence[str], quick: bool = False,
+                 parallel: int = 2) -> Tuple[str, Dict[str, int]]:
+    """The status text and the count of runs in each state."""
+    lines, counts, left = [], {}, 0.
+    for fig in figs:
+        runs = runs_of(fig, quick)
+        if fig == 'fig8':
+            there = (campaign.results_dir / 'fig8' / 'throughput.json').exists()
+            lines.append(f'{fig}: benchmark {"done" if there else "missing"}')
+            counts['done' if there else 'missing'] = counts.get(
+                'done' if there else 'missing', 0) + 1
+            continue
+        costs = cost_per_step(campaign, runs)
+        lines.append(f'{fig}: {len(runs)} runs')
+        for run in runs:
+            state, done = campaign.state(run)
+            counts[state] = counts.get(state, 0) + 1
+            if state != 'done':
+                cost = costs.get((run.env, run.algo), DEFAULT_COST.get(run.env, 0.2) / 1000)
+                left += (run.steps - min(done, run.steps)) * cost
+            lines.append(f'  {state:8s} {run.name:48s} {done:>11,} / {run.steps:,} env steps')
+    summary = ', '.join(f'{n} {s}' for s, n in sorted(counts.items()))
+    lines.append(f'{summary}; about {left / 3600:.1f} core-hours left '
+                 f'({left / 3600 / parallel:.1f} h at {parallel} runs at a time)')
+    return '\n'.join(lines), counts
+
+
+# --------------------------------------------------------------------- report
+def curve(rows: Sequence[dict], key: str) -> Tuple[List[float], List[float]]:
+    """(env steps, values) of one column, blank and NaN entries left out."""
+    xs, ys = [], []
+    for row in rows:
+        value = row.get(key)
+        if value not in (None, '') and not math.isnan(float(value)):
+            xs.append(float(row['TotalEnvSteps']))
+            ys.append(float(value))
+    return xs, ys
+
+
+def value_at(rows: Sequence[dict], key: str, steps: float, window: int = 3) -> float:
+    """Mean of the last ``window`` values logged at or before ``steps`` env steps."""
+    xs, ys = curve(rows, key)
+    values = [y for x, y in zip(xs, ys) if x <= steps]
+    return sum(values[-window:]) / len(values[-window:]) if values else math.nan
+
+
+def post_key(rows: Sequence[dict]) -> str:
+    ks = [int(m.group(1)) for k in rows[0] for m in [re.fullmatch(r'Step_(\d+)-AverageReturn', k)]
+          if m]
+    return f'Step_{max(ks)}-AverageReturn'
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Tuple[float, float]:
+    """Welch's t of a - b and its one-sided p-value (a > b); NaN with fewer than 2 each."""
+    a, b = [v for v in a if not math.isnan(v)], [v for v in b if not math.isnan(v)]
+    if len(a) < 2 or len(b) < 2:
+        return math.nan, math.nan
+    from scipy import stats  # pylint: disable=import-outside-toplevel
+    result = stats.ttest_ind(a, b, equal_var=False, alternative='greater')
+    return float(result.statistic), float(result.pvalue)
+
+
+def seeds_needed(a: Sequence[float], b: Sequence[float], t: float = 2.5) -> float:
+    """Seeds per algorithm for Welch's t to reach ``t`` at today's effect size."""
+    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
+    pooled = math.sqrt((sa ** 2 + sb ** 2) / 2)
+    if pooled == 0 or ma == mb:
+        return math.inf
+    return math.ceil(2 * (t * pooled / abs(ma - mb)) ** 2)
+
+
+def load(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, str], Dict[int, list]]:
+    """(env, algo) -> seed -> progress rows, of every run with at least one row.
+
+    Finished runs are read from the results; partial ones from the runs dir.
+    """
+    data = {}
+    for run in runs:
+        rows = read_progress(campaign.result_dir(run)) or read_progress(campaign.run_dir(run))
+        if rows:
+            data.setdefault((run.env, run.algo), {})[run.seed] = rows
+    return data
+
+
+def compare(data, env: str, algos: Sequence[str]) -> Tuple[float, Dict[str, List[float]]]:
+    """Post-update returns of each algorithm's seeds at the env steps all of them reached."""
+    present = [a for a in algos if (env, a) in data]
+    if not present:
+        return math.nan, {}
+    matched = min(float(rows[-1]['TotalEnvSteps']) for a in present
+                  for rows in data[(env, a)].values())
+    return matched, {a: [value_at(rows, post_key(rows), matched)
+                         for rows in data[(env, a)].values()] for a in present}
+
+
+def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: str,
+                pre: bool = False, grid: int = 60):
+    """One panel per env: each algorithm's post-update return, mean ± std over seeds.
+
+    Seeds are interpolated onto a common grid of env steps up to the fewest
+    steps any of the algorithm's seeds has reached (seeds of envs that end
+    episodes early log at different steps). A panel with no run says so.
+    """
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    cols = min(3, len(envs))
+    rows_n = math.ceil(len(envs) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.6 * cols, 3.4 * rows_n), squeeze=False)
+    colors = dict(zip(algos, plt.rcParams['axes.prop_cycle'].by_key()['color']))
+    for ax, env in zip(axes.flat, envs):
+        ax.set_title(env, fontsize=10)
+        drawn = False
+        for algo in algos:
+            seeds = data.get((env, algo), {})
+            if not seeds:
+                continue
+            end = min(float(r[-1]['TotalEnvSteps']) for r in seeds.values())
+            xs = np.linspace(0, end, grid)[1:]
+            for key, style in ((None, '-'), ('Step_0-AverageReturn', '--'))[:2 if pre else 1]:
+                curves = []
+                for rows in seeds.values():
+                    cx, cy = curve(rows, key or post_key(rows))
+                    if cx:
+                        curves.append(np.interp(xs, cx, cy, left=np.nan))
+                if not curves:
+                    continue
+                with np.errstate(all='ignore'), warnings.catch_warnings():
+                    warnings.simplefilter('ignore', RuntimeWarning)  # all-NaN grid columns
+                    mean = np.nanmean(curves, axis=0)
+                    std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else 0 * mean
+                label = f'{algo} ({len(curves)} seeds)' if key is None else None
+                ax.plot(xs, mean, style, color=colors[algo], label=label)
+                ax.fill_between(xs, mean - std, mean + std, color=colors[algo], alpha=0.15)
+                drawn = True
+        if drawn:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, 'not run yet', ha='center', va='center', transform=ax.transAxes,
+                    color='grey')
+        ax.set_xlabel('env steps', fontsize=8)
+        ax.set_ylabel('average return', fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(envs):]:
+        ax.axis('off')
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _pm(values: Sequence[float]) -> str:
+    """'mean ± std' over seeds (the mean alone for one seed)."""
+    mean, std = mean_std(values)
+    return f'{mean:.1f} ± {std:.1f}' if len(values) > 1 else f'{mean:.1f}'
+
+
+def _verdict(t: float, p: float, n_more: float) -> str:
+    """The verdict on "a > b" from Welch's t and its one-sided p-value."""
+    if math.isnan(t):
+        return 'not measured yet (needs ≥ 2 seeds of each)'
+    if p < 0.05:
+        return 'reproduced (one-sided p < 0.05)'
+    if 1 - p < 0.05:
+        return 'not reproduced: the opposite is significant (one-sided p < 0.05)'
+    more = f'≈ {n_more:.0f} seeds each would decide it' if math.isfinite(n_more) else 'no difference'
+    return f'not significant at this budget ({more})'
+
+
+def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]):
+    """Claims-table rows: ``winner`` beats each loser post-update on ``env``."""
+    matched, finals = compare(data, env, (winner, *losers))
+    rows = []
+    for loser in losers:
+        if winner not in finals or loser not in finals:
+            rows.append((f'{fig} {env}: {winner} > {loser}', 'not run yet', '-'))
+            continue
+        a, b = finals[winner], finals[loser]
+        t, p = welch(a, b)
+        stats = f'; t = {t:+.2f}, p = {p:.3f}' if not math.isnan(t) else ''
+        measured = (f'{_pm(a)} ({len(a)} seeds) vs {_pm(b)} ({len(b)}) '
+                    f'at {matched:,.0f} env steps{stats}')
+        rows.append((f'{fig} {env}: {winner} > {loser}', measured,
+                     _verdict(t, p, seeds_needed(a, b))))
+    return rows
+
+
+def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
+    """Draw every figure from what is done and write ``report.md``; return its text."""
+    out = campaign.results_dir
+    out.mkdir(parents=True, exist_ok=True)
+    text = ['# ProMP paper reproduction: results so far', '',
+            '(written by `benchmarks/paper.py report`; mean ± std over seeds of the post-update '
+            'return, the mean of the last 3 iterations up to the env steps every compared run '
+            'reached; Welch\'s t, one-sided p.)', '']
+    claims = []
+    for fig in figs:
+        if fig == 'fig8':
+            text += fig8_report(out / 'fig8')
+            continue
+        runs = runs_of(fig, quick)
+        data = load(campaign, runs)
+        envs = list(dict.fromkeys(r.env for r in runs))
+        algos = list(dict.fromkeys(r.algo for r in runs))
+        missing = [r.name for r in runs if campaign.state(r)[0] != 'done']
+        title = {'fig2': 'Fig. 2: post-update return (ProMP vs MAML-TRPO vs E-MAML-TRPO)',
+                 'fig3': "Fig. 3: VPG with each meta-gradient estimator",
+                 'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward'}[fig]
+        (out / fig).mkdir(parents=True, exist_ok=True)
+        draw_panels(out / fig / f'{fig}.png', data, envs, algos,
+                    f'{title} — {len(runs) - len(missing)}/{len(runs)} runs done',
+                    pre=fig == 'fig5')
+        text += [f'## {title}', '', f'![{fig}]({fig}/{fig}.png)', '',
+                 f'{len(runs) - len(missing)} of {len(runs)} runs done.', '',
+                 '| env | algorithm | seeds | env steps (fewest) | pre-update | post-update |',
+                 '|---|---|---|---|---|---|']
+        for env in envs:
+            matched, finals = compare(data, env, algos)
+            for algo in algos:
+                seeds = data.get((env, algo))
+                if not seeds:
+                    text.append(f'| {env} | {algo} | 0 | - | - | - |')
+                    continue
+                pre = [value_at(rows, 'Step_0-AverageReturn', matched) for rows in seeds.values()]
+                fewest = min(float(r[-1]['TotalEnvSteps']) for r in seeds.values())
+                text.append(f'| {env} | {algo} | {len(seeds)} | {fewest:,.0f} | '
+                            f'{_pm(pre)} | {_pm(finals[algo])} |')
+        text.append('')
+        if missing:
+            text += ['Missing: ' + ', '.join(missing), '']
+        if fig == 'fig2':
+            for env in envs:
+                claims += comparison_rows(data, 'Fig. 2', env, 'ProMP',
+                                          [a for a in ('MAML-TRPO', 'E-MAML-TRPO')
+                                           if any(r.env == env and r.algo == a for r in runs)])
+        elif fig == 'fig3':
+            for env in envs:
+                claims += comparison_rows(data, 'Fig. 3', env, 'LVC-VPG',
+                                          ['DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG'])
+        elif fig == 'fig5':
+            claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
+                                      ['MAML-TRPO', 'E-MAML-TRPO'])
+    text += ['## Claims', '', '| claim | measured | verdict |', '|---|---|---|']
+    text += [f'| {c} | {m} | {v} |' for c, m, v in claims]
+    body = '\n'.join(text) + '\n'
+    (out / 'report.md').write_text(body)
+    return body
+
+
+def fig8_report(directory: pathlib.Path) -> List[str]:
+    """Fig. 8's stacked bars from ``throughput.json`` (written by ``run fig8``)."""
+    path = directory / 'throughput.json'
+    head = ['## Fig. 8: seconds per iteration on HumanoidRandDirec', '']
+    if not path.exists():
+        return head + ['Not measured yet (`benchmarks/paper.py run fig8`).', '']
+    results = [r for r in json.loads(path.read_text())['results']
+               if r.get('what') in FIG8_ALGOS + ('garage-MAMLTRPO', ) and 'iter_s' in r
+               and r.get('device', 'cpu') == 'cpu']
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    names = [r['what'] for r in results]
+    ax.bar(names, [r['sample_s'] for r in results], label='sampling')
+    ax.bar(names, [r['update_s'] for r in results], bottom=[r['sample_s'] for r in results],
+           label='update')
+    ax.set_ylabel('seconds per iteration')
+    ax.legend(fontsize=8)
+    batch = results[0]['batch'] if results else ''
+    ax.set_title(f'HumanoidRandDirec, {batch} batch', fontsize=9)
+    fig.tight_layout()
+    fig.savefig(directory / 'fig8.png', dpi=110)
+    plt.close(fig)
+    lines = head + ['![fig8](fig8/fig8.png)', '', '| algorithm | sampling (s) | update (s) | '
+                    'iteration (s) |', '|---|---|---|---|']
+    lines += [f"| {r['what']} | {r['sample_s']:.2f} | {r['update_s']:.2f} | {r['iter_s']:.2f} |"
+              for r in results]
+    return lines + ['']
+
+
+# ------------------------------------------------------------------------ CLI
+def _campaign(runs_dir, results_dir, quick) -> Campaign:
+    runs_dir = pathlib.Path(runs_dir or os.environ.get('GARAGE_PROMP_RUNS')
+                            or pathlib.Path.home() / 'garage_promp_runs')
+    if quick:
+        runs_dir = runs_dir / 'quick'
+    return Campaign(runs_dir, results_dir or (runs_dir / 'results' if quick else RESULTS))
+
+
+def _figs(figs) -> List[str]:
+    return list(figs) or list(FIGURES)
+
+
+_common = [
+    click.option('--runs-dir', default=None,
+                 help='Run directories (snapshots) [default: $GARAGE_PROMP_RUNS or '
+                      '~/garage_promp_runs].'),
+    click.option('--results-dir', default=None,
+                 help=f'Finished runs, figures and report [default: {RESULTS.relative_to(HERE.parent)}'
+                      '; with --quick, RUNS_DIR/quick/results].'),
+    click.option('--quick', is_flag=True, help='Tiny budgets: each pipeline end to end in seconds.'),
+]
+
+
+def common(func):
+    for option in reversed(_common):
+        func = option(func)
+    return func
+
+
+@click.group()
+def cli():
+    """Reproduce the ProMP paper's figures: run, status, report."""
+
+
+@cli.command()
+@click.argument('figs', nargs=-1, required=True, type=click.Choice(FIGURES))
+@click.option('--parallel', type=click.IntRange(min=1), default=2, show_default=True,
+              help='Runs at a time (one core each).')
+@click.option('--time-limit', default=None,
+              help='Stop the runs after this long (e.g. 2h, 45m, 1h30m, 600): each keeps its '
+                   'last snapshot and continues on the next run.')
+@click.option('--only', default=None,
+              help='Only runs whose name (fig/env/algo_seed=s) contains this text.')
+@common
+def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
+    """Run (or continue) the training runs of FIGS until done or the time limit."""
+    seconds = parse_duration(time_limit)
+    campaign = _campaign(runs_dir, results_dir, quick)
+    deadline = time.time() + seconds if seconds else None
+    if 'fig8' in figs:
+        run_fig8(campaign, quick)
+    todo = [r for fig in figs for r in runs_of(fig, quick)
+            if (only is None or only in r.name) and campaign.state(r)[0] != 'done']
+    for r in todo:  # finished earlier but not yet copied
+        if campaign.state(r)[0] == 'finished':
+            campaign.collect(r)
+    todo = [r for r in todo if campaign.state(r)[0] in ('partial', 'missing')]
+    by_name = {r.name: r for r in todo}
+    specs = []
+    for r in todo:
+        command = campaign.command(r)
+        log = campaign.runs_dir / f'{r.name}.log'
+        # The shell writes its pid, then becomes train.py (exec keeps the pid).
+        specs.append((r.name, ['/bin/sh', '-c', 'echo $$ > "$0"; exec "$@"',
+                               str(campaign.pid_file(r)), *command], log))
+
+    def on_done(name, code):
+        r = by_name[name]
+        campaign.pid_file(r).unlink(missing_ok=True)
+        if code == 0 and campaign.collect(r):
+            click.echo(f'collected {name} -> {campaign.result_dir(r)}', err=True)
+
+    click.echo(f'{len(specs)} runs to do', err=True)
+    learning.run_all(specs, parallel, deadline, on_done=on_done)
+    text, _ = status_table(campaign, figs, quick, parallel)
+    click.echo(text)
+
+
+def run_fig8(campaign: Campaign, quick: bool):
+    """Fig. 8's numbers: ``benchmarks/throughput.py`` on HumanoidRandDirec."""
+    out = campaign.results_dir / 'fig8'
+    out.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(HERE / 'throughput.py'), '--env', 'HumanoidRandDirec',
+               '--batch', 'small' if quick else 'paper', '--memory-env', '', '--garage-iters', '0',
+               '--out', str(out)]
+    for algo in FIG8_ALGOS:
+        command += ['--algo', algo]
+    if quick:
+        command += ['--iters', '1', '--raw-steps', '200']
+    click.echo(' '.join(command), err=True)
+    subprocess.run(command, check=True)
+    fig8_report(out)
+
+
+@cli.command()
+@click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
+@click.option('--parallel', type=click.IntRange(min=1), default=2, show_default=True,
+              help='Runs at a time, for the time estimate.')
+@common
+def status(figs, parallel, runs_dir, results_dir, quick):
+    """Which runs of FIGS (default: all) are done, running, partial or missing."""
+    text, _ = status_table(_campaign(runs_dir, results_dir, quick), _figs(figs), quick, parallel)
+    click.echo(text)
+
+
+@cli.command(name='report')
+@click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
+@common
+def report_command(figs, runs_dir, results_dir, quick):
+    """Draw the figures and write report.md (with the claims table) from what is done."""
+    click.echo(report(_campaign(runs_dir, results_dir, quick), _figs(figs), quick))
+
+
+if __name__ == '__main__':
+    cli()
