@@ -137,7 +137,7 @@ def run_all(specs, parallel, deadline, on_done=None):
             if proc.poll() is None:
                 proc.terminate()  # Ctrl-C-like: the last snapshot stays intact
                 click.echo(f'stopped {name}', err=True)
-        for name, proc in running:
+        for _, proc in running:
             try:
                 proc.wait(timeout=120)
             except subprocess.TimeoutExpired:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The paper's experiments, figure by figure: one command to run, one to see what is left, one to report.
+"""The paper's experiments, figure by figure: run them, see what is left, report.
 
     python benchmarks/paper.py run fig2 --parallel 2 --time-limit 2h
-    python benchmarks/paper.py status            # every figure: done, running, partial, missing, ETA
+    python benchmarks/paper.py status    # every figure: done, running, partial, missing, ETA
     python benchmarks/paper.py report            # figures, tables and the claims table
 
 What each figure runs (ProMP paper, arXiv:1810.06784, Section 7; settings of
@@ -49,16 +49,16 @@ import shutil
 import subprocess
 import sys
 import time
-import warnings
 from typing import Dict, List, Sequence, Tuple
+import warnings
 
 import click
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import learning  # noqa: E402  pylint: disable=wrong-import-position
-
 from garage_promp.experiment.plotting import mean_std, read_progress  # noqa: E402
+
+import learning  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = HERE / 'results' / 'paper'
 #: Fig. 2's six environments (the paper's text, Section 7.3), in the campaign's order.
@@ -409,7 +409,8 @@ def _verdict(t: float, p: float, n_more: float) -> str:
         return 'reproduced (one-sided p < 0.05)'
     if 1 - p < 0.05:
         return 'not reproduced: the opposite is significant (one-sided p < 0.05)'
-    more = f'≈ {n_more:.0f} seeds each would decide it' if math.isfinite(n_more) else 'no difference'
+    more = (f'≈ {n_more:.0f} seeds each would decide it' if math.isfinite(n_more)
+            else 'no difference')
     return f'not significant at this budget ({more})'
 
 
@@ -542,9 +543,11 @@ _common = [
                  help='Run directories (snapshots) [default: $GARAGE_PROMP_RUNS or '
                       '~/garage_promp_runs].'),
     click.option('--results-dir', default=None,
-                 help=f'Finished runs, figures and report [default: {RESULTS.relative_to(HERE.parent)}'
-                      '; with --quick, RUNS_DIR/quick/results].'),
-    click.option('--quick', is_flag=True, help='Tiny budgets: each pipeline end to end in seconds.'),
+                 help='Finished runs, figures and report [default: '
+                      f'{RESULTS.relative_to(HERE.parent)}; with --quick, '
+                      'RUNS_DIR/quick/results].'),
+    click.option('--quick', is_flag=True,
+                 help='Tiny budgets: each pipeline end to end in seconds.'),
 ]
 
 

@@ -9,6 +9,9 @@ per test task) and prints one row per test task (Meta-World: per env class;
 paper envs: per sampled task) plus the average; the table is also written as
 CSV.
 
+Counts, seeds, --itr and --csv are checked before the snapshot is loaded; the
+CSV (LOG_DIR/meta_test.csv or --csv) is the only file written.
+
     python launchers/meta_test.py data/local/experiment/ProMP_ML1_reach-v3_seed=1 --n-test-tasks 50
 """
 import collections
@@ -18,7 +21,7 @@ import math
 import os
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
-from garage_promp._garage_compat import check_training_snapshot
+from garage_promp._garage_compat import CorruptSnapshotError, check_training_snapshot
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
@@ -29,6 +32,7 @@ import dowel
 from dowel import logger, tabular
 from garage.experiment import Snapshotter
 from garage.experiment.deterministic import set_seed
+from garage.experiment.snapshotter import NotAFileError
 import numpy as np
 
 COLUMNS = ('task', 'goals', 'episodes', 'success_rate', 'average_return')
@@ -100,41 +104,80 @@ def _experiment_options(log_dir, cli):
     return options
 
 
+def _check_itr(ctx, param, value):
+    """--itr: 'last', 'first' or an epoch number (an int >= 0)."""
+    del ctx, param
+    if value in ('last', 'first') or (value.isascii() and value.isdigit()):
+        return value
+    raise click.BadParameter(f"expected 'last', 'first' or an epoch number >= 0, got {value!r}")
+
+
+def _check_csv_path(csv_path):
+    """Refuse (before any work) a --csv that cannot be written as a file."""
+    if csv_path is None:
+        return
+    if not csv_path:
+        raise click.BadParameter('expected a file name, got an empty one', param_hint='--csv')
+    parent = os.path.dirname(os.path.abspath(csv_path))
+    if not os.path.isdir(parent):
+        raise click.BadParameter(f'the directory of {csv_path!r} does not exist',
+                                 param_hint='--csv')
+
+
+def _load_snapshot(log_dir, itr):
+    """The training snapshot of LOG_DIR at --itr, as a click error if there is none."""
+    # Snapshotter() would create its default snapshot_dir, ./data/local/experiment
+    # in the working directory: LOG_DIR exists, so giving it creates nothing.
+    snapshotter = Snapshotter(snapshot_dir=log_dir)
+    try:
+        snapshot = snapshotter.load(log_dir, itr)
+    except NotAFileError as error:
+        raise click.BadParameter(str(error), param_hint='--itr') from error
+    except (FileNotFoundError, CorruptSnapshotError) as error:
+        raise click.ClickException(str(error)) from error
+    try:
+        check_training_snapshot(snapshot, log_dir)
+    except CorruptSnapshotError as error:
+        raise click.ClickException(str(error)) from error
+    return snapshot
+
+
 @click.command()
 @click.argument('log_dir', type=click.Path(exists=True, file_okay=False))
-@click.option('--itr', default='last', show_default=True,
+@click.option('--itr', default='last', show_default=True, callback=_check_itr,
               help="Snapshot epoch, 'last' or 'first'.")
 @click.option('--env', type=click.Choice(sorted(ENVS) + sorted(METAWORLD)), default=None,
               help="Test on this env family [default: the experiment's].")
 @click.option('--task', default=None, help='Meta-World ML1 environment, e.g. reach-v3.')
-@click.option('--benchmark-seed', type=int, default=None,
+@click.option('--benchmark-seed', type=click.IntRange(min=0), default=None,
               help="Meta-World goals seed [default: the experiment's seed].")
-@click.option('--max-episode-length', type=int, default=None,
+@click.option('--max-episode-length', type=click.IntRange(min=1), default=None,
               help="[default: the experiment's].")
 @click.option('--reward-function-version', type=click.Choice(REWARD_FUNCTION_VERSIONS),
               default=None, help="Meta-World reward functions [default: the experiment's].")
-@click.option('--n-test-tasks', type=int, default=None,
+@click.option('--n-test-tasks', type=click.IntRange(min=1), default=None,
               help='Test tasks (goals) [default: 10; Meta-World: a multiple of the test classes].')
-@click.option('--n-exploration-eps', type=int, default=None,
+@click.option('--n-exploration-eps', type=click.IntRange(min=1), default=None,
               help="Episodes per adaptation step [default: the experiment's episodes_per_task].")
-@click.option('--n-test-episodes', type=int, default=None,
+@click.option('--n-test-episodes', type=click.IntRange(min=1), default=None,
               help='Evaluation episodes per test task [default: 3 on Meta-World, else 2].')
-@click.option('--seed', default=1, show_default=True, help='Sampling seed.')
+@click.option('--seed', type=click.IntRange(min=0), default=1, show_default=True,
+              help='Sampling seed.')
 @click.option('--sampler', type=click.Choice(list(garage_promp.sampler.SAMPLER_KINDS)),
               default='local', show_default=True,
               help='Sampler backend for the test tasks (local: no worker process).')
 @click.option('--n-workers', type=click.IntRange(min=1), default=1, show_default=True,
               help='Sampler workers.')
-@click.option('--csv', 'csv_path', default=None,
+@click.option('--csv', 'csv_path', type=click.Path(dir_okay=False), default=None,
               help='Where to write the table [default: LOG_DIR/meta_test.csv].')
 def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_function_version,
          n_test_tasks, n_exploration_eps, n_test_episodes, seed, sampler, n_workers, csv_path):
     """Meta-test the snapshot in LOG_DIR on the test tasks; print and save a per-task table."""
+    _check_csv_path(csv_path)
     options = _experiment_options(log_dir, dict(
         env=env, task=task, seed=benchmark_seed, max_episode_length=max_episode_length,
         reward_function_version=reward_function_version))
-    snapshot = Snapshotter().load(log_dir, itr)
-    check_training_snapshot(snapshot, log_dir)
+    snapshot = _load_snapshot(log_dir, itr)
     algo = snapshot['algo']
     horizon = snapshot['env'].spec.max_episode_length
     if options['max_episode_length'] is not None and options['max_episode_length'] > horizon:
@@ -142,18 +185,33 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
                                  'and cannot adapt on longer ones',
                                  param_hint='--max-episode-length')
     set_seed(seed)
-    setup = make_env_setup(options['env'],
-                           seed=seed if options['seed'] is None else options['seed'],
-                           max_episode_length=options['max_episode_length'] or horizon,
-                           task=options['task'],
-                           reward_function_version=options['reward_function_version'],
-                           env_kwargs=options['env_kwargs'])
+    try:
+        setup = make_env_setup(
+            options['env'],
+            seed=seed if options['seed'] is None else options['seed'],
+            max_episode_length=(horizon if options['max_episode_length'] is None
+                                else options['max_episode_length']),
+            task=options['task'],
+            reward_function_version=options['reward_function_version'],
+            env_kwargs=options['env_kwargs'])
+    except ValueError as error:  # e.g. ML1 without --task, --task off Meta-World
+        raise click.UsageError(str(error)) from error
     if setup.env.spec.observation_space.shape != snapshot['env'].spec.observation_space.shape \
             or setup.env.spec.action_space.shape != snapshot['env'].spec.action_space.shape:
         raise click.UsageError(f'{options["env"]} has other observation/action spaces than the '
                                'environment of the snapshot')
-    n_test_tasks = n_test_tasks or 10
-    setup.check_task_counts(n_test_tasks=n_test_tasks)
+    if n_test_tasks is None:
+        n_test_tasks = 10
+    try:
+        setup.check_task_counts(n_test_tasks=n_test_tasks)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint='--n-test-tasks') from error
+    if n_exploration_eps is None:
+        n_exploration_eps = options['episodes_per_task']
+    if n_exploration_eps is None:
+        n_exploration_eps = env_config(options['env']).get('episodes_per_task', 20)
+    if n_test_episodes is None:
+        n_test_episodes = setup.n_test_episodes
     # A sampler of its own: the snapshot's (pickled as configuration) is never
     # started, and the test tasks may have a shorter horizon.
     test_sampler = garage_promp.make_sampler(
@@ -162,9 +220,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     evaluator = MetaEvaluator(
         sampler=test_sampler,
         test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
-        n_exploration_eps=(n_exploration_eps or options['episodes_per_task']
-                           or env_config(options['env']).get('episodes_per_task', 20)),
-        n_test_episodes=n_test_episodes or setup.n_test_episodes)
+        n_exploration_eps=n_exploration_eps, n_test_episodes=n_test_episodes)
     click.echo(setup.description)
     # The evaluator logs progress and garage's MetaTest/... keys through dowel.
     logger.add_output(dowel.StdOutput())
@@ -177,7 +233,8 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         tabular.clear()
         logger.remove_output_type(dowel.StdOutput)
     click.echo(format_table(rows))
-    csv_path = csv_path or os.path.join(log_dir, 'meta_test.csv')
+    if csv_path is None:
+        csv_path = os.path.join(log_dir, 'meta_test.csv')
     with open(csv_path, 'w', newline='') as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()

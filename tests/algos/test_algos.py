@@ -125,13 +125,13 @@ def test_adapt_policy_leaves_meta_policy_and_counts_steps():
 
 
 class _WithoutAdaptMany:
-    """An algorithm seen without ``adapt_many``, as a third-party one."""
+    """An algorithm seen without ``adapt_many`` or a ``MetaSampler``, as a third-party one."""
 
     def __init__(self, algo):
         self._algo = algo
 
     def __getattr__(self, name):
-        if name == 'adapt_many':
+        if name in ('adapt_many', 'sampler'):
             raise AttributeError(name)
         return getattr(self._algo, name)
 
@@ -158,7 +158,7 @@ def test_meta_evaluator_adapts_k_times(batched):
 
         algo.adapt_policy = counting
         algo = _WithoutAdaptMany(algo)
-        expected = [0, 0, 1, 1, 2, 2]
+        expected = [0, 1, 2, 0, 1, 2]  # task by task: K steps of one task, then the next
     evaluator = garage_promp.MetaEvaluator(
         test_task_sampler=algo._task_sampler, n_test_tasks=2,
         n_exploration_eps=2, n_test_episodes=1)

@@ -1,0 +1,223 @@
+"""launchers/meta_test.py checks its options before any work and writes only where told.
+
+Every count is refused at 0 and below with a click error naming the option,
+before the snapshot is loaded; errors that are not about the command line
+carry no ``Usage:`` header; a run writes its CSV and nothing else (in
+particular no ``./data/local/experiment`` in the working directory).
+"""
+import csv
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from click.testing import CliRunner
+import cloudpickle
+import pytest
+
+from tests.helpers import load_script
+
+ROOT = pathlib.Path(__file__).parents[2]
+LAUNCHERS = ROOT / 'launchers'
+
+#: Options that count something: 0 and negative values make no sense.
+COUNT_OPTIONS = ('--n-test-tasks', '--n-exploration-eps', '--n-test-episodes',
+                 '--max-episode-length', '--n-workers')
+#: Seeds: 0 is a seed, negative values are not.
+SEED_OPTIONS = ('--seed', '--benchmark-seed')
+
+
+def _load(name):
+    return load_script(LAUNCHERS / f'{name}.py', f'{name}_launcher')
+
+
+def _files(directory):
+    """Every file under ``directory``: relative path -> (size, mtime)."""
+    out = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            stat = os.stat(path)
+            out[os.path.relpath(path, directory)] = (stat.st_size, stat.st_mtime_ns)
+    return out
+
+
+@pytest.fixture(scope='module')
+def snapshot_dir(tmp_path_factory):
+    """One tiny ProMP epoch on PointEnvCorner (a few seconds); returns its log dir."""
+    log_dir = tmp_path_factory.mktemp('meta_test_validation') / 'run'
+    result = CliRunner().invoke(_load('train').main, [
+        '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+        '--env', 'PointEnvCorner', '--log-dir', str(log_dir)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return log_dir
+
+
+@pytest.fixture
+def cwd(tmp_path, monkeypatch):
+    """An empty working directory."""
+    path = tmp_path / 'cwd'
+    path.mkdir()
+    monkeypatch.chdir(path)
+    return path
+
+
+@pytest.fixture
+def no_load(monkeypatch):
+    """meta_test.py whose snapshot loading fails the test: refusals come before it."""
+    launcher = _load('meta_test')
+
+    def _load_snapshot(*args):
+        raise AssertionError(f'the snapshot was loaded: {args}')
+
+    monkeypatch.setattr(launcher, '_load_snapshot', _load_snapshot)
+    return launcher
+
+
+def _invoke(launcher, *args):
+    return CliRunner().invoke(launcher.main, [str(a) for a in args])
+
+
+def _assert_refused(result, option):
+    """A click usage error (exit 2) naming ``option``, not a traceback."""
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert 'Traceback' not in result.output
+    assert option in result.output, result.output
+
+
+@pytest.mark.parametrize('value', [0, -1])
+@pytest.mark.parametrize('option', COUNT_OPTIONS)
+def test_counts_below_one_are_refused_before_the_snapshot_is_loaded(
+        snapshot_dir, cwd, no_load, option, value):
+    before = _files(snapshot_dir)
+    result = _invoke(no_load, snapshot_dir, option, value)
+    _assert_refused(result, option)
+    assert 'x>=1' in result.output
+    assert _files(snapshot_dir) == before  # no meta_test.csv, nothing touched
+    assert not os.listdir(cwd)  # no ./data/local/experiment
+
+
+@pytest.mark.parametrize('option', SEED_OPTIONS)
+def test_negative_seeds_are_refused_before_the_snapshot_is_loaded(
+        snapshot_dir, cwd, no_load, option):
+    before = _files(snapshot_dir)
+    result = _invoke(no_load, snapshot_dir, option, -1)
+    _assert_refused(result, option)
+    assert _files(snapshot_dir) == before
+    assert not os.listdir(cwd)
+
+
+@pytest.mark.parametrize('itr', ['-1', 'latest', '1.5', ''])
+def test_bad_itr_is_refused_before_the_snapshot_is_loaded(snapshot_dir, cwd, no_load, itr):
+    result = _invoke(no_load, snapshot_dir, '--itr', itr)
+    _assert_refused(result, '--itr')
+    assert not os.listdir(cwd)
+
+
+def test_missing_epoch_names_itr(snapshot_dir, cwd):
+    before = _files(snapshot_dir)
+    result = _invoke(_load('meta_test'), snapshot_dir, '--itr', 7)
+    _assert_refused(result, '--itr')
+    assert 'no snapshot of epoch 7' in result.output
+    assert _files(snapshot_dir) == before
+    assert not os.listdir(cwd)
+
+
+@pytest.mark.parametrize('where', ['missing/table.csv', '', '.'])
+def test_unwritable_csv_is_refused_before_the_snapshot_is_loaded(
+        snapshot_dir, cwd, no_load, where):
+    result = _invoke(no_load, snapshot_dir, '--csv', where)
+    _assert_refused(result, '--csv')
+    assert not os.listdir(cwd)
+
+
+def test_env_errors_are_click_errors(snapshot_dir, cwd):
+    before = _files(snapshot_dir)
+    result = _invoke(_load('meta_test'), snapshot_dir, '--env', 'PointEnvCorner',
+                     '--task', 'reach-v3')
+    _assert_refused(result, 'Meta-World option')
+    assert _files(snapshot_dir) == before
+    assert not os.listdir(cwd)
+
+
+def _assert_failed_without_usage(result, message):
+    """A click error that is not about the command line: exit 1, no Usage header."""
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert 'Usage:' not in result.output and 'Traceback' not in result.output
+    assert message in result.output, result.output
+
+
+def test_a_directory_without_snapshot_is_an_error_without_usage(tmp_path, cwd):
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    result = _invoke(_load('meta_test'), empty, '--env', 'PointEnvCorner')
+    _assert_failed_without_usage(result, 'no snapshot')
+    assert not os.listdir(empty) and not os.listdir(cwd)
+
+
+def test_a_pickle_that_is_no_training_snapshot_is_an_error_without_usage(tmp_path, cwd):
+    log_dir = tmp_path / 'other'
+    log_dir.mkdir()
+    with open(log_dir / 'params.pkl', 'wb') as f:
+        cloudpickle.dump({'answer': 42}, f)
+    result = _invoke(_load('meta_test'), log_dir, '--env', 'PointEnvCorner')
+    _assert_failed_without_usage(result, 'not a training snapshot')
+    assert sorted(os.listdir(log_dir)) == ['params.pkl'] and not os.listdir(cwd)
+
+
+def test_a_corrupt_snapshot_is_an_error_without_usage(tmp_path, cwd):
+    log_dir = tmp_path / 'corrupt'
+    log_dir.mkdir()
+    (log_dir / 'params.pkl').write_bytes(b'not a pickle')
+    with pytest.warns(UserWarning):
+        result = _invoke(_load('meta_test'), log_dir, '--env', 'PointEnvCorner')
+    _assert_failed_without_usage(result, 'no intact snapshot')
+    assert sorted(os.listdir(log_dir)) == ['params.pkl'] and not os.listdir(cwd)
+
+
+def _run_script(cwd, *args):
+    """meta_test.py as its own process in ``cwd`` (garage's defaults use the cwd at import)."""
+    result = subprocess.run(
+        [sys.executable, str(LAUNCHERS / 'meta_test.py'), *[str(a) for a in args]],
+        cwd=cwd, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+        timeout=600, check=False)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return result.stdout
+
+
+def _read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_run_writes_only_the_csv_it_is_given(snapshot_dir, cwd, tmp_path):
+    before = _files(snapshot_dir)
+    out = tmp_path / 'out' / 'table.csv'
+    out.parent.mkdir()
+    _run_script(cwd, snapshot_dir, '--n-test-tasks', 2, '--n-exploration-eps', 1,
+                '--n-test-episodes', 3, '--max-episode-length', 3, '--csv', out)
+    assert not os.listdir(cwd)  # no ./data/local/experiment
+    assert _files(snapshot_dir) == before
+    assert os.listdir(out.parent) == ['table.csv']
+    rows = _read_csv(out)
+    assert [r['task'] for r in rows] == ['task_0', 'task_1', 'Average']
+    assert [int(r['goals']) for r in rows] == [1, 1, 2]
+    assert [int(r['episodes']) for r in rows] == [3, 3, 6]  # the counts asked for
+
+
+def test_a_run_with_defaults_writes_only_meta_test_csv_in_log_dir(snapshot_dir, cwd, tmp_path):
+    log_dir = tmp_path / 'copy'
+    shutil.copytree(snapshot_dir, log_dir)
+    before = _files(log_dir)
+    _run_script(cwd, log_dir)
+    assert not os.listdir(cwd)
+    after = _files(log_dir)
+    assert after.pop('meta_test.csv')
+    assert after == before
+    rows = _read_csv(log_dir / 'meta_test.csv')
+    assert len(rows) == 10 + 1  # 10 test tasks by default, plus the average
+    assert all(int(r['episodes']) == 2 for r in rows[:-1])  # 2 per task off Meta-World

@@ -1,0 +1,205 @@
+"""benchmarks/paper.py: the campaign's bookkeeping, its report, each figure's pipeline."""
+import csv
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import load_script
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / 'benchmarks' / 'paper.py'
+
+
+@pytest.fixture(scope='module')
+def paper():
+    return load_script(SCRIPT, 'paper_bench')
+
+
+def _write_progress(run_dir, steps, pre=0., post=1.):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / 'progress.csv', 'w', newline='') as f:
+        writer = csv.writer(f)
+        writer.writerow(['TotalEnvSteps', 'Step_0-AverageReturn', 'Step_1-AverageReturn',
+                         'Time/Sampling', 'Time/Update', 'Time/MetaTest'])
+        for i, s in enumerate(steps):
+            writer.writerow([s, pre, post + i, 1.0, 0.5, 0.])
+
+
+def _rows(path):
+    with open(path, newline='') as f:
+        return list(csv.DictReader(f))
+
+
+def test_campaign_order_and_budgets(paper):
+    runs = paper.fig2_runs()
+    # The six HalfCheetah seeds of ProMP and MAML-TRPO first, at 2e7 steps.
+    first = runs[:12]
+    assert {(r.env, r.algo) for r in first} == {('HalfCheetahFwdBack', 'ProMP'),
+                                                ('HalfCheetahFwdBack', 'MAML-TRPO')}
+    assert sorted(r.seed for r in first) == sorted(list(range(1, 7)) * 2)
+    assert all(r.steps == 20_000_000 for r in first)
+    # Then one seed of every env before any second seed.
+    seeds = [r.seed for r in runs[12:]]
+    assert seeds.index(2) > max(i for i, s in enumerate(seeds) if s == 1)
+    assert {r.env for r in runs[12:] if r.seed == 1} == set(paper.FIG2_ENVS)
+    # Every (env, algo) of Fig. 2 has 3 seeds of at least 1e7 steps.
+    counts = {}
+    for r in runs:
+        counts[(r.env, r.algo)] = counts.get((r.env, r.algo), 0) + 1
+        assert r.steps >= 10_000_000
+    assert all(n >= 3 for n in counts.values())
+    assert {e for e, a in counts if a == 'ProMP'} == set(paper.FIG2_ENVS)
+    assert len({r.name for r in runs}) == len(runs)
+    for r in paper.fig5_runs():
+        assert ('--set', 'reward_type=sparse') == r.options[:2]
+
+
+def test_status_counts_done_partial_missing_and_deleted(paper, tmp_path):
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    runs = paper.runs_of('fig5')
+    done, partial, finished = runs[0], runs[1], runs[2]
+    _write_progress(campaign.result_dir(done), [done.steps // 2, done.steps])
+    _write_progress(campaign.run_dir(partial), [1000, 2000])
+    _write_progress(campaign.run_dir(finished), [finished.steps])
+    assert campaign.state(done) == ('done', done.steps)
+    assert campaign.state(partial) == ('partial', 2000)
+    assert campaign.state(finished)[0] == 'finished'
+    text, counts = paper.status_table(campaign, ['fig5'])
+    assert counts == {'done': 1, 'partial': 1, 'finished': 1, 'missing': len(runs) - 3}
+    assert 'core-hours left' in text
+    # A deleted result is missing again; a collected finished run is done.
+    (campaign.result_dir(done) / 'progress.csv').unlink()
+    assert campaign.state(done)[0] == 'missing'
+    assert campaign.collect(finished)
+    assert campaign.state(finished)[0] == 'done'
+    assert not campaign.collect(partial)
+
+
+def test_a_live_pid_file_is_running_a_stale_one_is_not(paper, tmp_path):
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    run = paper.runs_of('fig5')[0]
+    _write_progress(campaign.run_dir(run), [1000])
+    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py'])
+    cmdline = pathlib.Path(f'/proc/{proc.pid}/cmdline')
+    while b'sleep' not in cmdline.read_bytes():  # until the child has exec'd
+        time.sleep(0.01)
+    try:
+        campaign.pid_file(run).write_text(str(proc.pid))
+        assert campaign.state(run)[0] == 'running'
+    finally:
+        proc.kill()
+        proc.wait()
+    assert campaign.state(run)[0] == 'partial'
+
+
+def test_durations(paper):
+    assert paper.parse_duration('2h') == 7200
+    assert paper.parse_duration('1h30m') == 5400
+    assert paper.parse_duration('45m') == 2700
+    assert paper.parse_duration('600') == 600
+    for bad in ('soon', '0', '-1h', 'h'):
+        with pytest.raises(Exception, match='--time-limit|duration|positive'):
+            paper.parse_duration(bad)
+
+
+def test_report_on_partial_results_draws_what_exists(paper, tmp_path):
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    runs = [r for r in paper.fig2_runs() if r.env == 'HalfCheetahFwdBack']
+    promp = [r for r in runs if r.algo == 'ProMP'][:3]
+    maml = [r for r in runs if r.algo == 'MAML-TRPO'][:3]
+    for i, r in enumerate(promp):  # ProMP clearly ahead, seeds differ a little
+        _write_progress(campaign.result_dir(r), [r.steps // 8 * j for j in (1, 2, 4, 8)],
+                        post=100. + i)
+    for i, r in enumerate(maml[:2]):
+        _write_progress(campaign.result_dir(r), [r.steps // 8 * j for j in (1, 2, 4, 8)],
+                        post=10. + 2 * i)
+    _write_progress(campaign.run_dir(maml[2]), [maml[2].steps // 4], post=0.)  # partial
+    text = paper.report(campaign, ['fig2'])
+    assert (campaign.results_dir / 'fig2' / 'fig2.png').stat().st_size > 5000
+    assert (campaign.results_dir / 'report.md').read_text() == text
+    assert 'Missing: ' in text and 'fig2/WalkerFwdBack/ProMP_seed=1' in text
+    claim = next(line for line in text.splitlines()
+                 if line.startswith('| Fig. 2 HalfCheetahFwdBack: ProMP > MAML-TRPO'))
+    # Compared at the steps every run reached (the partial run's 5M), three seeds each.
+    assert '(3 seeds)' in claim and 'at 5,000,000 env steps' in claim
+    assert 'reproduced' in claim
+    walker = next(line for line in text.splitlines()
+                  if line.startswith('| Fig. 2 WalkerFwdBack: ProMP > MAML-TRPO'))
+    assert 'not run yet' in walker
+    assert '| WalkerFwdBack | ProMP | 0 | - | - | - |' in text
+
+
+def test_verdicts(paper):
+    assert paper._verdict(3., 0.01, 3).startswith('reproduced')
+    assert paper._verdict(-3., 0.99, 3).startswith('not reproduced')
+    assert '8 seeds' in paper._verdict(1., 0.2, 8)
+    t, p = paper.welch([3., 4., 5.], [0., 1., 2.])
+    assert t == pytest.approx(3 / (2 / 3) ** 0.5) and p < 0.05
+    assert paper.seeds_needed([3., 4., 5.], [0., 1., 2.]) == 2
+
+
+def _paper(*args, cwd=ROOT):
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _numbers(rows):
+    """The rows without wall-clock columns (which differ between any two runs)."""
+    return [{k: v for k, v in r.items() if not k.startswith('Time') and 'Time' not in k}
+            for r in rows]
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_continues_with_the_rows_of_an_uninterrupted_one(paper, tmp_path):
+    run = paper.quick_runs('fig5')[0]
+    campaign = paper.Campaign(tmp_path / 'a', tmp_path / 'a-results')
+    # Interrupted: the run has done part of its budget (as after --time-limit).
+    first = campaign.command(run)
+    half = first.index('--max-env-steps') + 1
+    first[half] = str(run.steps // 2)
+    subprocess.run(first, check=True, capture_output=True, cwd=ROOT, timeout=600)
+    assert campaign.state(run)[0] == 'partial'
+    args = ['--runs-dir', str(tmp_path / 'a'), '--results-dir', str(tmp_path / 'a-results')]
+    out = _paper('run', 'fig5', '--quick', '--only', run.name, *args).stdout
+    assert 'done' in out
+    resumed = _rows(campaign.result_dir(run) / 'progress.csv')
+    # Uninterrupted, elsewhere.
+    _paper('run', 'fig5', '--quick', '--only', run.name, '--runs-dir', str(tmp_path / 'b'),
+           '--results-dir', str(tmp_path / 'b-results'))
+    straight = _rows(tmp_path / 'b-results' / run.name / 'progress.csv')
+    assert len(resumed) == len(straight) >= 2
+    assert _numbers(resumed) == _numbers(straight)
+
+
+@pytest.mark.slow
+@pytest.mark.mujoco
+@pytest.mark.parametrize('fig', ['fig2', 'fig3', 'fig5'])
+def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
+    args = ['--quick', '--runs-dir', str(tmp_path)]
+    _paper('run', fig, *args)
+    status = _paper('status', fig, *args).stdout
+    n = len(paper.quick_runs(fig))
+    assert f'{n} done' in status
+    report = _paper('report', fig, *args).stdout
+    assert f'{n} of {n} runs done' in report
+    assert (tmp_path / 'quick' / 'results' / fig / f'{fig}.png').stat().st_size > 5000
+    for run in paper.quick_runs(fig):
+        variant = json.loads((tmp_path / 'quick' / 'results' / run.name / 'variant.json')
+                             .read_text())
+        assert variant['algo'] == run.algo and variant['max_env_steps'] == run.steps
+
+
+@pytest.mark.slow
+@pytest.mark.mujoco
+def test_quick_fig8_draws_the_bars(tmp_path):
+    args = ['--quick', '--runs-dir', str(tmp_path)]
+    _paper('run', 'fig8', *args)
+    report = _paper('report', 'fig8', *args).stdout
+    assert '| ProMP |' in report and '| MAML-TRPO |' in report and '| LVC-VPG |' in report
+    assert (tmp_path / 'quick' / 'results' / 'fig8' / 'fig8.png').stat().st_size > 5000
