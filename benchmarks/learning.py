@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 
+from garage_promp._process import die_with_parent
 from garage_promp.experiment.plotting import mean_std, plot_bands, post_update_key, read_progress
 
 import click
@@ -75,11 +76,7 @@ def steps_done(run_dir) -> int:
 
 def _die_with_parent():
     """In a child, before exec: SIGTERM when the runner dies, even by SIGKILL (Linux)."""
-    try:
-        import ctypes  # pylint: disable=import-outside-toplevel
-        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:  # not glibc: the handlers in run_all still stop the runs
-        pass
+    die_with_parent(signal.SIGTERM)
 
 
 class Stopped(Exception):

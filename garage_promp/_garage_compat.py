@@ -191,6 +191,13 @@ def _snapshot_epoch(file_name):
     return None
 
 
+def _held_epoch(snapshot):
+    """The last epoch a Trainer snapshot holds (garage's ``stats.total_epoch``), or None."""
+    stats = snapshot.get('stats') if isinstance(snapshot, dict) else None
+    epoch = getattr(stats, 'total_epoch', None)
+    return epoch if isinstance(epoch, int) else None
+
+
 def atomic_cloudpickle_dump(obj, file_name):
     """Write ``obj`` to ``file_name`` so that readers never see a partial file.
 
@@ -330,12 +337,30 @@ def _patch_snapshotter():
                 f'no snapshot (params.pkl or itr_N.pkl) in {load_dir}',
                 load_dir)
         errors = []
+        loaded = {}
         for file_name in candidates:
             try:
-                return _load_snapshot_file(os.path.join(load_dir, file_name))
+                loaded[file_name] = _load_snapshot_file(os.path.join(load_dir, file_name))
             except CorruptSnapshotError as e:
                 errors.append(str(e))
                 warnings.warn(f'{e}; trying an older snapshot')
+                continue
+            if file_name != 'params.pkl' or itr != 'last':
+                break
+            # params.pkl may be older than an itr_N.pkl (a run continued with
+            # another snapshot mode): the newest by the epoch it holds wins.
+            held = _held_epoch(loaded[file_name])
+            newer = [f for f in candidates[1:]
+                     if held is not None and _snapshot_epoch(f) > held]
+            for newer_file in newer:
+                try:
+                    return _load_snapshot_file(os.path.join(load_dir, newer_file))
+                except CorruptSnapshotError as e:
+                    errors.append(str(e))
+                    warnings.warn(f'{e}; trying an older snapshot')
+            return loaded[file_name]
+        if loaded:
+            return next(iter(loaded.values()))
         raise CorruptSnapshotError('no intact snapshot in {}: {}'.format(
             load_dir, '; '.join(errors)))
 

@@ -23,6 +23,7 @@ from garage_promp.experiment.builder import build_experiment, check_overrides, o
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import resume_run
+from garage_promp.experiment.run_dir import RunDirBusy, check_writable, owned_run_dir
 
 import click
 import dowel
@@ -57,13 +58,14 @@ def meta_train(ctxt, epochs, full_table=False, max_env_steps=None, **options):
     experiment = _BUILT.pop(_key(options), None) or build_experiment(**options)
     logger.log(experiment.setup.description)
     experiment.algo.max_env_steps = max_env_steps
-    trainer = Trainer(ctxt)
-    trainer.setup(experiment.algo, experiment.env)
-    # One line per epoch on the console (--full-table adds garage's table).
-    logger.remove_output_type(dowel.StdOutput)
-    logger.add_output(ProgressOutput(epochs, full_table=full_table,
-                                     max_env_steps=max_env_steps))
-    return trainer.train(n_epochs=epochs, batch_size=1)
+    with owned_run_dir(ctxt.snapshot_dir):
+        trainer = Trainer(ctxt)
+        trainer.setup(experiment.algo, experiment.env)
+        # One line per epoch on the console (--full-table adds garage's table).
+        logger.remove_output_type(dowel.StdOutput)
+        logger.add_output(ProgressOutput(epochs, full_table=full_table,
+                                         max_env_steps=max_env_steps))
+        return trainer.train(n_epochs=epochs, batch_size=1)
 
 
 #: The experiment ``main`` built (and so checked) before creating its
@@ -158,8 +160,11 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         epochs_given = click_ctx.get_parameter_source(
             'epochs') == click.core.ParameterSource.COMMANDLINE
         try:
+            check_writable(resume_dir)
             resume_run(resume_dir, epochs if epochs_given else None, snapshot_mode, full_table,
                        max_env_steps=max_env_steps)
+        except RunDirBusy as error:  # not about the command line: no usage text
+            raise click.ClickException(str(error)) from error
         except ValueError as error:
             raise click.UsageError(str(error)) from error
         return
@@ -190,6 +195,10 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         raise click.BadParameter(f'{log_dir!r} exists and is not a directory',
                                  param_hint='--log-dir')
     try:
+        check_writable(log_dir or os.path.join(os.getcwd(), 'data'))
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint='--log-dir') from error
+    try:
         check_overrides(args['algo'], parsed)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint='--set') from error
@@ -208,7 +217,10 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
             'epochs') != click.core.ParameterSource.COMMANDLINE:
         run['epochs'] = built.algo.epochs_for_budget(max_env_steps)
     _BUILT[_key(run)] = built
-    meta_train(options, full_table=full_table, max_env_steps=max_env_steps, **run)
+    try:
+        meta_train(options, full_table=full_table, max_env_steps=max_env_steps, **run)
+    except RunDirBusy as error:
+        raise click.ClickException(str(error)) from error
 
 
 if __name__ == '__main__':

@@ -154,3 +154,67 @@ def test_ctrl_c_stops_every_worker_and_keeps_the_snapshot(tmp_path):
     _assert_none_left(tag)
     with open(log_dir / 'params.pkl', 'rb') as f:
         assert 'algo' in pickle.load(f)
+
+
+_BUSY_POOL = '''
+import sys, time
+import garage_promp
+from garage_promp.sampler import make_sampler
+from tests.helpers import make_setup
+env, policy, sampler, task_sampler = make_setup(1, n_workers=2)
+sampler = make_sampler(policy, env, kind='multiprocessing', n_workers=2, seed=1)
+backend = sampler.backend
+print(' '.join(map(str, backend.pids)), flush=True)
+time.sleep(600)
+'''
+
+
+@pytest.mark.parametrize('how', ['SIGKILL', 'SIGTERM'])
+def test_no_worker_outlives_the_main_process(tmp_path, how):
+    """Whatever the main process dies of, its workers follow within 2 s, one of
+    them stopped (SIGSTOP), the other idle."""
+    env, tag = _tagged_env()
+    proc = subprocess.Popen([sys.executable, '-c', _BUSY_POOL], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2, proc.stderr.read()[-3000:]
+        os.kill(pids[0], signal.SIGSTOP)
+        os.kill(proc.pid, getattr(signal, how))
+        proc.wait(timeout=30)
+        deadline = time.time() + 2
+        while time.time() < deadline and any(psutil.pid_exists(p) and psutil.Process(p).status()
+                                             != psutil.STATUS_ZOMBIE for p in pids):
+            time.sleep(0.05)
+        left = [p for p in pids if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert not left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _assert_none_left(tag)
+
+
+def test_an_interrupted_learning_benchmark_leaves_nothing_running(tmp_path):
+    """SIGINT or SIGTERM to benchmarks/learning.py stops its train.py runs (and their workers)."""
+    env, tag = _tagged_env()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / 'benchmarks' / 'learning.py'), '--env', 'PointEnvCorner',
+         '--algo', 'ProMP', '--seeds', '2', '--steps', '100000000', '--meta-batch-size', '2',
+         '--episodes-per-task', '2', '--out', str(tmp_path)],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not all(
+                (tmp_path / f'ProMP_seed={s}' / 'progress.csv').exists() for s in (1, 2)):
+            time.sleep(0.2)
+        assert len(_tagged_processes(tag)) >= 3  # the runner and its two runs
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert 'stopping the runs' in out and 'stopped ProMP seed' in out
+    _assert_none_left(tag, timeout=5)

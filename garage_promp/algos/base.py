@@ -629,11 +629,14 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         def on_task(k, task, episodes):
             # Task by task, while the workers sample the other tasks: process
             # D_k of this task and take its inner step (one task at a time,
-            # so the result does not depend on how the work was split).
+            # so the result does not depend on how the work was split), on
+            # one torch thread: torch's reductions round differently with
+            # other thread counts, and the cores free here depend on the
+            # sampler (none beside busy workers, all with the in-process one).
             if done[k] == 0 and k + 1 < n_rounds:  # round k + 1 is starting
                 phase(f'sampling round {k + 2}/{n_rounds}')
             done[k] += 1
-            with learner_threads(self._learner_thread_count()):
+            with learner_threads(1):
                 batch = process_episodes(episodes, 1, self._episodes_per_task,
                                          self._horizon, self._processing, first_task=task)
                 parts[k][task] = batch

@@ -8,7 +8,7 @@ sets :attr:`MujocoMetaEnv.sim_timestep` to reproduce the paper's ``dt``.
 Physics differs from MuJoCo 1.50 / 1.31 in detail (new solver defaults), so
 returns are comparable with the paper's but not bit-identical.
 """
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence, Tuple
 
 from garage_promp.envs import _tasks
 from garage_promp.envs.base import MetaEnv
@@ -16,7 +16,11 @@ from garage_promp.envs.base import MetaEnv
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
 from gymnasium.spaces import Box
+import mujoco
 import numpy as np
+
+#: What :meth:`MujocoMetaEnv.batch_step` returns.
+BatchStep = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Dict[str, np.ndarray]]
 
 DIAGNOSTIC_KEYS = {'forward_vel': 'ForwardVel', 'ctrl_cost': 'CtrlCost'}
 
@@ -87,12 +91,57 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
     def _get_obs(self) -> np.ndarray:
         raise NotImplementedError
 
+    @classmethod
+    def batch_step(cls, envs: Sequence['MujocoMetaEnv'], actions: np.ndarray) -> BatchStep:
+        """Step every env of ``envs`` (all of this class) with its row of ``actions``.
+
+        The sampler's lean path (``garage_promp.sampler.lean``) calls this
+        once per step for all of a worker's envs. Returns observations
+        ``(n, O)``, rewards ``(n,)``, terminated and truncated flags
+        ``(n,)`` and env infos (key -> ``(n, ...)``), each row what
+        ``envs[i].step(actions[i])`` returns. This default calls ``step``
+        env by env; a class may compute the rows together from the envs'
+        ``MjData`` if it gives the same values (tested against ``step``).
+        """
+        results = [env.step(action) for env, action in zip(envs, actions)]
+        infos = [r[4] for r in results]
+        keys = infos[0].keys()
+        if any(info.keys() != keys for info in infos):
+            raise ValueError('environment infos must have the same keys at every step, got '
+                             f'{sorted(keys)} and '
+                             f'{sorted(next(i for i in infos if i.keys() != keys))}')
+        return (np.stack([np.asarray(r[0], dtype=np.float32) for r in results]),
+                np.array([float(r[1]) for r in results]),
+                np.array([bool(r[2]) for r in results]),
+                np.array([bool(r[3]) for r in results]),
+                {k: np.asarray([info[k] for info in infos]) for k in keys})
+
     def _default_task(self) -> Any:
         raise NotImplementedError
 
     def _progress(self, before: np.ndarray, after: np.ndarray) -> float:
         """Displacement counted as forward: along +x (overridden by tasks)."""
         return float(after[0] - before[0])
+
+    @staticmethod
+    def _simulate(envs: Sequence['MujocoMetaEnv'], actions: np.ndarray) -> None:
+        """``do_simulation`` of every env, for a ``batch_step`` whose outputs need no
+        ``cfrc_ext``: gymnasium's ``mj_rnePostConstraint`` after the step fills
+        only the contact-force outputs (``cacc``, ``cfrc_int``, ``cfrc_ext``),
+        which the next ``mj_step`` neither reads nor keeps, so it is left out.
+        """
+        for env, action in zip(envs, actions):
+            env.data.ctrl[:] = action
+            mujoco.mj_step(env.model, env.data, nstep=env.frame_skip)
+
+    @staticmethod
+    def _directions(envs: Sequence['MujocoMetaEnv']) -> np.ndarray | float:
+        """Each env's sign d of a fwd/back task; 1. (exact) for +x-only envs."""
+        if getattr(envs[0], 'direction_dims', None) == 1:
+            return np.array([env._task_vector[0] for env in envs])
+        if hasattr(envs[0], 'direction_dims'):
+            raise NotImplementedError('2-D directions step env by env')
+        return 1.
 
     def _info(self, forward_vel: float, ctrl_cost: float,
               **extra: float) -> Dict[str, Any]:

@@ -148,6 +148,27 @@ class PlanarBase(MujocoMetaEnv):
     def _healthy(self) -> bool:
         raise NotImplementedError
 
+    @classmethod
+    def _batch_healthy(cls, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+        """:meth:`_healthy` of many states (rows) at once."""
+        raise NotImplementedError
+
+    @classmethod
+    def batch_step(cls, envs, actions):
+        """``step`` of every env, the rows computed together (see ``MujocoMetaEnv.batch_step``)."""
+        x_before = np.array([env.data.qpos[0] for env in envs])
+        cls._simulate(envs, actions)
+        qpos = np.stack([env.data.qpos for env in envs])
+        qvel = np.stack([env.data.qvel for env in envs])
+        forward_vel = cls._directions(envs) * (qpos[:, 0] - x_before) / envs[0].dt
+        ctrl_cost = 1e-3 * np.square(actions).sum(axis=1).astype(np.float64)
+        reward = forward_vel + 1.0 - ctrl_cost
+        obs = np.concatenate([qpos[:, 1:], np.clip(qvel, -10, 10)], axis=1, dtype=np.float32)
+        terminated = ~cls._batch_healthy(qpos, qvel)
+        info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
+                    task=np.stack([env._task_vector for env in envs]))
+        return obs, reward, terminated, np.zeros(len(envs), dtype=bool), info
+
     def step(self, action: np.ndarray) -> StepResult:
         """Advance ``frame_skip`` physics steps; reward as the class doc."""
         x_before = self.data.qpos[:1].copy()
@@ -170,3 +191,8 @@ class WalkerBase(PlanarBase):
     def _healthy(self) -> bool:
         height, angle = self.data.qpos[1:3]
         return bool(0.8 < height < 2.0 and -1.0 < angle < 1.0)
+
+    @classmethod
+    def _batch_healthy(cls, qpos, qvel):
+        height, angle = qpos[:, 1], qpos[:, 2]
+        return (0.8 < height) & (height < 2.0) & (-1.0 < angle) & (angle < 1.0)

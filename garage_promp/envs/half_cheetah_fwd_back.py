@@ -40,6 +40,21 @@ class HalfCheetahFwdBackGym(DirectionTasks, MujocoMetaEnv):
         return (self._get_obs(), forward_vel - ctrl_cost, False, False,
                 self._info(forward_vel, ctrl_cost))
 
+    @classmethod
+    def batch_step(cls, envs, actions):
+        """``step`` of every env, the rows computed together (see ``MujocoMetaEnv.batch_step``)."""
+        x_before = np.array([env.data.qpos[0] for env in envs])
+        cls._simulate(envs, actions)
+        qpos = np.stack([env.data.qpos for env in envs])
+        qvel = np.stack([env.data.qvel for env in envs])
+        forward_vel = cls._directions(envs) * (qpos[:, 0] - x_before) / envs[0].dt
+        ctrl_cost = 0.05 * np.square(actions).sum(axis=1).astype(np.float64)
+        obs = np.concatenate([qpos[:, 1:], qvel], axis=1, dtype=np.float32)
+        info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
+                    task=np.stack([env._task_vector for env in envs]))
+        return (obs, forward_vel - ctrl_cost, np.zeros(len(envs), dtype=bool),
+                np.zeros(len(envs), dtype=bool), info)
+
 
 class HalfCheetahFwdBackEnv(GymnasiumMetaEnv):
     """HalfCheetah forward/backward meta-env (obs 17, act 6, H = 100)."""

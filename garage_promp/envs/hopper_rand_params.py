@@ -36,6 +36,13 @@ class HopperRandParamsGym(RandParamsTasks, PlanarBase):
             np.isfinite(state).all() and (np.abs(state[2:]) < 100).all()
             and height > 0.7 and abs(angle) < 0.2)
 
+    @classmethod
+    def _batch_healthy(cls, qpos, qvel):
+        state = np.concatenate([qpos, qvel], axis=1)
+        height, angle = state[:, 1], state[:, 2]
+        return (np.isfinite(state).all(axis=1) & (np.abs(state[:, 2:]) < 100).all(axis=1)
+                & (height > 0.7) & (np.abs(angle) < 0.2))
+
 
 class HopperRandParamsEnv(GymnasiumMetaEnv):
     """Hopper random-parameters meta-env (obs 11, act 3, H = 200)."""

@@ -9,10 +9,12 @@ With garage_promp's algorithms the continued rows equal those of an
 uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 """
 import csv
+import json
 import os
 
 from garage_promp._garage_compat import TRAINING_SNAPSHOT_KEYS, NotASnapshotError
 from garage_promp.experiment.progress import ProgressOutput
+from garage_promp.experiment.run_dir import owned_run_dir
 
 import dowel
 from dowel import CsvOutput, logger
@@ -47,6 +49,51 @@ def _keep_rows(path: str, n_rows: int):
     os.replace(tmp, path)
 
 
+def _count_rows(path: str) -> int | None:
+    if not os.path.exists(path):
+        return None
+    with open(path, newline='') as f:
+        return max(sum(1 for _ in csv.reader(f)) - 1, 0)
+
+
+def check_snapshot_matches_variant(log_dir: str, algo) -> None:
+    """Refuse a snapshot that is not the run that ``variant.json`` describes.
+
+    ``launchers/train.py`` records its options in ``variant.json``; a
+    snapshot copied in from another run (another algorithm, batch or env)
+    would otherwise be trained on and appended to this run's log.
+
+    Raises:
+        ValueError: Naming the first option that differs.
+    """
+    path = os.path.join(log_dir, 'variant.json')
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        try:
+            variant = json.load(f)
+        except ValueError as error:
+            raise ValueError(f'{path} is not valid JSON ({error})') from error
+    from garage_promp.experiment.paper_config import ALGOS  # pylint: disable=import-outside-toplevel
+    label = variant.get('algo')
+    if label in ALGOS and type(algo) is not ALGOS[label][0]:  # pylint: disable=unidiomatic-typecheck
+        raise ValueError(f'the snapshot in {log_dir} holds a {type(algo).__name__}, but its '
+                         f'variant.json is a {label} run ({ALGOS[label][0].__name__}): not this '
+                         "run's snapshot")
+    for option, attribute in (('meta_batch_size', '_meta_batch_size'),
+                              ('episodes_per_task', '_episodes_per_task')):
+        want, have = variant.get(option), getattr(algo, attribute, None)
+        if want is not None and have is not None and want != have:
+            raise ValueError(f"the snapshot in {log_dir} has {option}={have}, its variant.json "
+                             f"{want}: not this run's snapshot")
+    env = variant.get('env')
+    horizon = variant.get('max_episode_length')
+    if horizon is not None and getattr(algo, '_horizon', horizon) != horizon:
+        raise ValueError(f'the snapshot in {log_dir} has max_episode_length='
+                         f'{algo._horizon}, its variant.json {horizon} ({env}): '  # pylint: disable=protected-access
+                         "not this run's snapshot")
+
+
 def resume_run(log_dir: str, n_epochs: int | None = None,
                snapshot_mode: str = 'last', full_table: bool = False,
                max_env_steps: int | None = None) -> float:
@@ -65,7 +112,16 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
     Returns:
         float: The last epoch's average return.
 
+    Raises:
+        RunDirBusy: If another process is writing to ``log_dir``
+            (:func:`~garage_promp.experiment.run_dir.owned_run_dir`).
+
     """
+    with owned_run_dir(log_dir):
+        return _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps)
+
+
+def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
     progress = os.path.join(log_dir, 'progress.csv')
     trainer = Trainer(ExperimentContext(snapshot_dir=log_dir,
                                         snapshot_mode=snapshot_mode,
@@ -84,6 +140,14 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
         # the epoch to start from.
         done = args.start_epoch
         algo = trainer._algo  # pylint: disable=protected-access
+        check_snapshot_matches_variant(log_dir, algo)
+        rows = _count_rows(progress)
+        if rows is not None and rows < done:
+            raise ValueError(
+                f'{progress} has {rows} epoch rows but the snapshot in {log_dir} is at epoch '
+                f'{done}: rows {rows + 1}..{done} are missing, so the log would skip them. '
+                'Continue from a copy of the run whose progress.csv is complete, or start '
+                'the run again')
         if max_env_steps is not None:
             algo.max_env_steps = max_env_steps
         budget = getattr(algo, 'max_env_steps', None)

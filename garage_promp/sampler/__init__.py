@@ -24,7 +24,7 @@ SAMPLER_KINDS = tuple(BACKENDS)
 
 def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
                  max_episode_length=None, seed=None, batched=True,
-                 envs_per_task=None, max_envs_per_worker=None) -> MetaSampler:
+                 envs_per_task=None, max_envs_per_worker=None, lean=True) -> MetaSampler:
     """A :class:`MetaSampler` for ``policy`` on ``env``'s task family.
 
     Args:
@@ -41,6 +41,9 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
             (None: one per episode).
         max_envs_per_worker (int or None): Env copies per worker in all,
             split over its tasks (None: no budget).
+        lean (bool): Step garage_promp's own MuJoCo envs together without
+            the per-step wrapper layers (same episodes; see
+            :mod:`garage_promp.sampler.lean`); False: the wrapped path.
 
     Returns:
         MetaSampler: The sampler; its workers start on first use.
@@ -52,7 +55,7 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
     return MetaSampler(policy, env, kind=kind, n_workers=n_workers, seed=seed,
                        max_episode_length=max_episode_length,
                        envs_per_task=envs_per_task, batched=batched,
-                       max_envs_per_worker=max_envs_per_worker)
+                       max_envs_per_worker=max_envs_per_worker, lean=lean)
 
 
 __all__ = [

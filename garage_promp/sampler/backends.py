@@ -272,7 +272,7 @@ class ProcessPoolBackend(Backend):
                 parent, child = socket.socketpair()
                 proc = subprocess.Popen(  # pylint: disable=consider-using-with
                     [sys.executable, '-m', 'garage_promp.sampler._worker_entry',
-                     str(child.fileno()), str(worker_id)],
+                     str(child.fileno()), str(worker_id), str(os.getpid())],
                     pass_fds=(child.fileno(), ), env=env,
                     stdin=subprocess.DEVNULL, start_new_session=False)
                 child.close()

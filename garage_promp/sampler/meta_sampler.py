@@ -125,6 +125,10 @@ class MetaSampler(Sampler):
             one per episode and step (same episodes; for reference).
         max_envs_per_worker (int or None): Env copies per worker in all
             (split over its tasks); None: no budget.
+        lean (bool): Step the package's own MuJoCo envs together, without
+            the per-step wrapper layers (:mod:`garage_promp.sampler.lean`;
+            same episodes, bit for bit); False keeps the wrapped path for
+            every env (for reference and benchmarks).
 
     """
 
@@ -132,7 +136,7 @@ class MetaSampler(Sampler):
                  n_workers: int = 1, seed: int = 0,
                  max_episode_length: int | None = None,
                  envs_per_task: int | None = None, batched: bool = True,
-                 max_envs_per_worker: int | None = None):
+                 max_envs_per_worker: int | None = None, lean: bool = True):
         # pylint: disable=super-init-not-called
         # (garage's Sampler.__init__(algo, env) is deprecated.)
         if kind not in BACKENDS:
@@ -154,6 +158,7 @@ class MetaSampler(Sampler):
             max_envs_per_worker = check_int(max_envs_per_worker,
                                             'max_envs_per_worker', 1)
         batched = check_bool(batched, 'batched')
+        self._lean = check_bool(lean, 'lean')
         self._kind = kind
         self._policy = policy
         self._env = env
@@ -204,7 +209,9 @@ class MetaSampler(Sampler):
                           max_episode_length=self._max_episode_length,
                           envs_per_task=self._envs_per_task,
                           batched=self._batched,
-                          max_envs_per_worker=self._max_envs_per_worker)
+                          max_envs_per_worker=self._max_envs_per_worker,
+                          # Snapshots from before the lean path have no _lean.
+                          lean=getattr(self, '_lean', True))
             self._backend = BACKENDS[self._kind](config, self._n_workers)
         return self._backend
 

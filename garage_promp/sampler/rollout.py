@@ -33,12 +33,17 @@ import math
 from typing import Any, Dict, List, Sequence, Tuple
 
 from garage_promp.policies import BatchedGaussianMLP, distribution_params
+from garage_promp.sampler.lean import _TERMINAL, LeanStepper
 
 import numpy as np
 import torch
 from torch.func import vmap
 
 NumpyParams = Dict[str, np.ndarray]
+
+#: Rows per block of the sampler's batched policy forward (see
+#: ``RolloutWorker._forward_plan``).
+FORWARD_BLOCK = 4
 
 
 def episode_seed_sequence(seed: int, key: Sequence[int], task: int,
@@ -184,13 +189,16 @@ class RolloutWorker:
             ``max(1, budget // S)`` copies (and at most ``envs_per_task``).
             Bounds memory for heavy envs while keeping many episodes per
             policy forward when a worker holds few tasks.
+        lean (bool): Step envs that allow it together, without the per-step
+            wrapper layers (:mod:`garage_promp.sampler.lean`; same episodes).
 
     """
 
     def __init__(self, policy, env, seed: int, max_episode_length: int,
                  envs_per_task: int | None = None, batched: bool = True,
-                 max_envs_per_worker: int | None = None):
+                 max_envs_per_worker: int | None = None, lean: bool = True):
         self._policy = policy
+        self._lean = bool(lean)
         self._template = env
         self._seed = int(seed)
         self._max_episode_length = int(max_episode_length)
@@ -250,15 +258,25 @@ class RolloutWorker:
     # -------------------------------------------------------------- policy
     def _forward_plan(self, rows_per_share: List[int],
                       params: List[Dict[str, torch.Tensor]]) -> dict:
-        """What every step of a wave reuses: stacked parameters, padding."""
-        width = max(rows_per_share)
-        keep = torch.as_tensor([i * width + j
-                                for i, count in enumerate(rows_per_share)
+        """What every step of a wave reuses: block layout and stacked parameters.
+
+        The batched forward runs over blocks of :data:`FORWARD_BLOCK` rows,
+        each block one share's rows (zero-padded) at that share's parameters.
+        A row's result then does not depend on how many rows its share has
+        in this worker, nor on its place among them: a GEMM's rounding
+        depends on its shape, and every block has the same shape. That is
+        what makes a seed give the same episodes bit for bit with any worker
+        count (workers hold different parts of a task's episodes).
+        """
+        blocks = [-(-count // FORWARD_BLOCK) for count in rows_per_share]
+        starts = np.concatenate(([0], np.cumsum(blocks)[:-1])) * FORWARD_BLOCK
+        keep = torch.as_tensor([int(start) + j for start, count in zip(starts, rows_per_share)
                                 for j in range(count)])
-        stacked = ({k: torch.stack([p[k] for p in params]) for k in params[0]}
-                   if len(params) > 1 or self._fast is not None else None)
-        return dict(rows_per_share=rows_per_share, params=params,
-                    width=width, keep=keep, stacked=stacked)
+        repeats = torch.as_tensor(blocks)
+        stacked = ({k: torch.stack([p[k] for p in params]).repeat_interleave(repeats, dim=0)
+                    for k in params[0]} if self._batched else None)
+        return dict(rows_per_share=rows_per_share, params=params, n_blocks=int(sum(blocks)),
+                    keep=keep, stacked=stacked)
 
     def _distribution(self, obs: np.ndarray, plan: dict):
         """Mean and log-std (numpy float32) of every row, each at its share's params."""
@@ -274,32 +292,26 @@ class RolloutWorker:
                         row += 1
                 mean = torch.cat([m for m, _ in outs])
                 log_std = torch.cat([s for _, s in outs])
-            elif self._fast is not None:
-                mean, log_std = self._padded_forward(obs_t, plan, self._fast)
-            elif plan['stacked'] is None:
-                mean, log_std = distribution_params(self._policy, params[0],
-                                                    obs_t)
             else:
-                mean, log_std = self._padded_forward(obs_t, plan)
+                mean, log_std = self._blocked_forward(obs_t, plan, self._fast)
         return mean.numpy(), log_std.numpy()
 
-    def _padded_forward(self, obs, plan, forward=None):
-        """One forward over the shares, each padded to the largest share's rows.
+    def _blocked_forward(self, obs, plan, forward=None):
+        """One forward over every share's rows, in blocks of :data:`FORWARD_BLOCK`.
 
-        ``forward(stacked_params, obs)`` maps ``(S, W, O)`` observations to
-        ``(S, W, A)`` means and log-stds; by default vmap of the policy.
+        ``forward(stacked_params, obs)`` maps ``(B, FORWARD_BLOCK, O)``
+        observations to ``(B, FORWARD_BLOCK, A)`` means and log-stds; by
+        default vmap of the policy.
         """
-        n_shares, width = len(plan['params']), plan['width']
         if forward is None:
             forward = vmap(lambda p, o: distribution_params(self._policy, p, o))
-        if n_shares == 1:
-            mean, log_std = forward(plan['stacked'], obs.unsqueeze(0))
-            return mean[0], log_std[0]
-        padded = obs.new_zeros((n_shares * width, obs.shape[-1]))
+        n_rows = plan['n_blocks'] * FORWARD_BLOCK
+        padded = obs.new_zeros((n_rows, obs.shape[-1]))
         padded[plan['keep']] = obs
-        mean, log_std = forward(plan['stacked'], padded.reshape(n_shares, width, -1))
-        return (mean.reshape(n_shares * width, -1)[plan['keep']],
-                log_std.reshape(n_shares * width, -1)[plan['keep']])
+        mean, log_std = forward(plan['stacked'],
+                                padded.reshape(plan['n_blocks'], FORWARD_BLOCK, -1))
+        return (mean.reshape(n_rows, -1)[plan['keep']],
+                log_std.reshape(n_rows, -1)[plan['keep']])
 
     # ------------------------------------------------------------- sampling
     def sample(self, job: Job) -> EpisodeArrays:
@@ -360,6 +372,11 @@ class RolloutWorker:
             recs.append(rec)
         obs = np.stack(first_obs)
         noise = np.stack(noise)
+        stepper = LeanStepper.of([env for _, _, env in rows]) if self._lean else None
+        if stepper is not None:
+            stepper.start(range(len(rows)))
+            self._run_lean(rows, shares, plan, obs, noise, stepper, recs)
+            return
         active = np.ones(len(rows), dtype=bool)
         for t in range(self._max_episode_length):
             if not active.any():
@@ -374,6 +391,8 @@ class RolloutWorker:
                 self._where = (env, shares[s], j, t + 1)
                 rec = recs[row]
                 env_step = env.step(actions[row])
+                if np.shape(env_step.observation) != obs.shape[1:]:
+                    self._raise_bad_shape(env_step.observation, obs.shape[1:])
                 rec.add(obs[row].copy(), env_step, mean[row], log_std[row])
                 rewards[n] = env_step.reward
                 obs[row] = env_step.observation
@@ -386,6 +405,54 @@ class RolloutWorker:
                     and np.isfinite(obs[stepped]).all()):
                 self._raise_not_finite(shares, rows, stepped, rewards, obs,
                                        t + 1)
+
+    def _raise_bad_shape(self, observation, shape):
+        raise ValueError(
+            f'the environment returned an observation of shape {np.shape(observation)} '
+            f'where its observation space has {shape} ({self.context.describe()}): '
+            f'observation={observation!r}')
+
+    def _run_lean(self, rows, shares, plan, obs, noise, stepper, recs):
+        """The wave's steps on the lean path: all envs stepped in one call per step.
+
+        Each step's fields are kept as arrays over the envs it stepped and
+        handed to the recorders at the end, each episode's steps in order.
+        """
+        horizon = self._max_episode_length
+        active = np.ones(len(rows), dtype=bool)
+        log = []
+        for t in range(horizon):
+            stepped = np.flatnonzero(active)
+            if not len(stepped):
+                break
+            mean, log_std = self._distribution(obs, plan)
+            actions = mean + np.exp(log_std) * noise[:, t]
+            s, j, env = rows[stepped[0]]
+            self._where = (env, shares[s], j, t + 1)
+            # Episodes of a wave start together: every active one is at step t + 1.
+            counts = np.full(len(stepped), t + 1)
+            next_obs, rewards, types, infos = stepper.step(stepped, actions[stepped], counts)
+            log.append((stepped, obs[stepped], actions[stepped], rewards, types, infos,
+                        mean[stepped], log_std[stepped]))
+            obs[stepped] = next_obs  # (the log holds copies: fancy indexing)
+            ended = (types == _TERMINAL) | (t + 1 >= horizon)
+            for n in np.flatnonzero(ended):
+                recs[stepped[n]].last_observation = next_obs[n]
+            active[stepped[ended]] = False
+        order_rows = np.concatenate([entry[0] for entry in log])
+        order = np.argsort(order_rows, kind='stable')  # by env, each in step order
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(order_rows, minlength=len(rows)))))
+        fields = [np.concatenate([entry[i] for entry in log])[order] for i in (1, 2, 3, 4, 6, 7)]
+        info_keys = log[0][5].keys()
+        for entry in log:
+            if entry[5].keys() != info_keys:
+                check_same_keys([log[0][5], entry[5]])
+        infos = {k: np.concatenate([entry[5][k] for entry in log])[order] for k in info_keys}
+        for row, rec in enumerate(recs):
+            part = slice(bounds[row], bounds[row + 1])
+            (rec.observations, rec.actions, rec.rewards, rec.step_types, rec.means,
+             rec.log_stds) = (f[part] for f in fields)
+            rec.env_infos = {k: v[part] for k, v in infos.items()}
 
     @property
     def context(self) -> Context:
@@ -493,6 +560,21 @@ def check_same_keys(dicts: Sequence[dict]):
                              f'{sorted(d.keys())}')
 
 
+def _stack_env_infos(recorders: Sequence[_EpisodeRecorder]) -> Dict[str, np.ndarray]:
+    """Every step's env infos as arrays: from per-step dicts, or the lean path's arrays."""
+    if recorders and all(isinstance(r.env_infos, dict) for r in recorders):
+        check_same_keys([r.env_infos for r in recorders])
+        return {k: np.concatenate([r.env_infos[k] for r in recorders])
+                for k in recorders[0].env_infos}
+    steps = []
+    for r in recorders:  # lean and wrapped episodes mixed: back to per-step dicts
+        if isinstance(r.env_infos, dict):
+            steps += [{k: v[t] for k, v in r.env_infos.items()} for t in range(len(r.rewards))]
+        else:
+            steps += r.env_infos
+    return stack_dicts(steps)
+
+
 def _to_arrays(recorders: Sequence[_EpisodeRecorder],
                tasks: Sequence[int]) -> EpisodeArrays:
     lengths = np.asarray([len(r.rewards) for r in recorders], dtype=np.int64)
@@ -503,7 +585,7 @@ def _to_arrays(recorders: Sequence[_EpisodeRecorder],
         actions=np.concatenate([r.actions for r in recorders]),
         rewards=np.concatenate([r.rewards for r in recorders]),
         step_types=np.concatenate([r.step_types for r in recorders]),
-        env_infos=stack_dicts([i for r in recorders for i in r.env_infos]),
+        env_infos=_stack_env_infos(recorders),
         episode_infos=stack_dicts([r.episode_info for r in recorders]),
         mean=np.concatenate([r.means for r in recorders]),
         log_std=np.concatenate([r.log_stds for r in recorders]),

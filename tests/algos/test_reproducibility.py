@@ -82,3 +82,6 @@ def test_the_same_seed_gives_the_same_run_with_any_worker_count(tmp_path, name):
     in_process = _train(str(tmp_path / 'local'), name, 'local', 3)
     _assert_same_rows(in_process, _train(str(tmp_path / 'pool'), name, 'multiprocessing', 3,
                                          workers=3))
+    # Two workers for three tasks: a task's episodes are split between them.
+    _assert_same_rows(in_process, _train(str(tmp_path / 'pool2'), name, 'multiprocessing', 3,
+                                         workers=2))

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Sampling against the physics: how close an env step comes to MuJoCo's own ``mj_step``.
+
+For each environment, in one process and one thread (``--workers 1``, the
+default), side by side, interleaved so that a noisy machine hits every column
+alike:
+
+* ``physics``: bare ``mujoco.mj_step(model, data, nstep=frame_skip)`` on the
+  env's own model (a fresh ``MjData``, random controls in the control range):
+  the cost of the physics of one env step, and nothing else;
+* ``wrapped``: random actions through the garage env the sampler steps
+  (garage's ``normalize``, ``GymnasiumEnv``, the env's ``step``), one env:
+  ``throughput.py``'s "raw" column;
+* ``sampler (wrapped)`` and ``sampler (lean)``: a ProMP meta-batch (``-M``
+  tasks x ``-R`` episodes, every sampling round and the inner steps between
+  them, the policy forward included) through the in-process sampler, with the
+  lean stepping path off and on (``garage_promp.sampler.lean``);
+
+and prints microseconds per env step and ``physics / sampler``, the fraction
+of the physics limit the sampler reaches. With ``--workers N``, N processes
+run the physics loop at once against the sampler with N worker processes
+(N processes of physics, the machine's limit for N cores).
+
+    python benchmarks/physics.py                      # the paper envs and ML1 reach/push
+    python benchmarks/physics.py --env HalfCheetahFwdBack --repeats 3
+    python benchmarks/physics.py --workers 2 --out benchmarks/results
+"""
+import json
+import multiprocessing as mp
+import os
+import pathlib
+import platform
+import statistics
+import time
+
+import click
+
+HERE = pathlib.Path(__file__).resolve().parent
+DEFAULT_ENVS = ('HalfCheetahFwdBack', 'HopperRandParams', 'WalkerFwdBack', 'AntRandDirec',
+                'HumanoidRandDirec', 'WalkerRandParams', 'ML1:reach-v3', 'ML1:push-v3')
+
+
+def _setup(env_name):
+    import garage_promp  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+    from garage_promp.experiment.env_setup import make_env_setup  # pylint: disable=import-outside-toplevel
+    family, _, task = env_name.partition(':')
+    return family, task or None, make_env_setup(family, seed=1, task=task or None)
+
+
+def _mujoco_env(env):
+    """The gymnasium MuJoCo env under the garage wrappers (model, data, frame_skip)."""
+    inner = env
+    for _ in range(10):
+        if hasattr(inner, 'model') and hasattr(inner, 'frame_skip'):
+            return inner
+        inner = getattr(inner, '_env', None) or getattr(inner, 'env', None) or \
+            getattr(inner, 'unwrapped', None)
+    raise ValueError(f'no MuJoCo model found under {type(env).__name__}')
+
+
+def physics_us(env_name, n_steps, seed=0):
+    """Microseconds of bare ``mj_step`` per env step on the env's own model."""
+    import mujoco  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    _, _, setup = _setup(env_name)
+    env = setup.train_tasks.sample(1)[0]()
+    inner = _mujoco_env(env)
+    model = inner.model
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    rng = np.random.default_rng(seed)
+    low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
+    controls = rng.uniform(low, high, (n_steps, model.nu))
+    skip = int(inner.frame_skip)
+    start = time.perf_counter()
+    for t in range(n_steps):
+        data.ctrl[:] = controls[t]
+        mujoco.mj_step(model, data, nstep=skip)
+        if t % 100 == 99:  # a fresh state now and then, as episodes would
+            mujoco.mj_resetData(model, data)
+    return (time.perf_counter() - start) / n_steps * 1e6
+
+
+def wrapped_us(env_name, n_steps, seed=0):
+    """Microseconds per random-action step through the garage env the sampler steps."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    _, _, setup = _setup(env_name)
+    env = setup.train_tasks.sample(1)[0]()
+    low, high = env.action_space.low, env.action_space.high
+    rng = np.random.default_rng(seed)
+    env.reset()
+    start = time.perf_counter()
+    for _ in range(n_steps):
+        if env.step(rng.uniform(low, high).astype(np.float32)).last:
+            env.reset()
+    return (time.perf_counter() - start) / n_steps * 1e6
+
+
+def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1):
+    """Microseconds per env step of one ProMP meta-batch (all rounds) through the sampler."""
+    from garage_promp.experiment.builder import build_experiment  # pylint: disable=import-outside-toplevel
+    family, task, _ = _setup(env_name)
+    exp = build_experiment('ProMP', family, 1, task=task, meta_batch_size=meta_batch_size,
+                           episodes_per_task=episodes_per_task, n_test_tasks=None,
+                           sampler='local' if n_workers == 1 else 'multiprocessing',
+                           n_workers=n_workers,
+                           reward_function_version='v2' if task else None)
+    exp.algo.sampler._lean = lean  # pylint: disable=protected-access
+    try:
+        exp.algo.sample_meta_batch(0)  # start-up: workers, env copies
+        start = time.perf_counter()
+        batches = exp.algo.sample_meta_batch(1)
+        elapsed = time.perf_counter() - start
+    finally:
+        exp.algo.sampler.shutdown_worker()
+    return elapsed / sum(int(b.episodes.lengths.sum()) for b in batches) * 1e6
+
+
+def _physics_process(env_name, n_steps, seed, barrier, queue):
+    barrier.wait()
+    queue.put(physics_us(env_name, n_steps, seed))
+
+
+def parallel_physics_us(env_name, n_procs, n_steps):
+    """Microseconds per env step of ``n_procs`` physics loops at once (aggregate)."""
+    ctx = mp.get_context('fork')
+    barrier, queue = ctx.Barrier(n_procs), ctx.Queue()
+    procs = [ctx.Process(target=_physics_process, args=(env_name, n_steps, s, barrier, queue))
+             for s in range(n_procs)]
+    for proc in procs:
+        proc.start()
+    per_step = [queue.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return max(per_step) / n_procs  # the slowest process bounds the aggregate rate
+
+
+def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_workers):
+    """Every column of one env, ``repeats`` times interleaved; medians."""
+    import torch  # pylint: disable=import-outside-toplevel
+    torch.set_num_threads(1)
+    columns = {'physics': [], 'wrapped': [], 'sampler_wrapped': [], 'sampler_lean': []}
+    for _ in range(repeats):
+        columns['physics'].append(physics_us(env_name, n_steps) if n_workers == 1 else
+                                  parallel_physics_us(env_name, n_workers, n_steps))
+        columns['wrapped'].append(wrapped_us(env_name, n_steps))
+        columns['sampler_lean'].append(sampler_us(env_name, True, meta_batch_size,
+                                                  episodes_per_task, n_workers))
+        columns['sampler_wrapped'].append(sampler_us(env_name, False, meta_batch_size,
+                                                     episodes_per_task, n_workers))
+    result = {k: statistics.median(v) for k, v in columns.items()}
+    result.update(env=env_name, workers=n_workers, repeats=repeats,
+                  ratio_lean=result['physics'] / result['sampler_lean'],
+                  ratio_wrapped=result['physics'] / result['sampler_wrapped'],
+                  ratio_raw=result['physics'] / result['wrapped'])
+    return result
+
+
+def format_table(results, meta_batch_size, episodes_per_task):
+    lines = [f'Microseconds per env step ({meta_batch_size} tasks x {episodes_per_task} '
+             'episodes, every sampling round; medians), and physics / column:', '',
+             '| env | workers | physics `mj_step` | wrapped env.step | sampler, wrapped | '
+             'sampler, lean | physics / wrapped env | physics / sampler wrapped | '
+             'physics / sampler lean |', '|---|---|---|---|---|---|---|---|---|']
+    for r in results:
+        lines.append(f"| {r['env']} | {r['workers']} | {r['physics']:.1f} | {r['wrapped']:.1f} | "
+                     f"{r['sampler_wrapped']:.1f} | {r['sampler_lean']:.1f} | "
+                     f"{r['ratio_raw']:.2f} | {r['ratio_wrapped']:.2f} | "
+                     f"**{r['ratio_lean']:.2f}** |")
+    return '\n'.join(lines)
+
+
+@click.command()
+@click.option('--env', 'envs', multiple=True, default=DEFAULT_ENVS, show_default=True,
+              help="Paper env, or ML1:<task> for a Meta-World ML1 task.")
+@click.option('-M', '--meta-batch-size', type=click.IntRange(min=1), default=20,
+              show_default=True)
+@click.option('-R', '--episodes-per-task', type=click.IntRange(min=1), default=10,
+              show_default=True)
+@click.option('--workers', type=click.IntRange(min=1), default=1, show_default=True,
+              help='Physics processes and sampler worker processes.')
+@click.option('--repeats', type=click.IntRange(min=1), default=1, show_default=True)
+@click.option('--physics-steps', type=click.IntRange(min=100), default=20000, show_default=True)
+@click.option('--out', default=None, help='Write physics.json and physics.md here.')
+def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_steps, out):
+    """Print the physics table of ENVS."""
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
+    results = []
+    for env_name in envs:
+        click.echo(f'measuring {env_name}', err=True)
+        results.append(measure(env_name, repeats, physics_steps, meta_batch_size,
+                               episodes_per_task, workers))
+    table = format_table(results, meta_batch_size, episodes_per_task)
+    click.echo(table)
+    if out:
+        out = pathlib.Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        meta = dict(date=time.strftime('%Y-%m-%d'), machine=platform.node(),
+                    processor=platform.processor(), cores=os.cpu_count(),
+                    meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
+        suffix = '' if workers == 1 else f'_{workers}workers'
+        (out / f'physics{suffix}.json').write_text(json.dumps(dict(meta=meta, results=results),
+                                                             indent=1))
+        (out / f'physics{suffix}.md').write_text(table + '\n')
+
+
+if __name__ == '__main__':
+    main()  # pylint: disable=no-value-for-parameter

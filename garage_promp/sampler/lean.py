@@ -1,0 +1,154 @@
+"""The lean stepping path: a worker's envs stepped together, without per-step wrapper layers.
+
+Where the package owns the env, a sampler worker does not need garage's and
+gymnasium's per-step machinery: for each env and step, today's path goes through
+garage's ``NormalizedEnv.step`` (action scaling, an ``EnvStep`` with its space
+checks), :class:`~garage_promp.envs.gymnasium_env.GymnasiumEnv.step` (step
+count, finiteness checks, a second ``EnvStep``) and then the MuJoCo env's own
+``step``. On HalfCheetahFwdBack those layers cost more than the physics.
+
+:class:`LeanStepper` does what those layers do, once per step for all of a
+wave's envs: garage's ``normalize`` action mapping
+``lb + (a + s) (ub - lb) / (2 s)``, clipped, on the ``(n, A)`` action batch;
+the finiteness checks of ``GymnasiumEnv`` with its messages; the step types
+of ``GymnasiumEnv.step``; and it hands the scaled actions to the env class's
+``batch_step`` (:meth:`garage_promp.envs._mujoco.MujocoMetaEnv.batch_step`),
+which advances every simulation and computes observations, rewards,
+terminations and env infos for all of them at once from their ``MjData``.
+
+The episodes are the same as on the wrapped path, bit for bit (same float
+operations in the same order, elementwise or row by row), which
+``tests/test_lean_stepping.py`` checks for every paper env, with early
+termination and reset noise, and the determinism tests run on this path.
+
+Which envs take it: garage's ``normalize`` (action scaling only: no
+observation or reward normalisation, reward scale 1) around a
+:class:`~garage_promp.envs.gymnasium_env.GymnasiumEnv` (not visualising) of
+a gymnasium env with ``batch_step``, or such a ``GymnasiumEnv`` alone, all of
+one class. Any other env (a user's garage env, Meta-World, other wrappers)
+keeps the wrapped path.
+"""
+from typing import Any, Dict, Sequence, Tuple
+
+from garage_promp.envs.gymnasium_env import GymnasiumEnv
+
+import akro
+from garage import StepType
+from garage.envs.normalized_env import NormalizedEnv
+import numpy as np
+
+_FIRST, _MID = int(StepType.FIRST), int(StepType.MID)
+_TERMINAL, _TIMEOUT = int(StepType.TERMINAL), int(StepType.TIMEOUT)
+
+
+def _layers(env) -> Tuple[Any, GymnasiumEnv, Any] | None:
+    """(normalize wrapper or None, GymnasiumEnv, gymnasium env) if ``env`` can go lean."""
+    outer = None
+    if type(env) is NormalizedEnv:  # pylint: disable=unidiomatic-typecheck
+        if (env._normalize_obs or env._normalize_reward  # pylint: disable=protected-access
+                or env._scale_reward != 1):  # pylint: disable=protected-access
+            return None
+        outer, env = env, env._env  # pylint: disable=protected-access
+    if not isinstance(env, GymnasiumEnv) or env._visualize:  # pylint: disable=protected-access
+        return None
+    inner = env._env  # pylint: disable=protected-access
+    if not callable(getattr(type(inner), 'batch_step', None)):
+        return None
+    return outer, env, inner
+
+
+class LeanStepper:
+    """Steps a wave's envs in one call; see the module docstring.
+
+    Build it with :meth:`of`, which returns None for envs that keep the
+    wrapped path.
+    """
+
+    def __init__(self, layers: Sequence[Tuple[Any, GymnasiumEnv, Any]]):
+        self._outer = [o for o, _, _ in layers]
+        self._wrappers = [w for _, w, _ in layers]
+        self._inner = [i for _, _, i in layers]
+        self._cls = type(self._inner[0])
+        first = self._outer[0]
+        self._scale = None
+        if first is not None and isinstance(first.action_space, akro.Box):
+            lb, ub = first.action_space.low, first.action_space.high
+            # As garage's NormalizedEnv.step (its test: both bounds != -inf).
+            if np.all(lb != -np.inf) and np.all(ub != -np.inf):
+                self._scale = (lb, ub, first._expected_action_scale)  # pylint: disable=protected-access
+        self._check = self._wrappers[0]._check_finite  # pylint: disable=protected-access
+        self._max_length = self._wrappers[0]._max_episode_length  # pylint: disable=protected-access
+
+    @classmethod
+    def of(cls, envs: Sequence[Any]) -> 'LeanStepper | None':
+        """A stepper for ``envs`` (garage envs), or None if any must keep the wrapped path."""
+        layers = [_layers(env) for env in envs]
+        if not layers or any(layer is None for layer in layers):
+            return None
+        kinds = {(type(o), type(w), type(i)) for o, w, i in layers}
+        if len(kinds) != 1:
+            return None
+        if layers[0][0] is not None:
+            scales = {(o._expected_action_scale, o.action_space.low.tobytes(),  # pylint: disable=protected-access
+                       o.action_space.high.tobytes()) for o, _, _ in layers}
+            if len(scales) != 1:
+                return None
+        if len({(w._check_finite, w._max_episode_length)  # pylint: disable=protected-access
+                for _, w, _ in layers}) != 1:
+            return None
+        return cls(layers)
+
+    def start(self, rows: Sequence[int]):
+        """The episodes on the envs of ``rows`` have just been reset."""
+        for row in rows:
+            self._wrappers[row]._step_cnt = 0  # pylint: disable=protected-access
+
+    def step(self, rows: np.ndarray, actions: np.ndarray, counts: np.ndarray
+             ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Dict[str, np.ndarray]]:
+        """Step the envs of ``rows`` with the policy's ``actions``.
+
+        Args:
+            rows (numpy.ndarray): Indices of the envs to step.
+            actions (numpy.ndarray): ``(len(rows), A)`` actions, as the
+                policy emitted them (before garage's ``normalize`` scaling).
+            counts (numpy.ndarray): Each row's step count after this step.
+
+        Returns:
+            tuple: Observations ``(n, O)`` float32, rewards ``(n,)``
+            float64, step types ``(n,)`` int, and env infos (key -> ``(n, ...)``).
+
+        """
+        scaled = actions
+        if self._scale is not None:
+            lb, ub, s = self._scale
+            scaled = np.clip(lb + (actions + s) * (0.5 * (ub - lb) / s), lb, ub)
+        if self._check and not np.isfinite(scaled).all():
+            self._raise(rows, 'action', scaled, scaled, counts)
+        envs = [self._inner[r] for r in rows]
+        obs, rewards, terminated, truncated, infos = self._cls.batch_step(envs, scaled)
+        obs = np.asarray(obs, dtype=np.float32)
+        rewards = np.asarray(rewards, dtype=np.float64)
+        if self._check and not (np.isfinite(rewards).all() and np.isfinite(obs).all()):
+            for n in range(len(rows)):  # env by env, reward before observation, as wrapped
+                for field, values in (('reward', rewards), ('observation', obs)):
+                    if not np.isfinite(values[n]).all():
+                        self._raise(rows[n:n + 1], field, values[n:n + 1], scaled[n:n + 1],
+                                    counts[n:n + 1])
+        types = np.where(counts == 1, _FIRST, _MID)
+        if self._max_length is not None:
+            types[counts >= self._max_length] = _TIMEOUT
+        types[np.asarray(truncated, dtype=bool)] = _TIMEOUT
+        types[np.asarray(terminated, dtype=bool)] = _TERMINAL
+        for row, count, kind in zip(rows, counts, types):
+            self._wrappers[row]._step_cnt = (  # pylint: disable=protected-access
+                None if kind in (_TERMINAL, _TIMEOUT) else int(count))
+        return obs, rewards, types, infos
+
+    def _raise(self, rows, field, values, scaled, counts):
+        """The wrapped path's error for the first row whose ``field`` is not finite."""
+        for n, row in enumerate(rows):
+            if not np.isfinite(values[n]).all():
+                wrapper = self._wrappers[row]
+                wrapper._step_cnt = int(counts[n])  # pylint: disable=protected-access
+                value = float(values[n]) if field == 'reward' else values[n]
+                wrapper._raise_not_finite(field, value, scaled[n])  # pylint: disable=protected-access

@@ -1,0 +1,70 @@
+"""--resume restores the right state or refuses: newest snapshot by epoch, the run's own
+snapshot only, and a progress.csv that covers the snapshot's epochs."""
+import csv
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[2]
+TRAIN = [sys.executable, str(ROOT / 'launchers' / 'train.py')]
+TINY = ['--env', 'PointEnvCorner', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+        '--evaluate-every', '1000']
+
+
+def _run(*args, check=True):
+    proc = subprocess.run([*TRAIN, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc
+
+
+def _rows(log_dir):
+    with open(log_dir / 'progress.csv', newline='') as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope='module')
+def promp_run(tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp('runs') / 'promp'
+    _run(*TINY, '--algo', 'ProMP', '--epochs', '2', '--log-dir', str(log_dir))
+    return log_dir
+
+
+def test_resume_takes_the_newest_snapshot_by_epoch(promp_run, tmp_path):
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    # params.pkl holds epoch 1; a continuation in 'all' mode writes itr_2 and itr_3 only.
+    _run('--resume', str(log_dir), '--epochs', '4', '--snapshot-mode', 'all')
+    assert sorted(p.name for p in log_dir.glob('*.pkl')) == ['itr_2.pkl', 'itr_3.pkl',
+                                                             'params.pkl']
+    out = _run('--resume', str(log_dir), '--epochs', '5').stdout
+    # Only epoch 5 ran: the run continued from itr_3.pkl, not from params.pkl's epoch 1.
+    assert 'epoch 5/5' in out and 'epoch 3/5' not in out, out[-2000:]
+    rows = _rows(log_dir)
+    assert [int(r['Average/Iteration']) for r in rows] == [0, 1, 2, 3, 4]
+
+
+def test_a_foreign_snapshot_is_refused(promp_run, tmp_path):
+    log_dir = tmp_path / 'vpg'
+    _run(*TINY, '--algo', 'LVC-VPG', '--epochs', '1', '--log-dir', str(log_dir))
+    before = (log_dir / 'progress.csv').read_text()
+    shutil.copyfile(promp_run / 'params.pkl', log_dir / 'params.pkl')
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode != 0
+    assert "not this run's snapshot" in proc.stderr and 'LVC-VPG' in proc.stderr
+    assert (log_dir / 'progress.csv').read_text() == before
+
+
+def test_missing_progress_rows_are_reported_not_skipped(promp_run, tmp_path):
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    lines = (log_dir / 'progress.csv').read_text().splitlines(keepends=True)
+    (log_dir / 'progress.csv').write_text(lines[0] + lines[1])  # epoch 1's row lost
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode != 0
+    assert 'rows 2..2 are missing' in proc.stderr
+    assert len(_rows(log_dir)) == 1

@@ -1,0 +1,71 @@
+"""One writer per run directory, and an unwritable one refused before any work."""
+import os
+import pathlib
+import subprocess
+import sys
+
+from garage_promp.experiment.run_dir import RunDirBusy, check_writable, owned_run_dir
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[2]
+TRAIN = [sys.executable, str(ROOT / 'launchers' / 'train.py')]
+TINY = ['--env', 'PointEnvCorner', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4']
+
+
+def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
+    with owned_run_dir(str(tmp_path)):
+        with pytest.raises(RunDirBusy, match=f'pid {os.getpid()}'):
+            # Another open file description of the same lock, as another process has.
+            with owned_run_dir(str(tmp_path)):
+                pass
+    with owned_run_dir(str(tmp_path)):  # released when the holder is done
+        pass
+
+
+def test_resume_is_refused_while_another_process_writes(tmp_path):
+    log_dir = tmp_path / 'run'
+    subprocess.run([*TRAIN, *TINY, '--epochs', '1', '--log-dir', str(log_dir)], check=True,
+                   capture_output=True, cwd=ROOT, timeout=300)
+    rows = (log_dir / 'progress.csv').read_text()
+    holder = subprocess.Popen([sys.executable, '-c', (
+        'import sys, time\n'
+        'from garage_promp.experiment.run_dir import owned_run_dir\n'
+        f'with owned_run_dir({str(log_dir)!r}):\n'
+        '    print("held", flush=True); time.sleep(60)\n')],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        proc = subprocess.run([*TRAIN, '--resume', str(log_dir), '--epochs', '2'],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 1
+    assert f'in use by another run (pid {holder.pid})' in proc.stderr
+    assert 'Usage:' not in proc.stderr
+    assert (log_dir / 'progress.csv').read_text() == rows  # nothing appended
+
+
+def test_an_unwritable_log_dir_is_refused_before_any_work(tmp_path):
+    locked = tmp_path / 'locked'
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip('running as a user who may write anywhere')
+        with pytest.raises(ValueError, match='cannot be written'):
+            check_writable(str(locked / 'run'))
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_log_dir_under_a_file_is_refused_before_any_work(tmp_path):
+    blocker = tmp_path / 'file'
+    blocker.write_text('x')
+    proc = subprocess.run([*TRAIN, *TINY, '--epochs', '1', '--log-dir', str(blocker / 'run')],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 2
+    assert 'cannot be written' in proc.stderr and '--log-dir' in proc.stderr
+    assert not (tmp_path / 'file').is_dir()

@@ -1,0 +1,151 @@
+"""The sampler's lean stepping path gives the episodes of the wrapped path, bit for bit."""
+import csv
+import pathlib
+import subprocess
+import sys
+
+from garage_promp.envs.walker_fwd_back import WalkerFwdBackGym
+from garage_promp.experiment.builder import build_experiment
+from garage_promp.experiment.paper_config import ENVS, normalize_actions
+from garage_promp.sampler.lean import LeanStepper
+
+from garage.envs import normalize
+import numpy as np
+import pytest
+
+from tests.helpers import ShortPointEnv
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MUJOCO_ENVS = sorted(name for name in ENVS if not name.startswith('PointEnv'))
+FIELDS = ('lengths', 'observations', 'last_observations', 'actions', 'rewards', 'step_types')
+
+
+def _sample(env, lean, kind='local', n_workers=1, horizon=40, seed=3, rounds=1):
+    exp = build_experiment('ProMP', env, seed, meta_batch_size=3, episodes_per_task=3,
+                           max_episode_length=horizon, n_test_tasks=None, sampler=kind,
+                           n_workers=n_workers, hidden_sizes=(16, ))
+    sampler = exp.algo.sampler
+    sampler._lean = lean  # pylint: disable=protected-access
+    try:
+        return [exp.algo.sample_meta_batch(i) for i in range(rounds)]
+    finally:
+        sampler.shutdown_worker()
+
+
+def _assert_identical(first, second):
+    for batches_a, batches_b in zip(first, second):
+        for a, b in zip(batches_a, batches_b):
+            ea, eb = a.episodes, b.episodes
+            for field in FIELDS:
+                x, y = getattr(ea, field), getattr(eb, field)
+                assert x.dtype == y.dtype, field
+                np.testing.assert_array_equal(x, y, err_msg=field)
+            assert ea.env_infos.keys() == eb.env_infos.keys()
+            for key in ea.env_infos:
+                assert ea.env_infos[key].dtype == eb.env_infos[key].dtype, key
+                np.testing.assert_array_equal(ea.env_infos[key], eb.env_infos[key], err_msg=key)
+            for key in ea.agent_infos:
+                np.testing.assert_array_equal(ea.agent_infos[key], eb.agent_infos[key])
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize('env', MUJOCO_ENVS)
+def test_lean_path_gives_the_wrapped_paths_episodes(env):
+    """Every paper MuJoCo env, two sampling rounds (pre- and post-update)."""
+    wrapped = _sample(env, lean=False, rounds=1)
+    lean = _sample(env, lean=True, rounds=1)
+    _assert_identical(wrapped, lean)
+    lengths = np.concatenate([b.episodes.lengths for b in lean[0]])
+    if env.startswith(('Walker', 'Hopper')):
+        assert (lengths < 40).any(), 'the test should see early terminations'
+
+
+@pytest.mark.mujoco
+def test_lean_path_is_taken_for_the_package_envs_only():
+    env = ENVS['HalfCheetahFwdBack']['env']()
+    wrapped = normalize_actions(env)
+    assert LeanStepper.of([wrapped, normalize_actions(ENVS['HalfCheetahFwdBack']['env']())])
+    assert LeanStepper.of([env])  # without normalize too
+    # Another env class, observation normalisation, or a third-party env: wrapped path.
+    walker = normalize_actions(ENVS['WalkerFwdBack']['env']())
+    assert LeanStepper.of([wrapped, walker]) is None
+    assert LeanStepper.of([normalize(env, normalize_obs=True)]) is None
+    assert LeanStepper.of([normalize(ShortPointEnv(), expected_action_scale=10.)]) is None
+    assert LeanStepper.of([]) is None
+
+
+@pytest.mark.mujoco
+def test_lean_path_refuses_non_finite_actions_as_the_wrapped_path(monkeypatch):
+    env = normalize_actions(ENVS['HalfCheetahFwdBack']['env']())
+    env.reset()
+    action = np.full(env.action_space.shape, np.nan, dtype=np.float32)
+    with pytest.raises(ValueError) as wrapped:
+        env.step(action)
+    env.reset()
+    stepper = LeanStepper.of([env])
+    stepper.start([0])
+    with pytest.raises(ValueError) as lean:
+        stepper.step(np.array([0]), action[None], np.array([1]))
+    assert str(lean.value) == str(wrapped.value)
+    assert 'action is not finite' in str(lean.value)
+
+
+@pytest.mark.mujoco
+def test_batch_step_rows_equal_step_env_by_env():
+    """The vectorised ``batch_step`` of the planar walkers against ``step``, on
+    random actions large enough that some walkers fall mid-way."""
+    rng = np.random.default_rng(0)
+    envs_a = [WalkerFwdBackGym(seed=i) for i in range(4)]
+    envs_b = [WalkerFwdBackGym(seed=i) for i in range(4)]
+    for i, (a, b) in enumerate(zip(envs_a, envs_b)):
+        task = a.sample_tasks(1)[0]
+        a.set_task(task)
+        b.set_task(task)
+        a.reset(seed=i)
+        b.reset(seed=i)
+    fell = False
+    for _ in range(30):
+        actions = rng.uniform(-1, 1, (4, 6)).astype(np.float32)
+        obs, rewards, terminated, _, infos = WalkerFwdBackGym.batch_step(envs_b, actions)
+        for n, (env, action) in enumerate(zip(envs_a, actions)):
+            o, r, term, _, info = env.step(action)
+            np.testing.assert_array_equal(o, obs[n])
+            assert r == rewards[n] and term == terminated[n]
+            for key, value in info.items():
+                np.testing.assert_array_equal(value, infos[key][n])
+        fell |= bool(terminated.any())
+    assert fell
+
+
+@pytest.mark.mujoco
+def test_lean_path_same_episodes_with_any_worker_count():
+    in_process = _sample('HalfCheetahFwdBack', lean=True, horizon=20)
+    pool = _sample('HalfCheetahFwdBack', lean=True, kind='multiprocessing', n_workers=2,
+                   horizon=20)
+    _assert_identical(in_process, pool)
+
+
+def _rows(path):
+    with open(path, newline='') as f:
+        return [{k: v for k, v in r.items() if not k.startswith('Time') and 'Time' not in k}
+                for r in csv.DictReader(f)]
+
+
+@pytest.mark.mujoco
+def test_a_resumed_run_on_the_lean_path_continues_exactly(tmp_path):
+    train = [sys.executable, str(ROOT / 'launchers' / 'train.py')]
+    common = ['--env', 'WalkerFwdBack', '--meta-batch-size', '2', '--episodes-per-task', '2',
+              '--max-episode-length', '30', '--hidden-sizes', '8', '--n-test-tasks', '1',
+              '--evaluate-every', '1000']
+    run = dict(check=True, capture_output=True, cwd=ROOT, timeout=600)
+    subprocess.run([*train, *common, '--max-env-steps', '600', '--log-dir',
+                    str(tmp_path / 'straight')], **run)
+    subprocess.run([*train, *common, '--max-env-steps', '300', '--log-dir',
+                    str(tmp_path / 'resumed')], **run)
+    subprocess.run([*train, '--resume', str(tmp_path / 'resumed'), '--max-env-steps', '600'],
+                   **run)
+    straight = _rows(tmp_path / 'straight' / 'progress.csv')
+    resumed = _rows(tmp_path / 'resumed' / 'progress.csv')
+    assert len(straight) >= 3
+    assert resumed == straight
+    assert float(straight[-1]['TotalEnvSteps']) >= 600 > float(straight[-2]['TotalEnvSteps'])

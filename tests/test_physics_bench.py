@@ -1,0 +1,32 @@
+"""benchmarks/physics.py: the physics columns run and their ratios are what the table says."""
+import json
+import pathlib
+
+from click.testing import CliRunner
+import pytest
+
+from tests.helpers import load_script
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.mujoco
+def test_physics_table_runs_and_writes_its_ratios(tmp_path):
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    result = CliRunner().invoke(physics.main, [
+        '--env', 'HalfCheetahFwdBack', '-M', '2', '-R', '1', '--physics-steps', '300',
+        '--out', str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    row = json.loads((tmp_path / 'physics.json').read_text())['results'][0]
+    assert row['env'] == 'HalfCheetahFwdBack' and row['workers'] == 1
+    for key in ('physics', 'wrapped', 'sampler_wrapped', 'sampler_lean'):
+        assert row[key] > 0
+    assert row['ratio_lean'] == pytest.approx(row['physics'] / row['sampler_lean'])
+    assert f"**{row['ratio_lean']:.2f}**" in (tmp_path / 'physics.md').read_text()
+
+
+def test_physics_model_is_found_under_the_wrappers():
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    _, _, setup = physics._setup('HopperRandParams')
+    inner = physics._mujoco_env(setup.train_tasks.sample(1)[0]())
+    assert inner.frame_skip == 4 and inner.model.opt.timestep == pytest.approx(0.004)
