@@ -17,6 +17,12 @@ a quarter of the paper's 40 x 20):
   5e6 steps on HalfCheetahFwdBack and HopperRandParams.
 - ``fig5``: LVC-, MAML- and E-MAML-TRPO on PointEnvMomentum (sparse reward, K = 3
   inner steps, H = 100), 3 seeds x 150 iterations: the learning curves.
+  Then, once their seed-1 runs are done, the figure the paper draws: for each
+  algorithm's learned policy, the pre-update trajectories and those after
+  each inner step on the four corner tasks (``benchmarks/fig5_trajectories.py``).
+- ``fig6``: formulation I (DiCE-VPG) against formulation II (E-MAML-VPG) on the
+  1-D env with the paper's two-parameter policy, from θ = (0.09, 0.05): the θ
+  trajectories over the return landscape (``benchmarks/fig6.py``).
 - ``fig8``: seconds per iteration on HumanoidRandDirec for ProMP, LVC-VPG and
   MAML-TRPO at the paper batch, split into sampling and update
   (``benchmarks/throughput.py``), as stacked bars.
@@ -67,7 +73,9 @@ FIG2_ENVS = ('HalfCheetahFwdBack', 'WalkerFwdBack', 'AntRandDirec', 'HopperRandP
 FIG3_ALGOS = ('LVC-VPG', 'DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG')
 FIG5_ALGOS = ('LVC-TRPO', 'MAML-TRPO', 'E-MAML-TRPO')
 FIG8_ALGOS = ('ProMP', 'LVC-VPG', 'MAML-TRPO')
-FIGURES = ('fig2', 'fig3', 'fig5', 'fig8')
+FIGURES = ('fig2', 'fig3', 'fig5', 'fig6', 'fig8')
+#: Figures that are one script's output rather than training runs.
+SCRIPTED = {'fig6': 'fig6.json', 'fig8': 'throughput.json'}
 #: Tasks per iteration and episodes per task (a quarter of the paper's 40 x 20).
 BATCH = (20, 10)
 
@@ -136,8 +144,8 @@ def quick_runs(fig: str) -> List[Run]:
 
 
 def runs_of(fig: str, quick: bool = False) -> List[Run]:
-    """The training runs of ``fig`` (none for fig8, a benchmark)."""
-    if fig == 'fig8':
+    """The training runs of ``fig`` (none for the scripted figures)."""
+    if fig in SCRIPTED:
         return []
     return quick_runs(fig) if quick else {'fig2': fig2_runs, 'fig3': fig3_runs,
                                            'fig5': fig5_runs}[fig]()
@@ -249,9 +257,9 @@ def status_table(campaign: Campaign, figs: Sequence[str], quick: bool = False,
     lines, counts, left = [], {}, 0.
     for fig in figs:
         runs = runs_of(fig, quick)
-        if fig == 'fig8':
-            there = (campaign.results_dir / 'fig8' / 'throughput.json').exists()
-            lines.append(f'{fig}: benchmark {"done" if there else "missing"}')
+        if fig in SCRIPTED:
+            there = (campaign.results_dir / fig / SCRIPTED[fig]).exists()
+            lines.append(f'{fig}: {"done" if there else "missing"}')
             counts['done' if there else 'missing'] = counts.get(
                 'done' if there else 'missing', 0) + 1
             continue
@@ -445,6 +453,9 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         if fig == 'fig8':
             text += fig8_report(out / 'fig8')
             continue
+        if fig == 'fig6':
+            text += fig6_report(out / 'fig6')
+            continue
         runs = runs_of(fig, quick)
         data = load(campaign, runs)
         envs = list(dict.fromkeys(r.env for r in runs))
@@ -487,11 +498,34 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         elif fig == 'fig5':
             claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
                                       ['MAML-TRPO', 'E-MAML-TRPO'])
+            if (out / 'fig5' / 'fig5_trajectories.png').exists():
+                text += ['Trajectories of each algorithm\'s seed-1 policy, pre-update and after '
+                         'each inner step, on the four corner tasks (goal regions shaded):', '',
+                         '![fig5 trajectories](fig5/fig5_trajectories.png)', '']
     text += ['## Claims', '', '| claim | measured | verdict |', '|---|---|---|']
     text += [f'| {c} | {m} | {v} |' for c, m, v in claims]
     body = '\n'.join(text) + '\n'
     (out / 'report.md').write_text(body)
     return body
+
+
+def fig6_report(directory: pathlib.Path) -> List[str]:
+    """Fig. 6 from ``fig6.json`` (written by ``run fig6``)."""
+    path = directory / 'fig6.json'
+    head = ['## Fig. 6: formulation I (DiCE-VPG) vs II (E-MAML-VPG) on the 1-D env', '']
+    if not path.exists():
+        return head + ['Not run yet (`benchmarks/paper.py run fig6`).', '']
+    data = json.loads(path.read_text())
+    lines = head + ['![fig6](fig6/fig6.png)', '', '| outer lr | algorithm | θ start | θ end | '
+                    'post-update return, first → last iteration |', '|---|---|---|---|---|']
+    for panel in data.get('panels', []):
+        for run in panel.get('runs', []):
+            theta = run['theta']
+            post = run.get('post_update_return') or [math.nan]
+            start, end = theta[0], theta[-1]
+            lines.append(f"| {panel.get('lr')} | {run['label']} | ({start[0]:.3f}, {start[1]:.3f}) "
+                         f'| ({end[0]:.3f}, {end[1]:.3f}) | {post[0]:.3f} → {post[-1]:.3f} |')
+    return lines + ['']
 
 
 def fig8_report(directory: pathlib.Path) -> List[str]:
@@ -579,6 +613,8 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
     deadline = time.time() + seconds if seconds else None
     if 'fig8' in figs:
         run_fig8(campaign, quick)
+    if 'fig6' in figs:
+        run_fig6(campaign, quick)
     todo = [r for fig in figs for r in runs_of(fig, quick)
             if (only is None or only in r.name) and campaign.state(r)[0] != 'done']
     for r in todo:  # finished earlier but not yet copied
@@ -602,8 +638,34 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
 
     click.echo(f'{len(specs)} runs to do', err=True)
     learning.run_all(specs, parallel, deadline, on_done=on_done)
+    if 'fig5' in figs:
+        draw_fig5_trajectories(campaign, quick)
     text, _ = status_table(campaign, figs, quick, parallel)
     click.echo(text)
+
+
+def draw_fig5_trajectories(campaign: Campaign, quick: bool):
+    """The paper's Fig. 5 picture from each algorithm's seed-1 snapshot, once all are done."""
+    firsts = [r for r in runs_of('fig5', quick) if r.seed == 1]
+    if not all(campaign.state(r)[0] == 'done' and (campaign.run_dir(r) / 'params.pkl').exists()
+               for r in firsts):
+        click.echo('fig5 trajectories: waiting for the seed-1 runs (and their snapshots)',
+                   err=True)
+        return
+    command = [sys.executable, str(HERE / 'fig5_trajectories.py'),
+               '--out', str(campaign.results_dir / 'fig5')]
+    for r in firsts:
+        command += ['--run', f'{r.algo}={campaign.run_dir(r)}']
+    subprocess.run(command, check=True)
+
+
+def run_fig6(campaign: Campaign, quick: bool):
+    """Fig. 6: ``benchmarks/fig6.py`` (both formulations, the paper's batch and start)."""
+    command = [sys.executable, str(HERE / 'fig6.py'), '--out', str(campaign.results_dir / 'fig6')]
+    if quick:
+        command.append('--quick')
+    click.echo(' '.join(command), err=True)
+    subprocess.run(command, check=True)
 
 
 def run_fig8(campaign: Campaign, quick: bool):

@@ -189,6 +189,9 @@ def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
     report = _paper('report', fig, *args).stdout
     assert f'{n} of {n} runs done' in report
     assert (tmp_path / 'quick' / 'results' / fig / f'{fig}.png').stat().st_size > 5000
+    if fig == 'fig5':  # the paper's picture, from the seed-1 snapshots
+        assert (tmp_path / 'quick' / 'results' / 'fig5' / 'fig5_trajectories.png').exists()
+        assert 'fig5_trajectories.png' in report
     for run in paper.quick_runs(fig):
         variant = json.loads((tmp_path / 'quick' / 'results' / run.name / 'variant.json')
                              .read_text())
@@ -203,3 +206,23 @@ def test_quick_fig8_draws_the_bars(tmp_path):
     report = _paper('report', 'fig8', *args).stdout
     assert '| ProMP |' in report and '| MAML-TRPO |' in report and '| LVC-VPG |' in report
     assert (tmp_path / 'quick' / 'results' / 'fig8' / 'fig8.png').stat().st_size > 5000
+
+
+@pytest.mark.slow
+def test_quick_fig6_runs_and_reports(tmp_path):
+    args = ['--quick', '--runs-dir', str(tmp_path)]
+    _paper('run', 'fig6', *args)
+    assert 'fig6: done' in _paper('status', 'fig6', *args).stdout
+    report = _paper('report', 'fig6', *args).stdout
+    assert '| DiCE-VPG |' in report and '| E-MAML-VPG |' in report
+    assert '(0.090, 0.050)' in report  # both start at the paper's theta
+    assert (tmp_path / 'quick' / 'results' / 'fig6' / 'fig6.png').stat().st_size > 5000
+
+
+def test_fig5_report_shows_the_trajectories_once_drawn(paper, tmp_path):
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    text = paper.report(campaign, ['fig5'])
+    assert 'fig5_trajectories.png' not in text
+    (campaign.results_dir / 'fig5').mkdir(parents=True, exist_ok=True)
+    (campaign.results_dir / 'fig5' / 'fig5_trajectories.png').write_bytes(b'png')
+    assert '![fig5 trajectories](fig5/fig5_trajectories.png)' in paper.report(campaign, ['fig5'])
