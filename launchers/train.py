@@ -45,6 +45,9 @@ def _parse_overrides(pairs):
         if '=' not in pair:
             raise click.BadParameter(f'expected key=value, got {pair!r}', param_hint='--set')
         key, value = pair.split('=', 1)
+        if value.lower() in ('true', 'false'):  # --set flag=true as well as flag=True
+            out[key] = value.lower() == 'true'
+            continue
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):

@@ -232,6 +232,15 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             ``LinearTimeBaseline``); only used with ``inner_estimator='dice'``.
         meta_evaluator (garage.experiment.MetaEvaluator or None): Meta-tester.
         evaluate_every_n_epochs (int): Evaluation period.
+        trainable_inner_step_size (bool): Learn the inner step sizes
+            (Meta-SGD, Li et al. 2017; the original code's
+            ``trainable_inner_step_size``, which it accepted but never
+            trained): one step size per policy parameter entry, initialised
+            to ``inner_lr``, a parameter of the meta-objective with exact
+            second-order meta-gradients, updated by the outer optimiser with
+            θ. Free sign, as the reference's variables (a negative entry
+            steps against the inner gradient). Kept in snapshots, used by
+            the meta-test's adaptation, logged as ``InnerStepSize/*``.
         vectorize_tasks (bool): Evaluate the policy for all tasks in one
             batched forward (``torch.func.vmap`` over per-task parameters)
             and build the meta-objective of all tasks in one pass; False
@@ -269,6 +278,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                  dice_baseline: Baseline | None = None,
                  meta_evaluator=None,
                  evaluate_every_n_epochs: int = 1,
+                 trainable_inner_step_size: bool = False,
                  vectorize_tasks: bool = True,
                  learner_threads: int | None = None,
                  device: str = 'cpu'):
@@ -286,6 +296,8 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         positive_adv = check_bool(positive_adv, 'positive_adv')
         exploration = check_bool(exploration, 'exploration')
         vectorize_tasks = check_bool(vectorize_tasks, 'vectorize_tasks')
+        trainable_inner_step_size = check_bool(trainable_inner_step_size,
+                                               'trainable_inner_step_size')
         check_choice(inner_estimator, 'inner_estimator', INNER_ESTIMATORS)
         evaluate_every_n_epochs = check_int(evaluate_every_n_epochs,
                                             'evaluate_every_n_epochs', 1)
@@ -325,6 +337,13 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
         self._episodes_per_task = episodes_per_task
         self._num_inner_grad_steps = num_inner_grad_steps
         self._inner_lr = self._build_inner_lr(inner_lr)
+        self._trainable_inner_step_size = trainable_inner_step_size
+        if trainable_inner_step_size:
+            # One entry per parameter entry, leaves the outer optimiser updates.
+            self._inner_lr = collections.OrderedDict(
+                (name, lr.to(param.dtype).expand(param.shape).clone().requires_grad_(True))
+                for (name, lr), param in zip(self._inner_lr.items(),
+                                             named_params(policy).values()))
         self._inner_lr_value = inner_lr
         self._discount = discount
         self._inner_estimator = inner_estimator
@@ -766,6 +785,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                 self.optimize(itr, [b.to(self._learner_device) for b in batches])
             timings['Update'] = time.perf_counter() - start
             tabular.record('Entropy', self._entropy(batches[0]))
+            self._log_inner_step_sizes()
             tabular.record('NaNStepsSkipped', self._nan_steps_this_epoch)
         for k, batch in enumerate(batches):
             _log_step_returns(f'Step_{k}-', batch.episodes, self._discount)
@@ -827,8 +847,12 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
 
     def _move_learner(self, device):
         self._policy.to(device)
-        self._inner_lr = collections.OrderedDict(
-            (k, v.to(device)) for k, v in self._inner_lr.items())
+        if getattr(self, '_trainable_inner_step_size', False):
+            for value in self._inner_lr.values():  # in place: the optimiser holds them
+                value.data = value.data.to(device)
+        else:
+            self._inner_lr = collections.OrderedDict(
+                (k, v.to(device)) for k, v in self._inner_lr.items())
         optimizer = getattr(self, '_optimizer', None)
         if optimizer is not None:
             for state in optimizer.state.values():
@@ -892,6 +916,23 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                 f'diverged; the step sizes are the likely culprits: {suspects});'
                 ' the policy parameters were left at their last finite values')
 
+    def outer_parameters(self) -> List[torch.Tensor]:
+        """What the outer optimiser updates: θ, and the step sizes if they are learned."""
+        params = list(self._policy.parameters())
+        if getattr(self, '_trainable_inner_step_size', False):
+            params += list(self._inner_lr.values())
+        return params
+
+    def _log_inner_step_sizes(self):
+        """Mean, min and max of each parameter's learned step sizes."""
+        if not getattr(self, '_trainable_inner_step_size', False):
+            return
+        for name, lr in self._inner_lr.items():
+            values = lr.detach()
+            for stat in ('mean', 'min', 'max'):
+                tabular.record(f'InnerStepSize/{name}/{stat.capitalize()}',
+                               float(getattr(values, stat)()))
+
     def _adam_step(self, optimizer: torch.optim.Optimizer,
                    loss: torch.Tensor) -> bool:
         """One optimiser step on ``loss``; skipped if loss or grads are NaN."""
@@ -900,7 +941,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             self._skip_non_finite_step('the meta-loss')
             return False
         loss.backward()
-        grads = [p.grad for p in self._policy.parameters()
+        grads = [p.grad for p in self.outer_parameters()
                  if p.grad is not None]
         if not all(bool(torch.isfinite(g).all()) for g in grads):
             optimizer.zero_grad()

@@ -99,7 +99,7 @@ class ProMP(MetaPolicySearch):
                                       float(init_inner_kl_penalty))
         self._current_clip_eps = clip_eps
         self._learning_rate = learning_rate
-        self._optimizer = torch.optim.Adam(policy.parameters(),
+        self._optimizer = torch.optim.Adam(self.outer_parameters(),
                                            lr=learning_rate,
                                            eps=1e-8)
 

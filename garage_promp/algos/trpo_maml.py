@@ -120,6 +120,11 @@ class TRPOMAML(MetaPolicySearch):
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator=inner_estimator,
                          exploration=exploration, **kwargs)
+        if self._trainable_inner_step_size:
+            raise ValueError('trainable_inner_step_size=True is not available for TRPOMAML yet: '
+                             'its trust region (CG, KL constraint, line search and the exact '
+                             'Hessian-vector products) acts on the policy parameters only; use '
+                             'ProMP or the VPG family to learn inner step sizes')
         self._max_kl_step = max_kl_step
         self._cg_iters = cg_iters
         self._backtrack_ratio = backtrack_ratio

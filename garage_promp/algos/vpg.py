@@ -40,7 +40,7 @@ class MetaVPG(MetaPolicySearch):
                                     low_open=True)
         super().__init__(env, policy, sampler, task_sampler, **kwargs)
         self._learning_rate = learning_rate
-        self._optimizer = torch.optim.Adam(policy.parameters(),
+        self._optimizer = torch.optim.Adam(self.outer_parameters(),
                                            lr=learning_rate,
                                            eps=1e-8)
 

@@ -1,0 +1,94 @@
+"""Learned inner step sizes (trainable_inner_step_size): exact meta-gradients, learning, state."""
+import collections
+import dataclasses
+
+import cloudpickle
+import pytest
+import torch
+
+from tests.helpers import load_script, make_algo
+
+
+def _double(batches):
+    return [dataclasses.replace(b, **{
+        f.name: getattr(b, f.name).double() for f in dataclasses.fields(b)
+        if isinstance(getattr(b, f.name), torch.Tensor)}) for b in batches]
+
+
+def _objective_at(algo, batches, lrs):
+    algo._inner_lr = collections.OrderedDict(lrs)
+    return algo.meta_objective(batches).objective
+
+
+@pytest.mark.parametrize('name,kwargs', [('LVCVPG', {}), ('DiCEVPG', {}), ('MAMLVPG', {}),
+                                         ('ProMP', dict(num_inner_grad_steps=2))])
+def test_step_size_meta_gradient_equals_finite_differences(name, kwargs):
+    _, algo = make_algo(name, trainable_inner_step_size=True, **kwargs)
+    batches = _double(algo.sample_meta_batch(0))
+    algo.policy.double()
+    lrs = {k: v.detach().double().requires_grad_(True) for k, v in algo._inner_lr.items()}
+    objective = _objective_at(algo, batches, lrs)
+    grads = torch.autograd.grad(objective, list(lrs.values()))
+    generator = torch.Generator().manual_seed(0)
+    direction = {k: torch.randn(v.shape, generator=generator, dtype=v.dtype)
+                 for k, v in lrs.items()}
+    analytic = sum(float((g * direction[k]).sum()) for g, k in zip(grads, lrs))
+    eps = 1e-6
+    with torch.no_grad():
+        plus = {k: v + eps * direction[k] for k, v in lrs.items()}
+        minus = {k: v - eps * direction[k] for k, v in lrs.items()}
+    numeric = (float(_objective_at(algo, batches, plus).detach())
+               - float(_objective_at(algo, batches, minus).detach())) / (2 * eps)
+    assert abs(analytic) > 1e-6
+    assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize('name', ['ProMP', 'LVCVPG', 'EMAMLVPG'])
+def test_step_sizes_learn_and_are_used_by_adaptation(name):
+    _, algo = make_algo(name, trainable_inner_step_size=True, inner_lr=0.1)
+    before = {k: v.detach().clone() for k, v in algo._inner_lr.items()}
+    assert all(v.shape == p.shape for v, p in zip(before.values(), algo.policy.parameters()))
+    algo.optimize(0, algo.sample_meta_batch(0))
+    moved = [k for k, v in algo._inner_lr.items() if not torch.equal(v.detach(), before[k])]
+    assert moved, 'the outer step left every step size where it was'
+    # The learned step sizes are what adaptation uses.
+    batch = algo.sample_meta_batch(1)[0]
+    theta = collections.OrderedDict((k, v.detach()[None]) for k, v in
+                                    dict(algo.policy.named_parameters()).items())
+    adapted = algo._inner_step(theta, batch.select(torch.tensor([0])), False)
+    algo._inner_lr = collections.OrderedDict((k, v.detach() * 0 + 0.1)
+                                             for k, v in algo._inner_lr.items())
+    fixed = algo._inner_step(theta, batch.select(torch.tensor([0])), False)
+    assert any(not torch.equal(adapted[k], fixed[k]) for k in adapted)
+
+
+def test_off_by_default_and_nothing_changes():
+    _, algo = make_algo('ProMP')
+    assert not any(v.requires_grad for v in algo._inner_lr.values())
+    assert all(v.dim() == 0 for v in algo._inner_lr.values())
+    assert algo.outer_parameters() == list(algo.policy.parameters())
+
+
+def test_step_sizes_are_in_the_snapshot_with_the_optimiser_state():
+    _, algo = make_algo('LVCVPG', trainable_inner_step_size=True)
+    algo.optimize(0, algo.sample_meta_batch(0))
+    restored = cloudpickle.loads(cloudpickle.dumps(algo))
+    for k, v in algo._inner_lr.items():
+        assert torch.equal(restored._inner_lr[k], v)
+    held = restored._optimizer.param_groups[0]['params']
+    assert any(p is restored._inner_lr[k] for p in held for k in restored._inner_lr)
+    assert restored._optimizer.state[held[-1]]  # Adam's moments came along
+
+
+def test_trpo_refuses_learned_step_sizes_clearly():
+    with pytest.raises(ValueError, match='not available for TRPOMAML yet'):
+        make_algo('TRPOMAML', trainable_inner_step_size=True)
+
+
+def test_launcher_reads_true_and_false():
+    import pathlib
+    launcher = load_script(pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py',
+                           'train_launcher_flags')
+    assert launcher._parse_overrides(['trainable_inner_step_size=true']) == {
+        'trainable_inner_step_size': True}
+    assert launcher._parse_overrides(['normalize_adv=False']) == {'normalize_adv': False}
