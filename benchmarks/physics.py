@@ -26,16 +26,19 @@ run the physics loop at once against the sampler with N worker processes
     python benchmarks/physics.py --workers 2 --out benchmarks/results
 """
 import json
-import multiprocessing as mp
 import os
 import pathlib
 import platform
 import statistics
+import sys
 import time
 
 import click
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from throughput import at_barrier  # noqa: E402  pylint: disable=wrong-import-position
+
 DEFAULT_ENVS = ('HalfCheetahFwdBack', 'HopperRandParams', 'WalkerFwdBack', 'AntRandDirec',
                 'HumanoidRandDirec', 'WalkerRandParams', 'ML1:reach-v3', 'ML1:push-v3')
 
@@ -123,15 +126,7 @@ def _physics_process(env_name, n_steps, seed, barrier, queue):
 
 def parallel_physics_us(env_name, n_procs, n_steps):
     """Microseconds per env step of ``n_procs`` physics loops at once (aggregate)."""
-    ctx = mp.get_context('fork')
-    barrier, queue = ctx.Barrier(n_procs), ctx.Queue()
-    procs = [ctx.Process(target=_physics_process, args=(env_name, n_steps, s, barrier, queue))
-             for s in range(n_procs)]
-    for proc in procs:
-        proc.start()
-    per_step = [queue.get() for _ in procs]
-    for proc in procs:
-        proc.join()
+    per_step = at_barrier(_physics_process, [(env_name, n_steps, s) for s in range(n_procs)])
     return max(per_step) / n_procs  # the slowest process bounds the aggregate rate
 
 

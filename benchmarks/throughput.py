@@ -102,22 +102,32 @@ def _raw_worker(env_name, n_steps, seed, barrier, results):
     results.put(time.perf_counter() - start)
 
 
+def at_barrier(target, args_per_process):
+    """Run ``target(*args, barrier, queue)`` in one forked process per ``args``; their results.
+
+    Each process sets up, waits at the shared barrier, then puts its result
+    on the queue, so the processes' timed parts run at the same time.
+    """
+    import multiprocessing as mp
+    ctx = mp.get_context('fork')
+    barrier, results = ctx.Barrier(len(args_per_process)), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, barrier, results))
+             for args in args_per_process]
+    for proc in procs:
+        proc.start()
+    out = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return out
+
+
 def measure_raw(env_name, n_workers, n_steps):
     """Aggregate random-action steps/s of ``n_workers`` processes.
 
     Environments are built before a barrier, so only stepping is timed.
     """
-    import multiprocessing as mp
     _setup(env_name)  # import everything before forking
-    ctx = mp.get_context('fork')
-    barrier, results = ctx.Barrier(n_workers), ctx.Queue()
-    procs = [ctx.Process(target=_raw_worker, args=(env_name, n_steps, s, barrier, results))
-             for s in range(n_workers)]
-    for proc in procs:
-        proc.start()
-    elapsed = [results.get() for _ in procs]
-    for proc in procs:
-        proc.join()
+    elapsed = at_barrier(_raw_worker, [(env_name, n_steps, s) for s in range(n_workers)])
     return dict(steps_per_s=n_workers * n_steps / max(elapsed))
 
 

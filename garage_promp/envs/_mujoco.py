@@ -134,6 +134,19 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
             env.data.ctrl[:] = action
             mujoco.mj_step(env.model, env.data, nstep=env.frame_skip)
 
+    @classmethod
+    def _batch_advance(cls, envs: Sequence['MujocoMetaEnv'], actions: np.ndarray
+                       ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step every env (:meth:`_simulate`); its ``qpos``, ``qvel`` (rows) and
+        forward velocity ``d (x_after - x_before) / dt`` along x = qpos[0],
+        each row what ``step`` computes for its env."""
+        x_before = np.array([env.data.qpos[0] for env in envs])
+        cls._simulate(envs, actions)
+        qpos = np.stack([env.data.qpos for env in envs])
+        qvel = np.stack([env.data.qvel for env in envs])
+        forward_vel = cls._directions(envs) * (qpos[:, 0] - x_before) / envs[0].dt
+        return qpos, qvel, forward_vel
+
     @staticmethod
     def _directions(envs: Sequence['MujocoMetaEnv']) -> np.ndarray | float:
         """Each env's sign d of a fwd/back task; 1. (exact) for +x-only envs."""

@@ -156,11 +156,7 @@ class PlanarBase(MujocoMetaEnv):
     @classmethod
     def batch_step(cls, envs, actions):
         """``step`` of every env, the rows computed together (see ``MujocoMetaEnv.batch_step``)."""
-        x_before = np.array([env.data.qpos[0] for env in envs])
-        cls._simulate(envs, actions)
-        qpos = np.stack([env.data.qpos for env in envs])
-        qvel = np.stack([env.data.qvel for env in envs])
-        forward_vel = cls._directions(envs) * (qpos[:, 0] - x_before) / envs[0].dt
+        qpos, qvel, forward_vel = cls._batch_advance(envs, actions)
         ctrl_cost = 1e-3 * np.square(actions).sum(axis=1).astype(np.float64)
         reward = forward_vel + 1.0 - ctrl_cost
         obs = np.concatenate([qpos[:, 1:], np.clip(qvel, -10, 10)], axis=1, dtype=np.float32)

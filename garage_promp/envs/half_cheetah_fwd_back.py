@@ -43,11 +43,7 @@ class HalfCheetahFwdBackGym(DirectionTasks, MujocoMetaEnv):
     @classmethod
     def batch_step(cls, envs, actions):
         """``step`` of every env, the rows computed together (see ``MujocoMetaEnv.batch_step``)."""
-        x_before = np.array([env.data.qpos[0] for env in envs])
-        cls._simulate(envs, actions)
-        qpos = np.stack([env.data.qpos for env in envs])
-        qvel = np.stack([env.data.qvel for env in envs])
-        forward_vel = cls._directions(envs) * (qpos[:, 0] - x_before) / envs[0].dt
+        qpos, qvel, forward_vel = cls._batch_advance(envs, actions)
         ctrl_cost = 0.05 * np.square(actions).sum(axis=1).astype(np.float64)
         obs = np.concatenate([qpos[:, 1:], qvel], axis=1, dtype=np.float32)
         info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
