@@ -1,7 +1,10 @@
-"""Child processes that do not outlive their parent (Linux's parent-death signal)."""
+"""Child processes that do not outlive their parent (Linux's parent-death signal), and
+``kill -USR1`` stack dumps that reach the sampler's workers too."""
 import ctypes
+import faulthandler
 import os
 import signal
+import sys
 
 _PR_SET_PDEATHSIG = 1
 
@@ -28,3 +31,25 @@ def die_with_parent(sig: int = signal.SIGKILL, parent_pid: int | None = None) ->
     if parent_pid is not None and os.getppid() != parent_pid:
         os.kill(os.getpid(), sig)
     return True
+
+
+def dump_stacks_on_usr1(worker_pids=None) -> None:
+    """``kill -USR1 PID`` prints every thread's stack, then every worker's.
+
+    In the main process (``launchers/train.py``): its own threads' stacks go to
+    stderr, and the signal is passed on to each live sampler worker
+    (``worker_pids()``, a callable), which prints its stacks the same way
+    (``garage_promp/sampler/_worker_entry.py`` registers that first thing):
+    what a run that seems stuck is doing, on every side.
+    """
+    def handler(signum, frame):
+        del signum, frame
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        for pid in (worker_pids() if worker_pids else []):
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except OSError:
+                pass
+
+    signal.signal(signal.SIGUSR1, handler)
+

@@ -14,16 +14,16 @@ On Meta-World, training samples the benchmark's train split and the meta-test
 meta-test of a snapshot.
 """
 import ast
-import faulthandler
 import os
-import signal
 
+from garage_promp._process import dump_stacks_on_usr1
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment.builder import build_experiment, check_overrides, override_keys
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import resume_run
 from garage_promp.experiment.run_dir import RunDirBusy, check_writable, owned_run_dir
+from garage_promp.sampler.backends import live_worker_pids
 
 import click
 import dowel
@@ -124,6 +124,9 @@ def _parse_hidden_sizes(text):
 @click.option('--envs-per-task', type=click.IntRange(min=1), default=None,
               help='Env copies per task per worker; episodes run in waves '
                    '[default: one per episode; Meta-World: at most 40 per worker].')
+@click.option('--worker-timeout', type=click.FloatRange(min=0., min_open=True), default=None,
+              help='Seconds a busy sampler worker process may make no progress (not one env '
+                   'step) before the run ends naming it [default: 600].')
 @click.option('--device', default='cpu', show_default=True,
               help="Where the meta-update runs: cpu, cuda or cuda:N (sampling stays on the CPU).")
 @click.option('--n-test-tasks', type=click.IntRange(min=1), default=10, show_default=True)
@@ -146,7 +149,7 @@ def _parse_hidden_sizes(text):
 def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed, epochs,
          max_env_steps,
          meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, envs_per_task,
-         device, n_test_tasks,
+         worker_timeout, device, n_test_tasks,
          evaluate_every, hidden_sizes, snapshot_mode, log_dir, full_table, resume_dir,
          overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
@@ -211,6 +214,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         raise click.UsageError('--task and --reward-function-version are Meta-World options '
                                f'(--env {"/".join(METAWORLD)})')
     run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task, device=device,
+               worker_timeout=worker_timeout,
                evaluate_every=evaluate_every, hidden_sizes=hidden, overrides=parsed, **args)
     try:  # every check runs here, before the experiment's directory exists
         built = build_experiment(**run)
@@ -227,6 +231,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
 
 
 if __name__ == '__main__':
-    # `kill -USR1 <pid>` prints every thread's stack: what a run that seems stuck is doing.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # `kill -USR1 <pid>` prints every thread's stack, then every sampler worker's:
+    # what a run that seems stuck is doing.
+    dump_stacks_on_usr1(live_worker_pids)
     main()  # pylint: disable=no-value-for-parameter

@@ -218,3 +218,27 @@ def test_an_interrupted_learning_benchmark_leaves_nothing_running(tmp_path):
             proc.wait()
     assert 'stopping the runs' in out and 'stopped ProMP seed' in out
     _assert_none_left(tag, timeout=5)
+
+
+def test_usr1_dumps_the_stacks_of_the_main_process_and_every_worker(tmp_path):
+    output = tmp_path / 'train.log'
+    proc, log_dir, tag = _train(tmp_path, '--epochs', '100000', output=output)
+    try:
+        deadline = time.time() + 300
+        progress = log_dir / 'progress.csv'
+        while time.time() < deadline and proc.poll() is None and (
+                not progress.exists() or len(progress.read_text().splitlines()) < 2):
+            time.sleep(0.2)  # an epoch done: the workers are up
+        assert proc.poll() is None, output.read_text()[-3000:]
+        proc.send_signal(signal.SIGUSR1)
+        deadline = time.time() + 20
+        while time.time() < deadline and output.read_text().count('_worker_entry.py') < 2:
+            time.sleep(0.2)
+        text = output.read_text()
+        assert proc.poll() is None  # the dump does not stop the run
+    finally:
+        proc.kill()
+        proc.wait()
+    assert 'train.py' in text and 'most recent call first' in text
+    assert text.count('_worker_entry.py') >= 2, text[-4000:]  # one dump per worker
+    _assert_none_left(tag)

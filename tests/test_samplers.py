@@ -434,3 +434,52 @@ def test_an_error_while_other_workers_sample_surfaces_at_once():
         sampler.obtain_rounds(tasks, _noisy_params(policy, 4), [3, 3], on_task)
     assert time.monotonic() - raised[0] < 1.5
     _assert_no_children()
+
+
+class _HangingGoalEnv(_SlowGoalEnv):
+    """Hangs in ``step`` (the GIL released, as a stuck simulator or socket would) for tasks 2, 3."""
+
+    DELAY = 3600.
+
+
+def _sampler_with_timeout(env_class, timeout):
+    env, policy, _, _ = make_setup(7, n_workers=2, kind='multiprocessing', env_class=env_class)
+    sampler = garage_promp.make_sampler(policy, env, kind='multiprocessing', n_workers=2,
+                                        worker_timeout=timeout, seed=7)
+    return policy, sampler
+
+
+def test_a_hung_env_ends_the_run_naming_the_worker():
+    policy, sampler = _sampler_with_timeout(_HangingGoalEnv, 2.)
+    sampler.start_worker()
+    start = time.monotonic()
+    with pytest.raises(SamplerWorkerError) as error:
+        sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 2)
+    elapsed = time.monotonic() - start
+    assert 2. < elapsed < 30.
+    message = str(error.value)
+    assert 'sampler worker 1' in message and 'made no progress' in message
+    assert 'task slot 2' in message and 'step 1' in message and '_HangingGoalEnv' in message
+    _assert_no_children()
+
+
+def test_a_stopped_worker_ends_the_run_naming_it():
+    policy, sampler = _sampler_with_timeout(_VerySlowGoalEnv, 2.)
+    sampler.start_worker()
+    pids = sampler.backend.pids
+    stopper = threading.Timer(1.0, os.kill, (pids[1], signal.SIGSTOP))
+    stopper.start()
+    try:
+        with pytest.raises(SamplerWorkerError, match=f'sampler worker 1 \\(pid {pids[1]}\\) '
+                                                     'made no progress'):
+            sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 3)
+    finally:
+        stopper.cancel()
+    _assert_no_children()
+
+
+def test_worker_timeout_is_checked():
+    env, policy, _, _ = make_setup(7)
+    for bad in (0, -1., float('nan'), 'soon'):
+        with pytest.raises(ValueError, match='worker_timeout'):
+            garage_promp.make_sampler(policy, env, kind='multiprocessing', worker_timeout=bad)

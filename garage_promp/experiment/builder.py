@@ -104,6 +104,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
                      task: str | None = None,
                      reward_function_version: str | None = None,
                      device: str = 'cpu',
+                     worker_timeout: float | None = None,
                      **_ignored) -> Experiment:
     """Seed, then build ``algo`` on ``env`` from the paper table plus overrides.
 
@@ -125,6 +126,8 @@ def build_experiment(algo: str, env: str, seed: int, *,
         task (str): Meta-World ML1 environment.
         reward_function_version (str): Meta-World reward version.
         device (str): Where the meta-update runs ('cpu', 'cuda', 'cuda:N').
+        worker_timeout (float or None): Seconds a busy worker process may make
+            no progress (None: the sampler's default, 600 s).
         **_ignored: Launcher-only settings (e.g. ``epochs``), so a launcher's
             recorded options can be passed as they are.
 
@@ -158,6 +161,8 @@ def build_experiment(algo: str, env: str, seed: int, *,
     algorithm = make_algo(algo, train_env, policy,
                           make_sampler(policy, train_env, kind=sampler, n_workers=n_workers,
                                        envs_per_task=envs_per_task,
-                                       max_envs_per_worker=setup.max_envs_per_worker),
+                                       max_envs_per_worker=setup.max_envs_per_worker,
+                                       **({} if worker_timeout is None
+                                          else dict(worker_timeout=worker_timeout))),
                           setup.train_tasks, evaluate_every_n_epochs=evaluate_every, **kwargs)
     return Experiment(algorithm, train_env, setup)

@@ -20,7 +20,8 @@ from typing import Dict, List, Sequence, Tuple
 #: sampler's worker layout (episodes are identical for any worker count) and
 #: the update's device (the same update to float tolerance).
 NOT_CONFIGURATION = frozenset({'seed', 'epochs', 'full_table', 'sampler', 'n_workers',
-                               'log_dir', 'snapshot_mode', 'device'})
+                               'log_dir', 'snapshot_mode', 'device', 'max_env_steps',
+                               'worker_timeout'})
 
 
 def read_progress(run_dir) -> List[dict]:

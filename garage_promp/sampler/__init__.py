@@ -7,6 +7,7 @@ and ``'ray'`` (Ray actors, for more than one machine).
 """
 from garage_promp.sampler.backends import (
     BACKENDS,
+    DEFAULT_WORKER_TIMEOUT,
     RAY_RUNTIME_ENV,
     InProcessBackend,
     ProcessPoolBackend,
@@ -24,7 +25,8 @@ SAMPLER_KINDS = tuple(BACKENDS)
 
 def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
                  max_episode_length=None, seed=None, batched=True,
-                 envs_per_task=None, max_envs_per_worker=None, lean=True) -> MetaSampler:
+                 envs_per_task=None, max_envs_per_worker=None, lean=True,
+                 worker_timeout=DEFAULT_WORKER_TIMEOUT) -> MetaSampler:
     """A :class:`MetaSampler` for ``policy`` on ``env``'s task family.
 
     Args:
@@ -41,6 +43,9 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
             (None: one per episode).
         max_envs_per_worker (int or None): Env copies per worker in all,
             split over its tasks (None: no budget).
+        worker_timeout (float or None): Seconds a busy worker process may
+            make no progress before the run ends naming it (default 600;
+            None: wait forever); see :class:`MetaSampler`.
         lean (bool): Step garage_promp's own MuJoCo envs together without
             the per-step wrapper layers (same episodes; see
             :mod:`garage_promp.sampler.lean`); False: the wrapped path.
@@ -55,7 +60,8 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
     return MetaSampler(policy, env, kind=kind, n_workers=n_workers, seed=seed,
                        max_episode_length=max_episode_length,
                        envs_per_task=envs_per_task, batched=batched,
-                       max_envs_per_worker=max_envs_per_worker, lean=lean)
+                       max_envs_per_worker=max_envs_per_worker, lean=lean,
+                       worker_timeout=worker_timeout)
 
 
 __all__ = [

@@ -45,6 +45,7 @@ import traceback
 from typing import Any, Dict, List, Sequence, Tuple
 import weakref
 
+from garage_promp._console import phase
 from garage_promp.sampler.rollout import Context, EpisodeArrays, Job, RolloutWorker
 
 import cloudpickle
@@ -177,7 +178,8 @@ class InProcessBackend(Backend):
 
     """
 
-    def __init__(self, config: Dict[str, Any], n_workers: int):
+    def __init__(self, config: Dict[str, Any], n_workers: int, worker_timeout=None):
+        del worker_timeout  # nothing to watch: the envs step in this thread
         self._workers = [RolloutWorker(**config) for _ in range(n_workers)]
         self._queue = collections.deque()
 
@@ -202,8 +204,39 @@ class InProcessBackend(Backend):
         self._queue.clear()
 
 
+#: Seconds between a busy pool worker's progress reports.
+HEARTBEAT_SECONDS = 0.5
+#: After this many seconds without progress from a busy worker, the console says so.
+STALL_NOTICE_SECONDS = 30.
+#: Default ``worker_timeout``: generous for the slowest real env step (a
+#: Meta-World or Humanoid step takes milliseconds; a reset under a second).
+DEFAULT_WORKER_TIMEOUT = 600.
+
+
+def _heartbeat(conn, lock, state):
+    """A pool worker's reporter thread: while a job runs, its progress every beat.
+
+    It reports the worker's step counter (``RolloutWorker.progress``) and where
+    the worker is, so the main process can tell a worker that is stuck (the
+    counter stands still: an env hung in ``step``) from one that is slow, and
+    hears nothing at all from a worker that is stopped or holds the GIL.
+    """
+    while True:
+        time.sleep(HEARTBEAT_SECONDS)
+        with lock:
+            worker = state.get('busy')
+            if worker is None:
+                continue
+            try:
+                conn.send_bytes(pickle.dumps(
+                    ('progress', (worker.progress, worker.context.describe()))))
+            except (EOFError, OSError, ValueError):
+                return
+
+
 def worker_main(conn, worker_id: int):
     """Body of a pool worker process: start, then sample jobs until told."""
+    import threading
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     torch.set_num_threads(1)
@@ -216,6 +249,8 @@ def worker_main(conn, worker_id: int):
         conn.send_bytes(pickle.dumps(('error',
                                       _report(worker_id, exc, Context()))))
         return
+    lock, state = threading.Lock(), {}
+    threading.Thread(target=_heartbeat, args=(conn, lock, state), daemon=True).start()
     while True:
         try:
             message = conn.recv_bytes()
@@ -224,16 +259,25 @@ def worker_main(conn, worker_id: int):
         job = cloudpickle.loads(message)
         if job is None:
             break
+        with lock:
+            state['busy'] = worker
         result = _sample_or_report(worker, worker_id, job)
         status = 'error' if isinstance(result, FailureReport) else 'ok'
-        try:
-            conn.send_bytes(pickle.dumps((status, result), protocol=5))
-        except (EOFError, OSError):
-            break
+        with lock:  # no progress report after the result
+            state['busy'] = None
+            try:
+                conn.send_bytes(pickle.dumps((status, result), protocol=5))
+            except (EOFError, OSError):
+                break
     worker.close()
 
 
 _LIVE_POOLS = weakref.WeakSet()
+
+
+def live_worker_pids() -> List[int]:
+    """The pids of every live pool worker of this process (for ``kill -USR1`` dumps)."""
+    return [pid for pool in list(_LIVE_POOLS) if pool.started for pid in pool.pids]
 
 
 @atexit.register
@@ -260,10 +304,14 @@ class ProcessPoolBackend(Backend):
 
     POLL_SECONDS = 0.5
 
-    def __init__(self, config: Dict[str, Any], n_workers: int):
+    def __init__(self, config: Dict[str, Any], n_workers: int,
+                 worker_timeout: float | None = None):
         config_bytes = cloudpickle.dumps(config)
         self._procs, self._conns = [], []
         self._busy = set()
+        self._worker_timeout = worker_timeout
+        self.started = False  # every worker has reported in
+        self._progress = {}  # worker -> (its step counter, where, when it last moved)
         _LIVE_POOLS.add(self)
         env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
                    OPENBLAS_NUM_THREADS='1')
@@ -281,6 +329,7 @@ class ProcessPoolBackend(Backend):
             for conn in self._conns:
                 conn.send_bytes(config_bytes)
             self._gather(list(range(n_workers)), 'starting')
+            self.started = True
         except BaseException:
             self.close()
             raise
@@ -298,6 +347,7 @@ class ProcessPoolBackend(Backend):
             except OSError:  # it died while idle (e.g. killed for memory)
                 raise self._death(worker_id, 'receiving its job') from None
             self._busy.add(worker_id)
+            self._progress[worker_id] = (None, 'its job start', time.monotonic())
         except BaseException:
             self.close()
             raise
@@ -336,11 +386,42 @@ class ProcessPoolBackend(Backend):
                     raise self._death(worker_id, doing) from None
                 if status == 'error':
                     raise worker_error(payload)
+                if status == 'progress':
+                    self._note_progress(worker_id, *payload)
+                    continue
                 return worker_id, payload
+            self._check_progress(pending)
             for worker_id in sorted(pending):
                 if self._procs[worker_id].poll() is not None and \
                         not self._conns[worker_id].poll():
                     raise self._death(worker_id, doing)
+
+    def _note_progress(self, worker_id: int, count: int, where: str):
+        last = self._progress.get(worker_id)
+        moved = last is None or last[0] != count
+        self._progress[worker_id] = (count, where, time.monotonic() if moved else last[2])
+
+    def _check_progress(self, pending):
+        """Say which busy worker the run waits for; end the run if one is stuck.
+
+        A busy worker whose step counter has not moved for ``worker_timeout``
+        seconds (or that sends nothing: stopped, or stuck in native code)
+        ends the run with a ``SamplerWorkerError`` naming it, its env, task
+        slot, episode and step; ``close`` then stops every worker.
+        """
+        now = time.monotonic()
+        for worker_id in sorted(pending & self._busy):
+            _, where, since = self._progress.get(worker_id, (None, '?', now))
+            idle = now - since
+            if idle >= STALL_NOTICE_SECONDS:
+                phase(f'waiting for sampler worker {worker_id} (pid '
+                      f'{self._procs[worker_id].pid}), no progress for {idle:.0f} s at {where}')
+            if self._worker_timeout is not None and idle > self._worker_timeout:
+                raise SamplerWorkerError(
+                    f'sampler worker {worker_id} (pid {self._procs[worker_id].pid}) made no '
+                    f'progress for {idle:.0f} s (worker_timeout={self._worker_timeout:g}) at '
+                    f'{where}: an env stuck in step or reset, or a stopped worker; every '
+                    'worker is stopped', worker_id)
 
     def _death(self, worker_id: int, doing: str) -> SamplerWorkerError:
         proc = self._procs[worker_id]
@@ -437,7 +518,8 @@ class RayBackend(Backend):
 
     """
 
-    def __init__(self, config: Dict[str, Any], n_workers: int):
+    def __init__(self, config: Dict[str, Any], n_workers: int, worker_timeout=None):
+        del worker_timeout  # Ray reports its own actors' deaths; progress is not watched
         import ray
         init_ray()
         actor = ray.remote(num_cpus=1)(_RayWorker)

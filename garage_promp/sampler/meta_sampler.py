@@ -47,9 +47,9 @@ from typing import Any, Callable, Dict, List, Sequence
 
 from garage_promp._threads import learner_cores_while_sampling
 from garage_promp.policies import AdaptedPolicy
-from garage_promp.sampler.backends import BACKENDS
+from garage_promp.sampler.backends import BACKENDS, DEFAULT_WORKER_TIMEOUT
 from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
-from garage_promp.validation import check_bool, check_int
+from garage_promp.validation import check_bool, check_float, check_int
 
 from garage import EpisodeBatch, StepType
 from garage.sampler import Sampler
@@ -125,6 +125,11 @@ class MetaSampler(Sampler):
             one per episode and step (same episodes; for reference).
         max_envs_per_worker (int or None): Env copies per worker in all
             (split over its tasks); None: no budget.
+        worker_timeout (float or None): Seconds a busy worker process may make
+            no progress (not one env step or reset) before the run ends with
+            a ``SamplerWorkerError`` naming it, its env, task slot, episode
+            and step (``'multiprocessing'``; default 600; None: wait forever).
+            After 30 s the console says which worker it waits for.
         lean (bool): Step the package's own MuJoCo envs together, without
             the per-step wrapper layers (:mod:`garage_promp.sampler.lean`;
             same episodes, bit for bit); False keeps the wrapped path for
@@ -136,7 +141,8 @@ class MetaSampler(Sampler):
                  n_workers: int = 1, seed: int = 0,
                  max_episode_length: int | None = None,
                  envs_per_task: int | None = None, batched: bool = True,
-                 max_envs_per_worker: int | None = None, lean: bool = True):
+                 max_envs_per_worker: int | None = None, lean: bool = True,
+                 worker_timeout: float | None = DEFAULT_WORKER_TIMEOUT):
         # pylint: disable=super-init-not-called
         # (garage's Sampler.__init__(algo, env) is deprecated.)
         if kind not in BACKENDS:
@@ -159,6 +165,9 @@ class MetaSampler(Sampler):
                                             'max_envs_per_worker', 1)
         batched = check_bool(batched, 'batched')
         self._lean = check_bool(lean, 'lean')
+        if worker_timeout is not None:
+            worker_timeout = check_float(worker_timeout, 'worker_timeout', 0., low_open=True)
+        self._worker_timeout = worker_timeout
         self._kind = kind
         self._policy = policy
         self._env = env
@@ -212,7 +221,9 @@ class MetaSampler(Sampler):
                           max_envs_per_worker=self._max_envs_per_worker,
                           # Snapshots from before the lean path have no _lean.
                           lean=getattr(self, '_lean', True))
-            self._backend = BACKENDS[self._kind](config, self._n_workers)
+            self._backend = BACKENDS[self._kind](
+                config, self._n_workers,
+                worker_timeout=getattr(self, '_worker_timeout', DEFAULT_WORKER_TIMEOUT))
         return self._backend
 
     # -------------------------------------------------------------- sampling

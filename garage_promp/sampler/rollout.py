@@ -199,6 +199,8 @@ class RolloutWorker:
                  max_envs_per_worker: int | None = None, lean: bool = True):
         self._policy = policy
         self._lean = bool(lean)
+        #: Env steps and resets done so far (read by a pool worker's progress reports).
+        self.progress = 0
         self._template = env
         self._seed = int(seed)
         self._max_episode_length = int(max_episode_length)
@@ -361,6 +363,7 @@ class RolloutWorker:
             if callable(seed_fn):
                 seed_fn(int(env_seq.generate_state(1)[0]))
             obs, info = env.reset()
+            self.progress += 1
             rec = recorders[s][j]
             rec.episode_info = info
             if not np.isfinite(obs).all():
@@ -391,6 +394,7 @@ class RolloutWorker:
                 self._where = (env, shares[s], j, t + 1)
                 rec = recs[row]
                 env_step = env.step(actions[row])
+                self.progress += 1
                 if np.shape(env_step.observation) != obs.shape[1:]:
                     self._raise_bad_shape(env_step.observation, obs.shape[1:])
                 rec.add(obs[row].copy(), env_step, mean[row], log_std[row])
@@ -432,6 +436,7 @@ class RolloutWorker:
             # Episodes of a wave start together: every active one is at step t + 1.
             counts = np.full(len(stepped), t + 1)
             next_obs, rewards, types, infos = stepper.step(stepped, actions[stepped], counts)
+            self.progress += len(stepped)
             log.append((stepped, obs[stepped], actions[stepped], rewards, types, infos,
                         mean[stepped], log_std[stepped]))
             obs[stepped] = next_obs  # (the log holds copies: fancy indexing)

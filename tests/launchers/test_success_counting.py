@@ -1,0 +1,47 @@
+"""meta_test.py counts every evaluation episode of every goal: no Meta-World-style over-count.
+
+Meta-World 3.1.1's own meta-learning evaluator (metaworld/evaluation.py) counts the first
+3 finished episodes per task *class* with terminate-on-success on, so one goal that succeeds
+at once can supply all of its class's successes. Here a class of 10 goals, one of which
+succeeds at its first step and nine never, has success rate 0.1, whatever the order.
+"""
+import pathlib
+
+from garage import EpisodeBatch, StepType
+import numpy as np
+import pytest
+
+from tests.helpers import load_script, make_setup
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+def _goal_batch(env_spec, succeeds: bool, n_episodes=3, length=5, name='reach-v3'):
+    """``n_episodes`` evaluation episodes of one goal; success only in the first step if any."""
+    obs_dim = env_spec.observation_space.shape[0]
+    act_dim = env_spec.action_space.shape[0]
+    steps = n_episodes * length
+    success = np.zeros(steps)
+    if succeeds:
+        success[::length] = 1.  # every episode succeeds at its first step
+    step_types = np.array(([StepType.FIRST] + [StepType.MID] * (length - 2)
+                           + [StepType.TIMEOUT]) * n_episodes, dtype=StepType)
+    return EpisodeBatch(
+        env_spec=env_spec, episode_infos={},
+        observations=np.zeros((steps, obs_dim), dtype=np.float32),
+        last_observations=np.zeros((n_episodes, obs_dim), dtype=np.float32),
+        actions=np.zeros((steps, act_dim), dtype=np.float32), rewards=np.ones(steps),
+        env_infos={'success': success, 'task_name': np.array([name] * steps)},
+        agent_infos={}, step_types=step_types,
+        lengths=np.full(n_episodes, length))
+
+
+@pytest.mark.parametrize('first', [True, False])
+def test_one_quick_goal_of_ten_gives_one_tenth(first):
+    meta_test = load_script(ROOT / 'launchers' / 'meta_test.py', 'meta_test_counting')
+    env, _, _, _ = make_setup()
+    goals = [_goal_batch(env.spec, succeeds=(i == (0 if first else 9))) for i in range(10)]
+    rows = meta_test.task_table(goals)
+    reach = next(r for r in rows if r['task'] == 'reach-v3')
+    assert reach['goals'] == 10 and reach['episodes'] == 30
+    assert reach['success_rate'] == pytest.approx(0.1)
