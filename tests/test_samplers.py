@@ -5,6 +5,7 @@ import re
 import signal
 import threading
 import time
+import types
 
 import garage_promp
 from garage_promp.envs import PointEnvCorner
@@ -483,3 +484,70 @@ def test_worker_timeout_is_checked():
     for bad in (0, -1., float('nan'), 'soon'):
         with pytest.raises(ValueError, match='worker_timeout'):
             garage_promp.make_sampler(policy, env, kind='multiprocessing', worker_timeout=bad)
+
+
+class _BadOutputEnv(LongPointEnv):
+    """From its 3rd step on, returns what ``BAD`` says instead of a proper step."""
+
+    BAD = 'short_obs'
+
+    def reset(self):
+        self._n = 0
+        return super().reset()
+
+    def step(self, action):
+        step = super().step(action)
+        self._n += 1
+        if self._n < 3:
+            return step
+        fields = dict(action=step.action, observation=step.observation, reward=step.reward,
+                      env_info=dict(step.env_info), step_type=step.step_type,
+                      terminal=step.terminal)
+        if self.BAD == 'short_obs':
+            fields['observation'] = step.observation[:1]
+        elif self.BAD == 'float_obs':
+            fields['observation'] = float(step.observation[0])
+        elif self.BAD == 'array_reward':
+            fields['reward'] = np.array([step.reward, step.reward])
+        elif self.BAD == 'new_info_key':
+            fields['env_info']['surprise'] = 1.
+        return types.SimpleNamespace(**fields)
+
+
+@pytest.mark.parametrize('bad,message', [
+    ('short_obs', r'observation of shape \(1,\) where its observation space has \(3,\)'),
+    ('float_obs', r'observation of shape \(\) where its observation space has \(3,\)'),
+    ('array_reward', r'reward of shape \(2,\), not a number'),
+    ('new_info_key', r"same keys at every step, got .* and .*'surprise'"),
+])
+@pytest.mark.parametrize('kind', ['local', 'multiprocessing'])
+def test_env_output_that_does_not_fit_is_refused_at_its_step(monkeypatch, kind, bad, message):
+    monkeypatch.setattr(_BadOutputEnv, 'BAD', bad)
+    env, policy, sampler, _ = make_setup(7, kind=kind, env_class=_BadOutputEnv,
+                                         n_workers=2 if kind == 'multiprocessing' else 1)
+    if kind == 'multiprocessing':  # workers get the class by value: patch it there too
+        sampler = garage_promp.make_sampler(
+            policy, _bad_env(bad), kind=kind, n_workers=2, seed=7)
+    tasks = [SetTaskUpdate(_BadOutputEnv, {'goal': np.array([3., 3.])}, _patched(bad))
+             for _ in range(2)]
+    try:
+        with pytest.raises(ValueError, match=message) as error:
+            sampler.obtain_meta_batch(tasks, _noisy_params(policy, 2), 2)
+        assert 'step 3' in str(error.value)
+    finally:
+        sampler.shutdown_worker()
+    _assert_no_children()
+
+
+def _bad_env(bad):
+    env = _BadOutputEnv()
+    env.BAD = bad
+    return env
+
+
+def _patched(bad):
+    def wrapper(env, task):
+        del task
+        env.BAD = bad
+        return env
+    return wrapper

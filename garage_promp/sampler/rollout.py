@@ -381,6 +381,7 @@ class RolloutWorker:
             self._run_lean(rows, shares, plan, obs, noise, stepper, recs)
             return
         active = np.ones(len(rows), dtype=bool)
+        info_keys = None
         for t in range(self._max_episode_length):
             if not active.any():
                 break
@@ -395,8 +396,9 @@ class RolloutWorker:
                 rec = recs[row]
                 env_step = env.step(actions[row])
                 self.progress += 1
-                if np.shape(env_step.observation) != obs.shape[1:]:
-                    self._raise_bad_shape(env_step.observation, obs.shape[1:])
+                if info_keys is None:
+                    info_keys = env_step.env_info.keys()
+                self._check_step(env_step, obs.shape[1:], info_keys)
                 rec.add(obs[row].copy(), env_step, mean[row], log_std[row])
                 rewards[n] = env_step.reward
                 obs[row] = env_step.observation
@@ -410,11 +412,28 @@ class RolloutWorker:
                 self._raise_not_finite(shares, rows, stepped, rewards, obs,
                                        t + 1)
 
-    def _raise_bad_shape(self, observation, shape):
-        raise ValueError(
-            f'the environment returned an observation of shape {np.shape(observation)} '
-            f'where its observation space has {shape} ({self.context.describe()}): '
-            f'observation={observation!r}')
+    def _check_step(self, env_step, obs_shape, info_keys):
+        """Refuse, at the step it happens, output that does not fit what the env declared.
+
+        The observation must have the observation space's shape (a ``(1,)``
+        or a bare float from a ``Box((2,))`` env would be broadcast into the
+        batch), the reward must be one number, and the env infos must have
+        the keys of the wave's first step.
+        """
+        if np.shape(env_step.observation) != obs_shape:
+            raise ValueError(
+                f'the environment returned an observation of shape '
+                f'{np.shape(env_step.observation)} where its observation space has {obs_shape} '
+                f'({self.context.describe()}): observation={env_step.observation!r}')
+        if np.ndim(env_step.reward) != 0:
+            raise ValueError(
+                f'the environment returned a reward of shape {np.shape(env_step.reward)}, '
+                f'not a number ({self.context.describe()}): reward={env_step.reward!r}')
+        if env_step.env_info.keys() != info_keys:
+            raise ValueError(
+                'environment infos must have the same keys at every step, got '
+                f'{sorted(info_keys)} and {sorted(env_step.env_info.keys())} '
+                f'({self.context.describe()})')
 
     def _run_lean(self, rows, shares, plan, obs, noise, stepper, recs):
         """The wave's steps on the lean path: all envs stepped in one call per step.
