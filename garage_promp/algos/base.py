@@ -662,6 +662,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                 if k < self._num_inner_grad_steps:
                     params[task] = unstack_params(self._inner_step(
                         stack_params([params[task]]), batch, False))[0]
+                    self._check_adapted(params[task], k + 1, task)
                 return params[task]
 
         phase(f'sampling round 1/{n_rounds}')
@@ -669,6 +670,21 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
                                              [self._episodes_per_task] * n_rounds, on_task)
         return [concatenate_tasks(parts[k], rounds[k], self._horizon)
                 for k in range(n_rounds)]
+
+    def _check_adapted(self, params: Params, step: int, task: int):
+        """Blame the inner step, not the env, when it makes the policy non-finite.
+
+        Otherwise the next round would sample NaN actions and the error would
+        name the environment.
+        """
+        bad = [name for name, value in params.items() if not bool(torch.isfinite(value).all())]
+        if bad:
+            lrs = {name: (float(v.detach().abs().max()) if v.numel() > 1 else float(v))
+                   for name, v in self._inner_lr.items()}
+            raise FloatingPointError(
+                f'inner step {step} of task slot {task} made the adapted policy parameters '
+                f'non-finite (NaN/inf) in {bad}: the inner step size is likely too large '
+                f'(inner_lr={self._inner_lr_value!r}; largest per parameter: {lrs})')
 
     def adapt_many(self, params: Sequence[Params], episodes: EpisodeBatch,
                    episodes_per_task: int) -> List[Params]:

@@ -388,6 +388,8 @@ class RolloutWorker:
             mean, log_std = self._distribution(obs, plan)
             actions = mean + np.exp(log_std) * noise[:, t]
             stepped = np.flatnonzero(active)
+            if not np.isfinite(actions[stepped]).all():
+                self._raise_policy_not_finite(rows, shares, stepped, actions, t + 1)
             rewards = np.empty(len(stepped))
             for n, row in enumerate(stepped):
                 s, j, env = rows[row]
@@ -411,6 +413,17 @@ class RolloutWorker:
                     and np.isfinite(obs[stepped]).all()):
                 self._raise_not_finite(shares, rows, stepped, rewards, obs,
                                        t + 1)
+
+    def _raise_policy_not_finite(self, rows, shares, stepped, actions, t):
+        """Blame the policy (its parameters for this task), not the env, for NaN/inf actions."""
+        row = next(r for r in stepped if not np.isfinite(actions[r]).all())
+        s, j, env = rows[row]
+        self._where = (env, shares[s], j, t)
+        raise FloatingPointError(
+            f'the policy gave a non-finite action ({self.context.describe()}): '
+            f'action={actions[row]!r}. Its parameters for this task are NaN/inf or so large '
+            'that the mean overflows; after an inner step, the inner step size (inner_lr) '
+            'is the likely cause')
 
     def _check_step(self, env_step, obs_shape, info_keys):
         """Refuse, at the step it happens, output that does not fit what the env declared.
@@ -450,6 +463,8 @@ class RolloutWorker:
                 break
             mean, log_std = self._distribution(obs, plan)
             actions = mean + np.exp(log_std) * noise[:, t]
+            if not np.isfinite(actions[stepped]).all():
+                self._raise_policy_not_finite(rows, shares, stepped, actions, t + 1)
             s, j, env = rows[stepped[0]]
             self._where = (env, shares[s], j, t + 1)
             # Episodes of a wave start together: every active one is at step t + 1.

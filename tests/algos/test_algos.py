@@ -279,3 +279,17 @@ def test_default_learner_threads_leave_an_in_process_run_alone(monkeypatch):
     assert local._learner_thread_count() == torch.get_num_threads()
     _, pool = make_algo('LVCVPG', setup_kwargs=dict(kind='multiprocessing', n_workers=2))
     assert pool._learner_thread_count() == 7
+
+
+@pytest.mark.parametrize('kind', ['local', 'multiprocessing'])
+def test_a_non_finite_inner_step_is_blamed_not_the_env(kind):
+    """inner_lr=1e30 makes the adapted policy non-finite: the error names the inner step."""
+    _, algo = make_algo('LVCVPG', inner_lr=1e30, setup_kwargs=dict(kind=kind, n_workers=2))
+    try:
+        with pytest.raises(FloatingPointError, match=r'(inner step 1 of task slot \d+ made the '
+                                                     r'adapted policy parameters non-finite)|'
+                                                     r'(the policy gave a non-finite action .*'
+                                                     r'inner step size)'):
+            algo.sample_meta_batch(0)
+    finally:
+        algo.sampler.shutdown_worker()
