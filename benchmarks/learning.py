@@ -105,7 +105,10 @@ def run_all(specs, parallel, deadline, on_done=None):
     """
     pending, running = list(specs), []
     env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
-    handlers = {sig: signal.signal(sig, _stop_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # SIGHUP only if it is not ignored: under nohup the runs must survive a hang-up too.
+    stops = [signal.SIGTERM] + ([signal.SIGHUP] if signal.getsignal(signal.SIGHUP)
+                                is not signal.SIG_IGN else [])
+    handlers = {sig: signal.signal(sig, _stop_on_signal) for sig in stops}
     try:
         while pending or running:
             while pending and len(running) < parallel:

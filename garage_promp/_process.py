@@ -42,14 +42,16 @@ def dump_stacks_on_usr1(worker_pids=None) -> None:
     (``garage_promp/sampler/_worker_entry.py`` registers that first thing):
     what a run that seems stuck is doing, on every side.
     """
-    def handler(signum, frame):
+    def forward(signum, frame):
         del signum, frame
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         for pid in (worker_pids() if worker_pids else []):
             try:
                 os.kill(pid, signal.SIGUSR1)
             except OSError:
                 pass
 
-    signal.signal(signal.SIGUSR1, handler)
+    signal.signal(signal.SIGUSR1, forward)
+    # The dump itself is C-level, at once, even while the main thread is stuck in
+    # native code; it then chains to the Python handler that passes the signal on.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=True)
 

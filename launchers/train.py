@@ -77,7 +77,8 @@ _BUILT = {}
 
 
 def _key(options):
-    return repr(sorted(options.items()))
+    # meta_train takes epochs apart from the options it builds from.
+    return repr(sorted((k, v) for k, v in options.items() if k != 'epochs'))
 
 
 def _parse_hidden_sizes(text):
@@ -204,6 +205,12 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         check_writable(log_dir or os.path.join(os.getcwd(), 'data'))
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint='--log-dir') from error
+    if log_dir and os.path.isdir(log_dir):
+        try:  # before garage's wrap_experiment touches its files
+            with owned_run_dir(log_dir):
+                pass
+        except RunDirBusy as error:
+            raise click.ClickException(str(error)) from error
     try:
         check_overrides(args['algo'], parsed)
     except ValueError as error:

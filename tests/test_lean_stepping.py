@@ -149,3 +149,31 @@ def test_a_resumed_run_on_the_lean_path_continues_exactly(tmp_path):
     assert len(straight) >= 3
     assert resumed == straight
     assert float(straight[-1]['TotalEnvSteps']) >= 600 > float(straight[-2]['TotalEnvSteps'])
+
+
+class _ShapedCheetahGym(__import__('garage_promp.envs.half_cheetah_fwd_back',
+                                   fromlist=['HalfCheetahFwdBackGym']).HalfCheetahFwdBackGym):
+    """A user's subclass that changes the observation: the vectorised step must not apply."""
+
+    def _get_obs(self):
+        return super()._get_obs() * 2
+
+
+class _OwnStepEnv(type(ENVS['HalfCheetahFwdBack']['env']())):
+    """A garage env whose ``step`` adds something: the lean path must not bypass it."""
+
+    def step(self, action):
+        return super().step(action)
+
+
+@pytest.mark.mujoco
+def test_user_subclasses_keep_their_own_step():
+    assert LeanStepper.of([_OwnStepEnv()]) is None
+    envs = [_ShapedCheetahGym(seed=i) for i in range(2)]
+    twins = [_ShapedCheetahGym(seed=i) for i in range(2)]
+    for env, twin in zip(envs + twins, [0, 1, 0, 1]):
+        env.reset(seed=twin)
+    actions = np.full((2, 6), 0.3, dtype=np.float32)
+    obs = _ShapedCheetahGym.batch_step(envs, actions)[0]
+    for n, twin in enumerate(twins):
+        np.testing.assert_array_equal(obs[n], twin.step(actions[n])[0])

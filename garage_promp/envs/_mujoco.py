@@ -123,6 +123,15 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         """Displacement counted as forward: along +x (overridden by tasks)."""
         return float(after[0] - before[0])
 
+    @classmethod
+    def _overrides_any(cls, owner: type, names: Sequence[str]) -> bool:
+        """Whether ``cls`` replaces any of ``owner``'s methods ``names`` (a user's subclass):
+        then a vectorised ``batch_step`` written for ``owner`` does not apply."""
+        def function(method):  # a classmethod's bound method is new at every lookup
+            return getattr(method, '__func__', method)
+        return any(function(getattr(cls, name)) is not function(getattr(owner, name))
+                   for name in names)
+
     @staticmethod
     def _simulate(envs: Sequence['MujocoMetaEnv'], actions: np.ndarray) -> None:
         """``do_simulation`` of every env, for a ``batch_step`` whose outputs need no
@@ -152,9 +161,13 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         """Each env's sign d of a fwd/back task; 1. (exact) for +x-only envs."""
         if getattr(envs[0], 'direction_dims', None) == 1:
             return np.array([env._task_vector[0] for env in envs])
-        if hasattr(envs[0], 'direction_dims'):
-            raise NotImplementedError('2-D directions step env by env')
         return 1.
+
+    @classmethod
+    def _vectorised(cls, envs) -> bool:
+        """Whether a vectorised ``batch_step`` may compute these envs' rows: 1-D or no
+        direction task (2-D directions step env by env)."""
+        return getattr(envs[0], 'direction_dims', 1) == 1
 
     def _info(self, forward_vel: float, ctrl_cost: float,
               **extra: float) -> Dict[str, Any]:

@@ -155,7 +155,19 @@ class PlanarBase(MujocoMetaEnv):
 
     @classmethod
     def batch_step(cls, envs, actions):
-        """``step`` of every env, the rows computed together (see ``MujocoMetaEnv.batch_step``)."""
+        """``step`` of every env, the rows computed together (see ``MujocoMetaEnv.batch_step``).
+
+        A subclass that replaces ``step``, the observation, the progress or
+        the info, or defines ``_healthy`` without ``_batch_healthy`` beside
+        it, steps env by env through its own ``step``.
+        """
+        healthy_owner = next(k for k in cls.__mro__ if '_healthy' in vars(k))
+        if (cls._overrides_any(PlanarBase, ('step', '_get_obs', '_info', '_simulate',
+                                            '_batch_advance'))
+                or '_batch_healthy' not in vars(healthy_owner)
+                or cls._progress not in (MujocoMetaEnv._progress, DirectionTasks._progress)
+                or not cls._vectorised(envs)):
+            return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
         qpos, qvel, forward_vel = cls._batch_advance(envs, actions)
         ctrl_cost = 1e-3 * np.square(actions).sum(axis=1).astype(np.float64)
         reward = forward_vel + 1.0 - ctrl_cost

@@ -11,6 +11,7 @@ uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 import csv
 import json
 import os
+import warnings
 
 from garage_promp._garage_compat import TRAINING_SNAPSHOT_KEYS, NotASnapshotError
 from garage_promp.experiment.progress import ProgressOutput
@@ -142,7 +143,11 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
         algo = trainer._algo  # pylint: disable=protected-access
         check_snapshot_matches_variant(log_dir, algo)
         rows = _count_rows(progress)
-        if rows is not None and rows < done:
+        if rows is not None and rows == done - 1:
+            # Interrupted between garage's snapshot and its log row of that epoch.
+            warnings.warn(f'{progress} lacks the row of epoch {done - 1}, whose snapshot was '
+                          'saved just before the run stopped: that row stays missing')
+        elif rows is not None and rows < done:
             raise ValueError(
                 f'{progress} has {rows} epoch rows but the snapshot in {log_dir} is at epoch '
                 f'{done}: rows {rows + 1}..{done} are missing, so the log would skip them. '

@@ -228,8 +228,11 @@ def _heartbeat(conn, lock, state):
             if worker is None:
                 continue
             try:
-                conn.send_bytes(pickle.dumps(
-                    ('progress', (worker.progress, worker.context.describe()))))
+                where = worker.context.describe()
+            except Exception:  # pylint: disable=broad-except  (a user env's odd task)
+                where = '?'
+            try:
+                conn.send_bytes(pickle.dumps(('progress', (worker.progress, where))))
             except (EOFError, OSError, ValueError):
                 return
 
@@ -410,6 +413,11 @@ class ProcessPoolBackend(Backend):
         slot, episode and step; ``close`` then stops every worker.
         """
         now = time.monotonic()
+        gap = now - getattr(self, '_last_check', now)
+        self._last_check = now
+        if gap > 5 * self.POLL_SECONDS:  # this process was not running (stopped, suspended)
+            self._progress = {w: (c, where, since + gap)
+                              for w, (c, where, since) in self._progress.items()}
         for worker_id in sorted(pending & self._busy):
             _, where, since = self._progress.get(worker_id, (None, '?', now))
             idle = now - since

@@ -49,7 +49,8 @@ def _layers(env) -> Tuple[Any, GymnasiumEnv, Any] | None:
                 or env._scale_reward != 1):  # pylint: disable=protected-access
             return None
         outer, env = env, env._env  # pylint: disable=protected-access
-    if not isinstance(env, GymnasiumEnv) or env._visualize:  # pylint: disable=protected-access
+    if (not isinstance(env, GymnasiumEnv) or env._visualize  # pylint: disable=protected-access
+            or type(env).step is not GymnasiumEnv.step):  # a subclass's own step must run
         return None
     inner = env._env  # pylint: disable=protected-access
     if not callable(getattr(type(inner), 'batch_step', None)):
@@ -145,10 +146,17 @@ class LeanStepper:
         return obs, rewards, types, infos
 
     def _raise(self, rows, field, values, scaled, counts):
-        """The wrapped path's error for the first row whose ``field`` is not finite."""
+        """The wrapped path's error for the first row whose ``field`` is not finite.
+
+        The error carries ``lean_row``, the row it is about (for the worker's context).
+        """
         for n, row in enumerate(rows):
             if not np.isfinite(values[n]).all():
                 wrapper = self._wrappers[row]
                 wrapper._step_cnt = int(counts[n])  # pylint: disable=protected-access
                 value = float(values[n]) if field == 'reward' else values[n]
-                wrapper._raise_not_finite(field, value, scaled[n])  # pylint: disable=protected-access
+                try:
+                    wrapper._raise_not_finite(field, value, scaled[n])  # pylint: disable=protected-access
+                except ValueError as error:
+                    error.lean_row = int(row)
+                    raise

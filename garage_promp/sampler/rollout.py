@@ -469,11 +469,21 @@ class RolloutWorker:
             self._where = (env, shares[s], j, t + 1)
             # Episodes of a wave start together: every active one is at step t + 1.
             counts = np.full(len(stepped), t + 1)
-            next_obs, rewards, types, infos = stepper.step(stepped, actions[stepped], counts)
+            try:
+                next_obs, rewards, types, infos = stepper.step(stepped, actions[stepped], counts)
+            except Exception as error:
+                row = getattr(error, 'lean_row', None)
+                if row is not None:  # the error is about this env: the context names it
+                    s, j, env = rows[row]
+                    self._where = (env, shares[s], j, t + 1)
+                raise
             self.progress += len(stepped)
             log.append((stepped, obs[stepped], actions[stepped], rewards, types, infos,
                         mean[stepped], log_std[stepped]))
             obs[stepped] = next_obs  # (the log holds copies: fancy indexing)
+            if not (np.isfinite(rewards).all() and np.isfinite(next_obs).all()):
+                # Also with the env's own checks off, as the wrapped path.
+                self._raise_not_finite(shares, rows, stepped, rewards, obs, t + 1)
             ended = (types == _TERMINAL) | (t + 1 >= horizon)
             for n in np.flatnonzero(ended):
                 recs[stepped[n]].last_observation = next_obs[n]

@@ -63,8 +63,20 @@ def test_missing_progress_rows_are_reported_not_skipped(promp_run, tmp_path):
     log_dir = tmp_path / 'run'
     shutil.copytree(promp_run, log_dir)
     lines = (log_dir / 'progress.csv').read_text().splitlines(keepends=True)
-    (log_dir / 'progress.csv').write_text(lines[0] + lines[1])  # epoch 1's row lost
+    (log_dir / 'progress.csv').write_text(lines[0])  # both epochs' rows lost
     proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
     assert proc.returncode != 0
-    assert 'rows 2..2 are missing' in proc.stderr
-    assert len(_rows(log_dir)) == 1
+    assert 'rows 1..2 are missing' in proc.stderr
+    assert len(_rows(log_dir)) == 0
+
+
+def test_a_row_lost_between_snapshot_and_log_is_only_warned_about(promp_run, tmp_path):
+    """garage saves the snapshot before it writes the epoch's row: a run stopped in
+    between continues (one row missing, said so) rather than being stuck for good."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    lines = (log_dir / 'progress.csv').read_text().splitlines(keepends=True)
+    (log_dir / 'progress.csv').write_text(lines[0] + lines[1])  # epoch 1's row lost
+    proc = _run('--resume', str(log_dir), '--epochs', '3')
+    assert 'lacks the row of epoch 1' in proc.stderr + proc.stdout
+    assert len(_rows(log_dir)) == 2

@@ -69,3 +69,27 @@ def test_a_log_dir_under_a_file_is_refused_before_any_work(tmp_path):
     assert proc.returncode == 2
     assert 'cannot be written' in proc.stderr and '--log-dir' in proc.stderr
     assert not (tmp_path / 'file').is_dir()
+
+
+def test_a_fresh_run_into_a_live_runs_directory_touches_nothing(tmp_path):
+    log_dir = tmp_path / 'run'
+    subprocess.run([*TRAIN, *TINY, '--epochs', '1', '--log-dir', str(log_dir)], check=True,
+                   capture_output=True, cwd=ROOT, timeout=300)
+    before = {p.name: p.read_bytes() for p in log_dir.iterdir() if p.is_file()}
+    holder = subprocess.Popen([sys.executable, '-c', (
+        'import time\n'
+        'from garage_promp.experiment.run_dir import owned_run_dir\n'
+        f'with owned_run_dir({str(log_dir)!r}):\n'
+        '    print("held", flush=True); time.sleep(60)\n')],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        proc = subprocess.run([*TRAIN, *TINY, '--epochs', '1', '--log-dir', str(log_dir)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 1 and 'in use by another run' in proc.stderr
+    after = {p.name: p.read_bytes() for p in log_dir.iterdir() if p.is_file()}
+    assert {k: v for k, v in after.items() if k != '.lock'} == {
+        k: v for k, v in before.items() if k != '.lock'}
