@@ -330,7 +330,12 @@ def _patch_snapshotter():
         if itr == 'last':
             candidates.reverse()
         if os.path.isfile(os.path.join(load_dir, 'params.pkl')):
-            candidates.insert(0, 'params.pkl')
+            # 'last': params.pkl first (then any newer itr_N.pkl, below); 'first':
+            # the oldest itr_N.pkl, params.pkl only when there is none.
+            if itr == 'last':
+                candidates.insert(0, 'params.pkl')
+            else:
+                candidates.append('params.pkl')
         if not candidates:
             raise FileNotFoundError(
                 errno.ENOENT,

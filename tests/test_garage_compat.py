@@ -342,3 +342,12 @@ def test_gaussian_mlp_module_follows_its_device(learn_std, move):
     mean, log_std = module._get_mean_and_log_std(torch.ones(5, 3, device='meta'))
     assert mean.device.type == log_std.device.type == 'meta'
     assert log_std.shape == (5, 2)
+
+
+def test_snapshot_load_first_prefers_the_oldest_numbered_one(tmp_path):
+    """'gap_and_last' keeps params.pkl (the newest) beside itr_N.pkl: 'first' is the oldest."""
+    snap = _snapshotter(tmp_path, mode='gap_and_last')
+    for epoch in (0, 1, 2, 3):
+        snap.save_itr_params(epoch, {'epoch': epoch, 'stats': None})
+    assert snap.load(str(tmp_path), 'first')['epoch'] == 0
+    assert snap.load(str(tmp_path), 'last')['epoch'] == 3
