@@ -120,11 +120,6 @@ class TRPOMAML(MetaPolicySearch):
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator=inner_estimator,
                          exploration=exploration, **kwargs)
-        if self._trainable_inner_step_size:
-            raise ValueError('trainable_inner_step_size=True is not available for TRPOMAML yet: '
-                             'its trust region (CG, KL constraint, line search and the exact '
-                             'Hessian-vector products) acts on the policy parameters only; use '
-                             'ProMP or the VPG family to learn inner step sizes')
         self._max_kl_step = max_kl_step
         self._cg_iters = cg_iters
         self._backtrack_ratio = backtrack_ratio
@@ -154,8 +149,10 @@ class TRPOMAML(MetaPolicySearch):
             callable: flat v ↦ flat H v.
 
         """
-        params = list(self._policy.parameters())
-        if self._hvp_approach == 'exact':
+        params = self.outer_parameters()
+        # The hand-written products cover θ alone: with learned step sizes in the
+        # parameter vector, double backpropagation (exact too) takes over.
+        if self._hvp_approach == 'exact' and not self._trainable_inner_step_size:
             curvature = self._hand_written_curvature(batches)
             if curvature is not None and not self.__dict__.get('_curvature_checked'):
                 meta = self.meta_objective(batches) if meta is None else meta
@@ -226,7 +223,7 @@ class TRPOMAML(MetaPolicySearch):
         self._curvature_checked = (ok, gap)
 
     def _set_flat_params(self, flat: torch.Tensor):
-        params = list(self._policy.parameters())
+        params = self.outer_parameters()
         with torch.no_grad():
             for p, value in zip(params, unflatten_like(flat, params)):
                 p.copy_(value)
@@ -246,7 +243,9 @@ class TRPOMAML(MetaPolicySearch):
         return [b.select(tasks) for b in batches]
 
     def optimize(self, itr: int, batches: List[MetaBatch]):
-        params = list(self._policy.parameters())
+        # θ, and the inner step sizes when they are learned: the trust region
+        # (gradient, CG, the post-update KL, the line search) acts on both.
+        params = self.outer_parameters()
         with self._timed('MetaObjective'):
             meta = self.meta_objective(batches)
             objective_before = float(meta.objective.detach())

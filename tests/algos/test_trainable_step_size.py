@@ -21,7 +21,8 @@ def _objective_at(algo, batches, lrs):
 
 
 @pytest.mark.parametrize('name,kwargs', [('LVCVPG', {}), ('DiCEVPG', {}), ('MAMLVPG', {}),
-                                         ('ProMP', dict(num_inner_grad_steps=2))])
+                                         ('ProMP', dict(num_inner_grad_steps=2)),
+                                         ('TRPOMAML', dict(inner_estimator='maml'))])
 def test_step_size_meta_gradient_equals_finite_differences(name, kwargs):
     _, algo = make_algo(name, trainable_inner_step_size=True, **kwargs)
     batches = _double(algo.sample_meta_batch(0))
@@ -43,7 +44,7 @@ def test_step_size_meta_gradient_equals_finite_differences(name, kwargs):
     assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-9)
 
 
-@pytest.mark.parametrize('name', ['ProMP', 'LVCVPG', 'EMAMLVPG'])
+@pytest.mark.parametrize('name', ['ProMP', 'LVCVPG', 'EMAMLVPG', 'TRPOMAML'])
 def test_step_sizes_learn_and_are_used_by_adaptation(name):
     _, algo = make_algo(name, trainable_inner_step_size=True, inner_lr=0.1)
     before = {k: v.detach().clone() for k, v in algo._inner_lr.items()}
@@ -80,9 +81,21 @@ def test_step_sizes_are_in_the_snapshot_with_the_optimiser_state():
     assert restored._optimizer.state[held[-1]]  # Adam's moments came along
 
 
-def test_trpo_refuses_learned_step_sizes_clearly():
-    with pytest.raises(ValueError, match='not available for TRPOMAML yet'):
-        make_algo('TRPOMAML', trainable_inner_step_size=True)
+def test_trpo_trust_region_covers_the_step_sizes():
+    """The step sizes are in the vector CG, the KL constraint and the line search act on:
+    the HVP is the KL's Hessian over (θ, α), and an accepted step keeps the KL in bounds."""
+    _, algo = make_algo('TRPOMAML', trainable_inner_step_size=True)
+    batches = algo.sample_meta_batch(0)
+    params = algo.outer_parameters()
+    assert len(params) == 2 * len(list(algo.policy.parameters()))
+    hvp = algo.hvp_function(batches)
+    meta = algo.meta_objective(batches)
+    from garage_promp.optimizers import exact_hvp  # the double-backprop reference
+    v = torch.randn(sum(p.numel() for p in params), generator=torch.Generator().manual_seed(1))
+    product = hvp(v)
+    assert torch.allclose(product, exact_hvp(meta.kl, params)(v), rtol=1e-4, atol=1e-7)
+    n_theta = sum(p.numel() for p in algo.policy.parameters())
+    assert product[n_theta:].abs().max() > 0  # the KL's curvature in α is in the product
 
 
 def test_launcher_reads_true_and_false():
