@@ -36,16 +36,22 @@ def _rows(path):
 
 def test_campaign_order_and_budgets(paper):
     runs = paper.fig2_runs()
-    # The six HalfCheetah seeds of ProMP and MAML-TRPO first, at 2e7 steps.
-    first = runs[:12]
+    # Three 2e7-step HalfCheetah seeds of ProMP and MAML-TRPO first.
+    first = runs[:6]
     assert {(r.env, r.algo) for r in first} == {('HalfCheetahFwdBack', 'ProMP'),
                                                 ('HalfCheetahFwdBack', 'MAML-TRPO')}
-    assert sorted(r.seed for r in first) == sorted(list(range(1, 7)) * 2)
+    assert sorted(r.seed for r in first) == [1, 1, 2, 2, 3, 3]
     assert all(r.steps == 20_000_000 for r in first)
-    # Then one seed of every env before any second seed.
-    seeds = [r.seed for r in runs[12:]]
+    # Then one seed of every env before any second seed of the 1e7-step runs.
+    middle = runs[6:-6]
+    seeds = [r.seed for r in middle]
     assert seeds.index(2) > max(i for i, s in enumerate(seeds) if s == 1)
-    assert {r.env for r in runs[12:] if r.seed == 1} == set(paper.FIG2_ENVS)
+    assert {r.env for r in middle if r.seed == 1} == set(paper.FIG2_ENVS)
+    assert all(r.steps == 10_000_000 for r in middle)
+    # HalfCheetah's seeds 4 to 6 (2e7 steps) last.
+    assert sorted((r.seed, r.algo) for r in runs[-6:]) == sorted(
+        (s, a) for s in (4, 5, 6) for a in ('ProMP', 'MAML-TRPO'))
+    assert all(r.steps == 20_000_000 and r.env == 'HalfCheetahFwdBack' for r in runs[-6:])
     # Every (env, algo) of Fig. 2 has 3 seeds of at least 1e7 steps.
     counts = {}
     for r in runs:
