@@ -738,8 +738,13 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
             state.pop(transient, None)
         return state
 
+    #: Attributes added after snapshots were first written, with the value
+    #: that reproduces what a run without them did: a snapshot from an older
+    #: release resumes as the run it was (``launchers/train.py --resume``).
+    _SNAPSHOT_DEFAULTS = {'_trainable_inner_step_size': False}
+
     def __setstate__(self, state):
-        state = dict(state)
+        state = {**self._SNAPSHOT_DEFAULTS, **state}
         state['_pending_rng_states'] = state.pop('_saved_rng_states', None)
         self.__dict__.update(state)
 
@@ -863,7 +868,7 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
 
     def _move_learner(self, device):
         self._policy.to(device)
-        if getattr(self, '_trainable_inner_step_size', False):
+        if self._trainable_inner_step_size:
             for value in self._inner_lr.values():  # in place: the optimiser holds them
                 value.data = value.data.to(device)
         else:
@@ -935,13 +940,13 @@ class MetaPolicySearch(MetaRLAlgorithm, abc.ABC):
     def outer_parameters(self) -> List[torch.Tensor]:
         """What the outer optimiser updates: θ, and the step sizes if they are learned."""
         params = list(self._policy.parameters())
-        if getattr(self, '_trainable_inner_step_size', False):
+        if self._trainable_inner_step_size:
             params += list(self._inner_lr.values())
         return params
 
     def _log_inner_step_sizes(self):
         """Mean, min and max of each parameter's learned step sizes."""
-        if not getattr(self, '_trainable_inner_step_size', False):
+        if not self._trainable_inner_step_size:
             return
         for name, lr in self._inner_lr.items():
             values = lr.detach()

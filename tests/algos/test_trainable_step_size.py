@@ -105,3 +105,21 @@ def test_launcher_reads_true_and_false():
     assert launcher._parse_overrides(['trainable_inner_step_size=true']) == {
         'trainable_inner_step_size': True}
     assert launcher._parse_overrides(['normalize_adv=False']) == {'normalize_adv': False}
+
+
+@pytest.mark.parametrize('name', ['ProMP', 'TRPOMAML'])
+def test_snapshot_from_before_an_attribute_existed_resumes_as_without_it(name):
+    """A snapshot pickled before an attribute was added (here the one a run from an
+    older release lacks) loads with the value that reproduces that run, and trains."""
+    algo_cls = make_algo(name)[1].__class__
+    assert algo_cls._SNAPSHOT_DEFAULTS
+    for attribute, default in algo_cls._SNAPSHOT_DEFAULTS.items():
+        _, algo = make_algo(name)
+        state = algo.__getstate__()
+        assert state.pop(attribute) == default
+        old = algo_cls.__new__(algo_cls)
+        old.__setstate__(state)
+        assert getattr(old, attribute) == default
+        before = [p.detach().clone() for p in old.policy.parameters()]
+        old.optimize(0, old.sample_meta_batch(0))
+        assert any(not torch.equal(a, p) for a, p in zip(before, old.policy.parameters()))
