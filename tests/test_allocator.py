@@ -40,11 +40,11 @@ def test_freed_tensors_are_reused_without_page_faults():
 
 
 def test_train_keeps_freed_memory(monkeypatch):
-    import garage_promp.algos.base as base_module  # pylint: disable=import-outside-toplevel
+    import garage_promp.algos.epoch_loop as epoch_loop_module  # pylint: disable=import-outside-toplevel
 
     from tests.helpers import make_algo  # pylint: disable=import-outside-toplevel
     calls = []
-    monkeypatch.setattr(base_module, 'keep_freed_memory', lambda: calls.append(1))
+    monkeypatch.setattr(epoch_loop_module, 'keep_freed_memory', lambda: calls.append(1))
     _, algo = make_algo('MAMLVPG')
 
     class _Trainer:

@@ -9,7 +9,7 @@ import math
 import pathlib
 
 import garage_promp
-from garage_promp.algos.base import supported_options
+from garage_promp.algos.options import supported_options
 
 import akro
 from click.testing import CliRunner

@@ -5,7 +5,9 @@ As the original ProMP code's meta_policy_search/meta_algos/pro_mp.py.
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, _check, per_task, refuse_fixed_options
+from garage_promp.algos.base import MetaPolicySearch
+from garage_promp.algos.meta_objective import per_task
+from garage_promp.algos.options import refuse_fixed_options, require
 from garage_promp.objectives import clipped_objective
 from garage_promp.validation import check_bool, check_float, check_int
 
@@ -86,7 +88,7 @@ class ProMP(MetaPolicySearch):
                                     low_open=True)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator='lvc', **kwargs)
-        _check(num_minibatches <= self._meta_batch_size, 'num_minibatches',
+        require(num_minibatches <= self._meta_batch_size, 'num_minibatches',
                f'<= meta_batch_size ({self._meta_batch_size})',
                num_minibatches)
         self._num_promp_steps = num_promp_steps

@@ -7,7 +7,8 @@ import collections
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, per_task
+from garage_promp.algos.base import MetaPolicySearch
+from garage_promp.algos.meta_objective import per_task
 from garage_promp.curvature import TrustRegionCurvature, structure_of
 from garage_promp.objectives import lvc_objective
 from garage_promp.optimizers import (

@@ -15,7 +15,9 @@ the post-update data; "VPG" in the paper is Adam(1e-3), one step per epoch.
 from typing import List
 
 from garage_promp.algos._batch import MetaBatch
-from garage_promp.algos.base import MetaPolicySearch, per_task, refuse_fixed_options
+from garage_promp.algos.base import MetaPolicySearch
+from garage_promp.algos.meta_objective import per_task
+from garage_promp.algos.options import refuse_fixed_options
 from garage_promp.objectives import log_likelihood_objective
 from garage_promp.validation import check_float
 

@@ -9,7 +9,7 @@ directory exists).
 """
 from typing import Any, NamedTuple
 
-from garage_promp.algos.base import option_defaults, supported_options
+from garage_promp.algos.options import option_defaults, supported_options
 from garage_promp.envs.base import reset_construction_counter
 from garage_promp.experiment.env_setup import ENV_KWARGS, EnvSetup, make_env_setup
 from garage_promp.experiment.meta_evaluator import MetaEvaluator

@@ -274,7 +274,7 @@ def test_learner_uses_its_threads_only_while_workers_wait(monkeypatch):
 def test_default_learner_threads_leave_an_in_process_run_alone(monkeypatch):
     import garage_promp._threads as threads
     monkeypatch.setattr(threads, 'available_cores', lambda: 7)
-    monkeypatch.setattr('garage_promp.algos.base.available_cores', lambda: 7)
+    monkeypatch.setattr('garage_promp.algos.device.available_cores', lambda: 7)
     _, local = make_algo('LVCVPG')
     assert local._learner_thread_count() == torch.get_num_threads()
     _, pool = make_algo('LVCVPG', setup_kwargs=dict(kind='multiprocessing', n_workers=2))

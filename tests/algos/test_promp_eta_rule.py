@@ -8,7 +8,7 @@ inner KLs that ``optimize`` reads after its update (the ``create_graph=False``
 ``meta_objective`` call) are replaced by chosen values, so each branch of
 the rule is reached for each step independently.
 """
-from garage_promp.algos.base import MetaObjective
+from garage_promp.algos.meta_objective import MetaObjective
 
 from dowel import tabular
 import numpy as np

@@ -14,11 +14,11 @@ import math
 import os
 import pathlib
 
+from garage_promp.experiment import build_experiment
+
 from garage import wrap_experiment
 from garage.trainer import Trainer
 import pytest
-
-from garage_promp.experiment import build_experiment
 
 RECORDED = pathlib.Path(__file__).parents[1] / 'data' / 'recorded_runs'
 DENSE = {'reward_type': 'dense'}
@@ -70,7 +70,7 @@ def test_seeded_run_matches_the_recorded_run(tmp_path, name):
     path = RECORDED / f'{name}.csv'
     if os.environ.get('GARAGE_PROMP_RECORD'):
         with open(path, 'w', newline='') as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(f, fieldnames=sorted(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
     with open(path, newline='') as f:

@@ -2,7 +2,7 @@
 import collections
 import contextlib
 
-import garage_promp.algos.base as base_module
+import garage_promp.algos.meta_objective as meta_objective_module
 from garage_promp.baselines import LinearFeatureBaseline
 from garage_promp.objectives import discount_cumsum
 from garage_promp.optimizers import conjugate_gradient
@@ -150,13 +150,13 @@ def test_shared_forwards_give_the_same_meta_objective_with_fewer_passes(monkeypa
     batches = algo.sample_meta_batch(0)
     params = list(algo.policy.parameters())
     forwards = []
-    real = base_module.task_distribution_params
+    real = meta_objective_module.task_distribution_params
 
     def counting(*args, **kwargs):
         forwards.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(base_module, 'task_distribution_params', counting)
+    monkeypatch.setattr(meta_objective_module, 'task_distribution_params', counting)
     shared = algo.meta_objective(batches)
     shared_grad = torch.autograd.grad(shared.objective, params)
     n_shared = len(forwards)

@@ -135,7 +135,7 @@ def test_baseline_rejects_bad_reg_coeff_and_nan_fit():
 
 
 def test_promp_counts_a_non_finite_batch_once(monkeypatch):
-    from garage_promp.algos.base import MetaObjective
+    from garage_promp.algos.meta_objective import MetaObjective
     _, algo = make_algo('ProMP', num_promp_steps=5)
     batches = algo.sample_meta_batch(0)
     real = algo.meta_objective
