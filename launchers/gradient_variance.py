@@ -13,7 +13,7 @@ compute it) — and the post-update return.
 It also logs ``RStdRatio`` (DiCE's relative std over LVC's) per epoch and
 prints the mean ratio at the end; the paper's Fig. 4 shows DiCE about 60%
 higher (a ratio of about 1.6) on HalfCheetahFwdBack. The presets' env-step
-counts are printed at the start (see README, "Results", for measured times).
+counts are printed at the start (see docs/results.md for measured times).
 """
 from garage_promp.experiment import relative_std, sample_meta_gradients
 from garage_promp.experiment.builder import build_experiment

@@ -5,7 +5,8 @@ master in commit b9e0064).
 
 The reference resampled tasks only in the last of its 10 rounds, mixing task
 variance into a measurement meant to be "same tasks, new trajectories"; here
-every round uses the same tasks (see README, "Fixed quirks").
+every round uses the same tasks (see docs/algorithms.md, "Quirks of the original
+implementation fixed here").
 """
 import copy
 

@@ -47,7 +47,7 @@ ENVS = {
                            hidden_sizes=(64, 64)),
 }
 
-#: Meta-World 3 meta-learning benchmarks (not in the ProMP paper; see README, "Meta-World"). H is
+#: Meta-World 3 meta-learning benchmarks (not in the ProMP paper; see docs/environments.md). H is
 #: Meta-World's own ``max_path_length`` (its evaluation runs 500-step episodes);
 #: hidden sizes, M = 20 tasks of R = 10 episodes and α = 0.1 follow garage's
 #: ``maml_trpo_metaworld_ml1_push.py``; R = 10 and 3 evaluation episodes per test

@@ -144,7 +144,8 @@ def dice_objective(log_probs: torch.Tensor, adjusted_rewards: torch.Tensor,
     ``adjusted_rewards`` are :math:`\gamma^t r_t - b(t)` with a time-only
     baseline (original ProMP code, meta_policy_search/meta_algos/dice_maml.py and
     meta_policy_search/samplers/dice_sample_processor.py). The mean runs over valid
-    steps only (the reference divided by all padded cells; see README, "Fixed quirks").
+    steps only (the reference divided by all padded cells; see docs/algorithms.md,
+    "Quirks of the original implementation fixed here").
     """
     boxes = magic_box(cumulative_log_probs(log_probs, mask))
     return masked_mean(boxes * adjusted_rewards, mask)

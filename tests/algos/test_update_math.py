@@ -119,7 +119,7 @@ def test_hvp_subsample_is_an_approximation_close_to_the_exact_step():
     exact, kl_exact, delta = _trpo_step(1.)
     again, _, _ = _trpo_step(1.)
     assert torch.equal(exact, again)  # the default is exact and deterministic
-    # The stated tolerance (README): at 8 tasks x 20 episodes, cosine similarity of the
+    # The stated tolerance (docs/algorithms.md): at 8 tasks x 20 episodes, cosine similarity of the
     # step to the exact one above 0.9 with 3/4 of the tasks, above 0.7 with half.
     for fraction, tolerance in ((0.5, 0.7), (0.75, 0.9)):
         approx, kl, _ = _trpo_step(fraction)
