@@ -428,9 +428,10 @@ def _verdict(t: float, p: float, n_more: float) -> str:
 
 def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]):
     """Claims-table rows: ``winner`` beats each loser post-update on ``env``."""
-    matched, finals = compare(data, env, (winner, *losers))
     rows = []
     for loser in losers:
+        # Each pair at the env steps all runs of both reached.
+        matched, finals = compare(data, env, (winner, loser))
         if winner not in finals or loser not in finals:
             rows.append((f'{fig} {env}: {winner} > {loser}', 'not run yet', '-'))
             continue
@@ -450,8 +451,10 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
     out.mkdir(parents=True, exist_ok=True)
     text = ['# ProMP paper reproduction: results so far', '',
             '(written by `benchmarks/paper.py report`; mean ± std over seeds of the post-update '
-            'return, the mean of the last 3 iterations up to the env steps every compared run '
-            'reached; Welch\'s t, one-sided p.)', '']
+            'return, the mean of the last 3 iterations up to the env steps every seed reached: '
+            'in the tables, every seed of the algorithm; in the claims, every seed of both '
+            'compared algorithms. Welch\'s t, one-sided p. Runs still in progress count with '
+            'the steps they have reached.)', '']
     claims = []
     for fig in figs:
         if fig == 'fig8':
@@ -477,14 +480,14 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                  '| env | algorithm | seeds | env steps (fewest) | pre-update | post-update |',
                  '|---|---|---|---|---|---|']
         for env in envs:
-            matched, finals = compare(data, env, algos)
             for algo in algos:
                 seeds = data.get((env, algo))
                 if not seeds:
                     text.append(f'| {env} | {algo} | 0 | - | - | - |')
                     continue
-                pre = [value_at(rows, 'Step_0-AverageReturn', matched) for rows in seeds.values()]
-                fewest = min(float(r[-1]['TotalEnvSteps']) for r in seeds.values())
+                # Each algorithm at the env steps all of its seeds reached.
+                fewest, finals = compare(data, env, (algo, ))
+                pre = [value_at(rows, 'Step_0-AverageReturn', fewest) for rows in seeds.values()]
                 text.append(f'| {env} | {algo} | {len(seeds)} | {fewest:,.0f} | '
                             f'{_pm(pre)} | {_pm(finals[algo])} |')
         text.append('')

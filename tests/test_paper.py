@@ -232,3 +232,22 @@ def test_fig5_report_shows_the_trajectories_once_drawn(paper, tmp_path):
     (campaign.results_dir / 'fig5').mkdir(parents=True, exist_ok=True)
     (campaign.results_dir / 'fig5' / 'fig5_trajectories.png').write_bytes(b'png')
     assert '![fig5 trajectories](fig5/fig5_trajectories.png)' in paper.report(campaign, ['fig5'])
+
+
+def test_each_claim_compares_its_own_pair_at_their_common_steps(paper, tmp_path):
+    """A third algorithm's shorter runs do not cut the ProMP vs MAML-TRPO comparison short."""
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    runs = [r for r in paper.fig2_runs() if r.env == 'HalfCheetahFwdBack' and r.seed <= 2]
+    for r in runs:
+        post = {'ProMP': 50., 'MAML-TRPO': 10., 'E-MAML-TRPO': 20.}[r.algo]
+        _write_progress(campaign.result_dir(r), [r.steps // 4 * j for j in (1, 2, 3, 4)],
+                        post=post + r.seed)
+    text = paper.report(campaign, ['fig2'])
+    lines = text.splitlines()
+    maml = next(x for x in lines if x.startswith('| Fig. 2 HalfCheetahFwdBack: ProMP > MAML-TRPO'))
+    emaml = next(x for x in lines
+                 if x.startswith('| Fig. 2 HalfCheetahFwdBack: ProMP > E-MAML-TRPO'))
+    assert 'at 20,000,000 env steps' in maml and 'at 10,000,000 env steps' in emaml
+    # The table: each algorithm at its own seeds' steps (ProMP's last 3 rows: 51.5 + 2 ...).
+    promp_row = next(x for x in lines if x.startswith('| HalfCheetahFwdBack | ProMP |'))
+    assert '| 20,000,000 |' in promp_row and '53.5 ± 0.7' in promp_row
