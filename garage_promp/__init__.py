@@ -24,8 +24,11 @@ from garage_promp.algos import (  # noqa: E402
 )
 from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline  # noqa: E402
 from garage_promp.experiment import MetaEvaluator, build_experiment, make_algo  # noqa: E402
+from garage_promp.experiment.resume import install_checked_restore  # noqa: E402
 from garage_promp.policies import AdaptedPolicy  # noqa: E402
 from garage_promp.sampler import MetaSampler, SamplerWorkerError, make_sampler  # noqa: E402
+
+install_checked_restore()
 
 __all__ = [
     '__version__', 'AdaptedPolicy', 'DiCEVPG', 'EMAMLVPG', 'LinearFeatureBaseline',

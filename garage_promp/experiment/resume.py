@@ -95,6 +95,38 @@ def check_snapshot_matches_variant(log_dir: str, algo) -> None:
                          "not this run's snapshot")
 
 
+def install_checked_restore():
+    """``Trainer.restore`` gets the launcher's snapshot checks; idempotent.
+
+    Called by ``import garage_promp``, so the Python API refuses what
+    ``launchers/train.py --resume`` refuses: a pickle that is not a training
+    snapshot (:class:`NotASnapshotError`, where garage raised a bare
+    ``KeyError``) and a snapshot that is not the run its directory's
+    ``variant.json`` describes (:func:`check_snapshot_matches_variant`).
+    Which snapshot is loaded (the newest intact one by the epoch it holds)
+    is the patched ``Snapshotter.load``'s work.
+    """
+    if getattr(Trainer.restore, '_garage_promp_checked', False):
+        return
+    original = Trainer.restore
+
+    def restore(self, from_dir, from_epoch='last'):
+        try:
+            args = original(self, from_dir, from_epoch)
+        except KeyError as error:  # garage indexes the snapshot dict
+            if error.args and error.args[0] in TRAINING_SNAPSHOT_KEYS:
+                raise NotASnapshotError(
+                    f'the snapshot in {from_dir} is not a training snapshot: it '
+                    f'lacks {error.args[0]!r}') from error
+            raise
+        check_snapshot_matches_variant(from_dir, self._algo)  # pylint: disable=protected-access
+        return args
+
+    restore.__doc__ = original.__doc__
+    restore._garage_promp_checked = True  # pylint: disable=protected-access
+    Trainer.restore = restore
+
+
 def resume_run(log_dir: str, n_epochs: int | None = None,
                snapshot_mode: str = 'last', full_table: bool = False,
                max_env_steps: int | None = None) -> float:
@@ -129,19 +161,12 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
                                         snapshot_gap=1))
     logger.add_output(dowel.StdOutput())
     try:
-        try:
-            args = trainer.restore(log_dir)
-        except KeyError as error:  # garage indexes the snapshot dict
-            if error.args and error.args[0] in TRAINING_SNAPSHOT_KEYS:
-                raise NotASnapshotError(
-                    f'the snapshot in {log_dir} is not a training snapshot: it '
-                    f'lacks {error.args[0]!r}') from error
-            raise
+        install_checked_restore()
+        args = trainer.restore(log_dir)  # refuses a foreign or non-training snapshot
         # garage's stats hold the index of the last epoch done; train args
         # the epoch to start from.
         done = args.start_epoch
         algo = trainer._algo  # pylint: disable=protected-access
-        check_snapshot_matches_variant(log_dir, algo)
         rows = _count_rows(progress)
         if rows is not None and rows == done - 1:
             # Interrupted between garage's snapshot and its log row of that epoch.

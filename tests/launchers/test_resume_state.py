@@ -80,3 +80,35 @@ def test_a_row_lost_between_snapshot_and_log_is_only_warned_about(promp_run, tmp
     proc = _run('--resume', str(log_dir), '--epochs', '3')
     assert 'lacks the row of epoch 1' in proc.stderr + proc.stdout
     assert len(_rows(log_dir)) == 2
+
+
+def _python_restore(from_dir, tmp_path):
+    """garage's Python API, as a researcher's script calls it."""
+    import garage_promp  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    from garage.experiment import SnapshotConfig  # pylint: disable=import-outside-toplevel
+    from garage.trainer import Trainer  # pylint: disable=import-outside-toplevel
+    trainer = Trainer(SnapshotConfig(snapshot_dir=str(tmp_path / 'out'), snapshot_mode='last',
+                                     snapshot_gap=1))
+    return trainer.restore(str(from_dir))
+
+
+def test_the_python_api_refuses_what_the_launcher_refuses(promp_run, tmp_path):
+    from garage_promp._garage_compat import NotASnapshotError  # pylint: disable=import-outside-toplevel
+    # A foreign snapshot: variant.json says LVC-VPG, the snapshot is ProMP's.
+    foreign = tmp_path / 'foreign'
+    shutil.copytree(promp_run, foreign)
+    variant = (foreign / 'variant.json').read_text()
+    assert '"ProMP"' in variant
+    (foreign / 'variant.json').write_text(variant.replace('"ProMP"', '"LVC-VPG"'))
+    with pytest.raises(ValueError, match="not this run's snapshot"):
+        _python_restore(foreign, tmp_path)
+    # A pickle that is not a training snapshot.
+    import cloudpickle  # pylint: disable=import-outside-toplevel
+    other = tmp_path / 'other'
+    other.mkdir()
+    (other / 'params.pkl').write_bytes(cloudpickle.dumps({'algo': None}))
+    with pytest.raises(NotASnapshotError, match='not a training snapshot'):
+        _python_restore(other, tmp_path)
+    # The run's own snapshot restores.
+    args = _python_restore(promp_run, tmp_path)
+    assert args.start_epoch == 2
