@@ -35,15 +35,56 @@ from garage.experiment.deterministic import set_seed
 from garage.experiment.snapshotter import NotAFileError
 import numpy as np
 
-COLUMNS = ('task', 'goals', 'episodes', 'success_rate', 'average_return')
+COLUMNS = ('task', 'goals', 'episodes', 'success_before', 'return_before', 'success_rate',
+           'average_return', 'metaworld_evaluator_success')
+
+#: Evaluation protocols: option defaults that --protocol sets (explicit options win).
+#: 'metaworld-algorithms' is the maintained Meta-World baselines' meta-test
+#: (metaworld-algorithms, MAML-TRPO on ML10): 40 goals per held-out class, 10
+#: adaptation episodes, then 3 evaluation episodes with the mean action that
+#: stop at their first success. 'reference' is the ProMP code's own.
+PROTOCOLS = {
+    'reference': dict(goals_per_class=None, n_exploration_eps=None, n_test_episodes=None,
+                      deterministic=False, terminate_on_success=False,
+                      before_adaptation=False),
+    'metaworld-algorithms': dict(goals_per_class=40, n_exploration_eps=10, n_test_episodes=3,
+                                 deterministic=True, terminate_on_success=True,
+                                 before_adaptation=True),
+}
+#: Episodes per class that Meta-World 3.1.1's meta-learning evaluator counts.
+METAWORLD_EVALUATOR_EPISODES = 3
 
 
-def task_table(per_task_episodes):
+def _success(episode) -> float:
+    return float(np.any(episode.env_infos['success'])) if 'success' in episode.env_infos \
+        else math.nan
+
+
+def metaworld_evaluator_count(episodes, n_counted=METAWORLD_EVALUATOR_EPISODES) -> float:
+    """The success rate Meta-World 3.1.1's own evaluator would report for one class.
+
+    Its meta-learning evaluator (metaworld/evaluation.py) steps one vectorised
+    env per goal and counts, per class, the first ``n_counted`` episodes to
+    finish; with terminate-on-success on, a goal that succeeds at once
+    finishes first and can supply all of them. Emulated here from the same
+    episodes: the class's episodes in the order they would finish (shortest
+    first, then goal and episode order) and the first ``n_counted`` counted.
+    An upper bound of the class's success, not a success rate.
+    """
+    ordered = sorted(enumerate(episodes), key=lambda ie: (len(ie[1].rewards), ie[0]))
+    counted = [_success(eps) for _, eps in ordered[:n_counted]]
+    return float(np.mean(counted)) if counted else math.nan
+
+
+def task_table(per_task_episodes, pre_update_episodes=None):
     """One row per test task name, plus the average over these rows.
 
     Args:
         per_task_episodes (list[EpisodeBatch]): Evaluation episodes of each
             sampled test task (``MetaEvaluator.evaluate``'s result).
+        pre_update_episodes (list[EpisodeBatch] or None): The meta-policy's
+            own evaluation episodes of the same tasks, before adaptation
+            (``MetaEvaluator.last_pre_update_episodes``).
 
     Returns:
         list[dict]: Rows with :data:`COLUMNS`, in sampling order (on
@@ -51,37 +92,51 @@ def task_table(per_task_episodes):
             is 'Average' (mean of the rows, each task weighing the same).
             ``success_rate`` is the fraction of episodes with a success at
             any step (NaN if the env reports no ``success``); returns are
-            undiscounted.
+            undiscounted; ``*_before`` are those of the meta-policy before
+            adaptation (NaN if not evaluated); ``metaworld_evaluator_success``
+            is :func:`metaworld_evaluator_count` (an over-count, for
+            comparison with numbers from that evaluator only).
 
     """
     groups = collections.defaultdict(list)
     for index, batch in enumerate(per_task_episodes):
         names = batch.env_infos.get('task_name')
         name = str(names[0]) if names is not None else f'task_{index}'
-        groups[name].append(batch)
+        groups[name].append(index)
     rows = []
-    for name in groups:
-        episodes = [eps for batch in groups[name] for eps in batch.split()]
-        success = [float(np.any(eps.env_infos['success'])) for eps in episodes
-                   if 'success' in eps.env_infos]
-        rows.append(dict(task=name, goals=len(groups[name]), episodes=len(episodes),
-                         success_rate=float(np.mean(success)) if success else math.nan,
-                         average_return=float(np.mean([eps.rewards.sum()
-                                                       for eps in episodes]))))
-    rows.append(dict(task='Average', goals=sum(r['goals'] for r in rows),
-                     episodes=sum(r['episodes'] for r in rows),
-                     success_rate=float(np.mean([r['success_rate'] for r in rows])),
-                     average_return=float(np.mean([r['average_return'] for r in rows]))))
-    return rows
+    for name, indices in groups.items():
+        episodes = [eps for i in indices for eps in per_task_episodes[i].split()]
+        success = [_success(eps) for eps in episodes]
+        before = ([eps for i in indices for eps in pre_update_episodes[i].split()]
+                  if pre_update_episodes is not None else [])
+        rows.append(dict(
+            task=name, goals=len(indices), episodes=len(episodes),
+            success_before=float(np.mean([_success(e) for e in before])) if before else math.nan,
+            return_before=(float(np.mean([e.rewards.sum() for e in before])) if before
+                           else math.nan),
+            success_rate=float(np.mean(success)),
+            average_return=float(np.mean([eps.rewards.sum() for eps in episodes])),
+            metaworld_evaluator_success=metaworld_evaluator_count(episodes)))
+    average = dict(task='Average', goals=sum(r['goals'] for r in rows),
+                   episodes=sum(r['episodes'] for r in rows))
+    for key in COLUMNS[3:]:
+        average[key] = float(np.mean([r[key] for r in rows]))
+    return rows + [average]
 
 
 def format_table(rows):
     """The rows as a fixed-width text table."""
     width = max(len(r['task']) for r in rows)
-    lines = [f'{"task":<{width}}  goals  episodes  success_rate  average_return']
+    lines = [f'{"task":<{width}}  goals  episodes  success_before  success_after  '
+             'return_before  return_after  metaworld_evaluator*']
     for r in rows:
         lines.append(f'{r["task"]:<{width}}  {r["goals"]:>5}  {r["episodes"]:>8}  '
-                     f'{r["success_rate"]:>12.3f}  {r["average_return"]:>14.2f}')
+                     f'{r["success_before"]:>14.3f}  {r["success_rate"]:>13.3f}  '
+                     f'{r["return_before"]:>13.2f}  {r["average_return"]:>12.2f}  '
+                     f'{r["metaworld_evaluator_success"]:>20.3f}')
+    lines.append('* Meta-World 3.1.1\'s own evaluator, emulated: the first '
+                 f'{METAWORLD_EVALUATOR_EPISODES} episodes to finish per class '
+                 '(an over-count; for comparison with its numbers only)')
     return '\n'.join(lines)
 
 
@@ -170,13 +225,47 @@ def _load_snapshot(log_dir, itr):
               help='Sampler workers.')
 @click.option('--csv', 'csv_path', type=click.Path(dir_okay=False), default=None,
               help='Where to write the table [default: LOG_DIR/meta_test.csv].')
+@click.option('--protocol', type=click.Choice(sorted(PROTOCOLS)), default='reference',
+              show_default=True,
+              help='Evaluation protocol: the defaults of the options below (given ones win). '
+                   'metaworld-algorithms: 40 goals per class, 10 adaptation episodes, 3 '
+                   'deterministic evaluation episodes ending at success, and before '
+                   'adaptation too.')
+@click.option('--goals-per-class', type=click.IntRange(min=1), default=None,
+              help='Meta-World: test goals per test class (instead of --n-test-tasks).')
+@click.option('--deterministic/--stochastic', default=None,
+              help='Evaluation episodes act with the mean action [protocol].')
+@click.option('--terminate-on-success/--no-terminate-on-success', default=None,
+              help='Meta-World: test episodes end at their first success [protocol].')
+@click.option('--before-adaptation/--no-before-adaptation', default=None,
+              help='Also evaluate the meta-policy before any inner step [protocol].')
 def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_function_version,
-         n_test_tasks, n_exploration_eps, n_test_episodes, seed, sampler, n_workers, csv_path):
+         n_test_tasks, n_exploration_eps, n_test_episodes, seed, sampler, n_workers, csv_path,
+         protocol, goals_per_class, deterministic, terminate_on_success, before_adaptation):
     """Meta-test the snapshot in LOG_DIR on the test tasks; print and save a per-task table."""
     _check_csv_path(csv_path)
+    if goals_per_class is not None and n_test_tasks is not None:
+        raise click.UsageError('give --goals-per-class or --n-test-tasks, not both')
     options = _experiment_options(log_dir, dict(
         env=env, task=task, seed=benchmark_seed, max_episode_length=max_episode_length,
         reward_function_version=reward_function_version))
+    preset = dict(PROTOCOLS[protocol])
+    if options['env'] not in METAWORLD:
+        # Options given explicitly are refused; a protocol's are left out (no classes here).
+        for name, value in (('--goals-per-class', goals_per_class),
+                            ('--terminate-on-success', terminate_on_success)):
+            if value:
+                raise click.UsageError(f'{name} is a Meta-World option; {options["env"]} '
+                                       'does not take it')
+        preset.update(goals_per_class=None, terminate_on_success=False)
+    if goals_per_class is None and n_test_tasks is None:
+        goals_per_class = preset['goals_per_class']
+    n_exploration_eps = n_exploration_eps or preset['n_exploration_eps']
+    n_test_episodes = n_test_episodes or preset['n_test_episodes']
+    deterministic, terminate_on_success, before_adaptation = (
+        preset[k] if v is None else v for k, v in (
+            ('deterministic', deterministic), ('terminate_on_success', terminate_on_success),
+            ('before_adaptation', before_adaptation)))
     snapshot = _load_snapshot(log_dir, itr)
     algo = snapshot['algo']
     horizon = snapshot['env'].spec.max_episode_length
@@ -193,13 +282,16 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
                                 else options['max_episode_length']),
             task=options['task'],
             reward_function_version=options['reward_function_version'],
-            env_kwargs=options['env_kwargs'])
+            env_kwargs=options['env_kwargs'],
+            test_terminate_on_success=terminate_on_success)
     except ValueError as error:  # e.g. ML1 without --task, --task off Meta-World
         raise click.UsageError(str(error)) from error
     if setup.env.spec.observation_space.shape != snapshot['env'].spec.observation_space.shape \
             or setup.env.spec.action_space.shape != snapshot['env'].spec.action_space.shape:
         raise click.UsageError(f'{options["env"]} has other observation/action spaces than the '
                                'environment of the snapshot')
+    if goals_per_class is not None:
+        n_test_tasks = goals_per_class * len(setup.test_tasks.class_names)
     if n_test_tasks is None:
         n_test_tasks = 10
     try:
@@ -220,12 +312,20 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     evaluator = MetaEvaluator(
         sampler=test_sampler,
         test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
-        n_exploration_eps=n_exploration_eps, n_test_episodes=n_test_episodes)
+        n_exploration_eps=n_exploration_eps, n_test_episodes=n_test_episodes,
+        deterministic=deterministic, before_adaptation=before_adaptation)
+    described = (f'protocol {protocol}: {n_test_tasks} test goals, {n_exploration_eps} '
+                 f'adaptation episodes per inner step x {algo.num_inner_grad_steps}, '
+                 f'{n_test_episodes} evaluation episodes '
+                 f'({"mean action" if deterministic else "sampled actions"}'
+                 f'{", ending at success" if terminate_on_success else ""})'
+                 f'{", and before adaptation" if before_adaptation else ""}')
     click.echo(setup.description)
+    click.echo(described)
     # The evaluator logs progress and garage's MetaTest/... keys through dowel.
     logger.add_output(dowel.StdOutput())
     try:
-        rows = task_table(evaluator.evaluate(algo))
+        rows = task_table(evaluator.evaluate(algo), evaluator.last_pre_update_episodes)
         logger.log(tabular)
         logger.dump_all()
     finally:
@@ -236,9 +336,9 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     if csv_path is None:
         csv_path = os.path.join(log_dir, 'meta_test.csv')
     with open(csv_path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=COLUMNS + ('protocol', ))
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows([dict(r, protocol=described) for r in rows])
     click.echo(f'wrote {csv_path}')
     return rows
 

@@ -551,3 +551,25 @@ def _patched(bad):
         env.BAD = bad
         return env
     return wrapper
+
+
+@pytest.mark.parametrize('kind,n_workers', [('local', 1), ('multiprocessing', 2)])
+def test_deterministic_rounds_act_with_the_mean(kind, n_workers):
+    """obtain_rounds(deterministic=...): the mean action in the rounds asked for, sampled
+    actions (the same as without the option) in the others."""
+    env, policy, sampler, task_sampler = make_setup(3, kind=kind, n_workers=n_workers)
+    tasks = task_sampler.sample(2)
+    theta = _noisy_params(policy, len(tasks))
+    try:
+        plain = sampler.obtain_rounds(tasks, theta, [2, 2], lambda r, t, e: theta[t])
+        sampler._round -= 2  # replay the same rounds  pylint: disable=protected-access
+        mixed = sampler.obtain_rounds(tasks, theta, [2, 2], lambda r, t, e: theta[t],
+                                      deterministic=[False, True])
+        with pytest.raises(ValueError, match='deterministic has 1 entries for 2 rounds'):
+            sampler.obtain_rounds(tasks, theta, [2, 2], lambda r, t, e: theta[t],
+                                  deterministic=[True])
+    finally:
+        sampler.shutdown_worker()
+    _assert_identical([plain[0]], [mixed[0]])
+    np.testing.assert_allclose(mixed[1].actions, mixed[1].agent_infos['mean'], atol=1e-6)
+    assert not np.allclose(plain[1].actions, plain[1].agent_infos['mean'], atol=1e-3)

@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
 from garage_promp.envs.base import DEFAULT_SEED, check_seed, default_seed_sequence
 from garage_promp.envs.gymnasium_env import GymnasiumEnv, check_max_episode_length
+from garage_promp.validation import check_bool
 
 from dowel import tabular
-from garage import EnvStep, EpisodeBatch
+from garage import EnvStep, EpisodeBatch, StepType
 from garage.experiment import deterministic
 from garage.experiment.task_sampler import TaskSampler
 from garage.sampler.env_update import EnvUpdate
@@ -170,6 +171,10 @@ class MetaWorldEnv(GymnasiumEnv):
             ``reset(seed=...)``). Set-task envs reset deterministically, so
             this only seeds the spaces' ``sample``.
         check_finite (bool): Check each step for NaN / inf.
+        terminate_on_success (bool): End an episode at its first step with
+            ``info['success']`` (a terminal step), as the evaluation
+            protocol of the maintained Meta-World baselines does; off for
+            training (the reference trains on full-length episodes).
 
     Raises:
         ValueError: If task is not a Meta-World 3 task, max_episode_length
@@ -191,8 +196,10 @@ class MetaWorldEnv(GymnasiumEnv):
                  max_episode_length: int = DEFAULT_MAX_EPISODE_LENGTH,
                  reward_function_version: str = 'v2',
                  seed: int | None = None,
-                 check_finite: bool = True):
+                 check_finite: bool = True,
+                 terminate_on_success: bool = False):
         env_cls = _task_env_class(task)
+        terminate_on_success = check_bool(terminate_on_success, 'terminate_on_success')
         max_episode_length = _check_episode_length(max_episode_length,
                                                    [env_cls])
         check_reward_function_version(reward_function_version)
@@ -204,6 +211,12 @@ class MetaWorldEnv(GymnasiumEnv):
             env.seed(seed)
         super().__init__(env, max_episode_length, check_finite)
         self._task = task
+        self._terminate_on_success = terminate_on_success
+
+    @property
+    def terminate_on_success(self) -> bool:
+        """bool: Whether an episode ends at its first success."""
+        return self.__dict__.get('_terminate_on_success', False)
 
     @property
     def task_name(self) -> str:
@@ -256,13 +269,20 @@ class MetaWorldEnv(GymnasiumEnv):
         return (_rebuild_env, (type(self), self._task,
                                dict(max_episode_length=self._max_episode_length,
                                     reward_function_version=inner.reward_function_version,
-                                    check_finite=self._check_finite),
+                                    check_finite=self._check_finite,
+                                    terminate_on_success=self.terminate_on_success),
                                state))
 
     def step(self, action: np.ndarray) -> EnvStep:
         """Step the env; ``env_info`` gains ``task_name``."""
         env_step = super().step(action)
         env_step.env_info['task_name'] = self._task.env_name
+        if (self.terminate_on_success and not env_step.last
+                and env_step.env_info.get('success')):
+            env_step = EnvStep(env_spec=env_step.env_spec, action=env_step.action,
+                               reward=env_step.reward, observation=env_step.observation,
+                               env_info=env_step.env_info, step_type=StepType.TERMINAL)
+            self._step_cnt = None  # like any ended episode: reset before the next step
         return env_step
 
     def log_diagnostics(self, episodes: EpisodeBatch, prefix: str = '') -> None:
@@ -305,6 +325,7 @@ class MetaWorldTaskUpdate(EnvUpdate):
         wrapper (callable or None): ``wrapper(env, task)`` wraps a built env;
             it must pickle (a module-level function, not a lambda) for
             process-based samplers.
+        terminate_on_success (bool): See :class:`MetaWorldEnv`.
 
     """
 
@@ -314,7 +335,8 @@ class MetaWorldTaskUpdate(EnvUpdate):
                  max_episode_length: int = DEFAULT_MAX_EPISODE_LENGTH,
                  reward_function_version: str = 'v2',
                  seed: int | None = None,
-                 wrapper: EnvWrapper | None = None):
+                 wrapper: EnvWrapper | None = None,
+                 terminate_on_success: bool = False):
         self._env_cls = _task_env_class(task)
         self._task = task
         self._max_episode_length = _check_episode_length(
@@ -323,6 +345,7 @@ class MetaWorldTaskUpdate(EnvUpdate):
             reward_function_version)
         self._seed = None if seed is None else check_seed(seed)
         self._wrapper = wrapper
+        self._terminate_on_success = check_bool(terminate_on_success, 'terminate_on_success')
 
     @property
     def task(self) -> metaworld.Task:
@@ -336,7 +359,9 @@ class MetaWorldTaskUpdate(EnvUpdate):
                 and getattr(inner, 'reward_function_version', None) ==
                 self._reward_function_version
                 and getattr(spec, 'max_episode_length', None) ==
-                self._max_episode_length)
+                self._max_episode_length
+                and getattr(inner, 'terminate_on_success', False) ==
+                self.__dict__.get('_terminate_on_success', False))
 
     def __call__(self, old_env: Any = None) -> Any:
         """Return ``old_env`` set to the task, or a new env.
@@ -357,7 +382,9 @@ class MetaWorldTaskUpdate(EnvUpdate):
         env = MetaWorldEnv(self._task,
                            max_episode_length=self._max_episode_length,
                            reward_function_version=self._reward_function_version,
-                           seed=self._seed)
+                           seed=self._seed,
+                           terminate_on_success=self.__dict__.get('_terminate_on_success',
+                                                                  False))
         if self._wrapper is not None:
             env = self._wrapper(env, self._task)
         return env
@@ -383,6 +410,8 @@ class MetaWorldTaskSampler(TaskSampler):
             :mod:`garage_promp.envs.base`).
         wrapper (callable or None): ``wrapper(env, task)`` applied to each
             built env (see :class:`MetaWorldTaskUpdate`).
+        terminate_on_success (bool): Episodes end at their first success
+            (see :class:`MetaWorldEnv`); for evaluation protocols.
 
     Raises:
         ValueError: If kind is not 'train'/'test', the split is empty,
@@ -398,7 +427,8 @@ class MetaWorldTaskSampler(TaskSampler):
                  max_episode_length: int = DEFAULT_MAX_EPISODE_LENGTH,
                  reward_function_version: str = 'v2',
                  seed: int | None = None,
-                 wrapper: EnvWrapper | None = None):
+                 wrapper: EnvWrapper | None = None,
+                 terminate_on_success: bool = False):
         if kind not in ('train', 'test'):
             raise ValueError(f"kind must be 'train' or 'test', got {kind!r}")
         classes = getattr(benchmark, f'{kind}_classes')
@@ -419,6 +449,7 @@ class MetaWorldTaskSampler(TaskSampler):
         self._rng = np.random.default_rng(
             default_seed_sequence() if seed is None else check_seed(seed))
         self._wrapper = wrapper
+        self._terminate_on_success = check_bool(terminate_on_success, 'terminate_on_success')
         self._queues = {name: [] for name in self._classes}
 
     @property
@@ -511,7 +542,9 @@ class MetaWorldTaskSampler(TaskSampler):
                         max_episode_length=self._max_episode_length,
                         reward_function_version=self._reward_function_version,
                         seed=int(self._rng.integers(2**31)),
-                        wrapper=self._wrapper))
+                        wrapper=self._wrapper,
+                        terminate_on_success=self.__dict__.get('_terminate_on_success',
+                                                               False)))
         return updates
 
     def _next_goals(self, name: str, count: int,

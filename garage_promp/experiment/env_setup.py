@@ -118,7 +118,8 @@ def make_env_setup(env: str,
                    max_episode_length: int | None = None,
                    task: str | None = None,
                    reward_function_version: str | None = None,
-                   env_kwargs: Dict[str, Any] | None = None) -> EnvSetup:
+                   env_kwargs: Dict[str, Any] | None = None,
+                   test_terminate_on_success: bool = False) -> EnvSetup:
     """Build the envs and task samplers of ``env``.
 
     Args:
@@ -134,6 +135,9 @@ def make_env_setup(env: str,
             (None: 'v2').
         env_kwargs (dict or None): Paper-env constructor arguments
             (:data:`ENV_KWARGS`).
+        test_terminate_on_success (bool): Meta-World: test episodes end at
+            their first success (an evaluation protocol's choice; training
+            episodes always run to the horizon).
 
     Returns:
         EnvSetup: The setup.
@@ -153,7 +157,8 @@ def make_env_setup(env: str,
         benchmark = make_benchmark(env, task, seed=seed)
         samplers = [
             MetaWorldTaskSampler(benchmark, kind, max_episode_length=horizon,
-                                 reward_function_version=version, seed=seed + offset)
+                                 reward_function_version=version, seed=seed + offset,
+                                 terminate_on_success=kind == 'test' and test_terminate_on_success)
             for offset, kind in enumerate(('train', 'test'))
         ]
         description = (f'Meta-World {env}{f" {task}" if task else ""}: reward_function_version='
@@ -163,7 +168,8 @@ def make_env_setup(env: str,
         return EnvSetup(samplers[0].make_env(), samplers[0], samplers[1], cfg['hidden_sizes'],
                         cfg['n_test_episodes'], description,
                         max_envs_per_worker=cfg['max_envs_per_worker'])
-    for name, value in (('task', task), ('reward_function_version', reward_function_version)):
+    for name, value in (('task', task), ('reward_function_version', reward_function_version),
+                        ('test_terminate_on_success', test_terminate_on_success or None)):
         if value is not None:
             raise ValueError(f'{name} is a Meta-World option; {env} does not take it '
                              f'(got {value!r})')

@@ -1,6 +1,7 @@
 """garage's MetaEvaluator, adapting with all K inner steps."""
 from garage_promp.policies import AdaptedPolicy
 from garage_promp.sampler import MetaSampler
+from garage_promp.validation import check_bool
 
 from dowel import logger, tabular
 from garage import EpisodeBatch, log_multitask_performance
@@ -31,20 +32,35 @@ class MetaEvaluator(GarageMetaEvaluator):
     soon as its episodes are back, while the workers sample other tasks.
     Otherwise it samples task by task in-process, as garage does.
 
+    Two protocol options (with a MetaSampler) make it comparable with
+    evaluations that differ from the reference's: ``deterministic`` evaluates
+    the adapted policies with their mean action (exploration still samples),
+    and ``before_adaptation`` first samples ``n_test_episodes`` episodes of
+    every task with the meta-policy itself (θ, no inner step, acting as the
+    evaluation does), kept in :attr:`last_pre_update_episodes` for reports.
+    Neither changes what is logged.
+
     Args:
         *args: garage's ``MetaEvaluator`` arguments.
         sampler (MetaSampler or None): Samples the test tasks (default: the
             algorithm's sampler). Give one when the test tasks have another
             horizon than training, or to sample on other workers.
+        deterministic (bool): Evaluation episodes act with the mean action.
+        before_adaptation (bool): Also evaluate the meta-policy before any
+            inner step.
         **kwargs: garage's ``MetaEvaluator`` keyword arguments.
     """
 
-    def __init__(self, *args, sampler: MetaSampler | None = None, **kwargs):
+    def __init__(self, *args, sampler: MetaSampler | None = None,
+                 deterministic: bool = False, before_adaptation: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         if sampler is not None and not isinstance(sampler, MetaSampler):
             raise ValueError('sampler must be a garage_promp MetaSampler or '
                              f'None, got {sampler!r}')
         self._meta_sampler = sampler
+        self._deterministic = check_bool(deterministic, 'deterministic')
+        self._before_adaptation = check_bool(before_adaptation, 'before_adaptation')
+        self.last_pre_update_episodes = None
 
     def evaluate(self, algo, test_episodes_per_task=None):
         """Adapt to each test task with K steps and log the evaluation.
@@ -71,6 +87,10 @@ class MetaEvaluator(GarageMetaEvaluator):
         if isinstance(sampler, MetaSampler):
             adapted_episodes = self._evaluate_batched(
                 algo, sampler, env_updates, num_steps, test_episodes_per_task)
+        elif self.__dict__.get('_deterministic') or self.__dict__.get('_before_adaptation'):
+            raise ValueError('deterministic and before_adaptation evaluation need a '
+                             'garage_promp MetaSampler (the sampler argument, or the '
+                             "algorithm's own)")
         else:
             adapted_episodes = self._evaluate_per_task(
                 algo, env_updates, num_steps, test_episodes_per_task)
@@ -96,8 +116,15 @@ class MetaEvaluator(GarageMetaEvaluator):
         """
         n_tasks = len(env_updates)
         params = [_params(algo.get_exploration_policy()) for _ in env_updates]
+        deterministic = self.__dict__.get('_deterministic', False)
+        before = 1 if self.__dict__.get('_before_adaptation', False) else 0
+        pre_update = [None] * n_tasks
 
         def on_task(step, task, episodes):
+            if step < before:  # the meta-policy's own evaluation round
+                pre_update[task] = episodes
+                return params[task]
+            step -= before
             if step == num_steps:  # the evaluation round
                 return None
             if hasattr(algo, 'adapt_many'):
@@ -110,7 +137,10 @@ class MetaEvaluator(GarageMetaEvaluator):
 
         rounds = sampler.obtain_rounds(
             env_updates, params,
-            [self._n_exploration_eps] * num_steps + [test_episodes_per_task], on_task)
+            [test_episodes_per_task] * before + [self._n_exploration_eps] * num_steps
+            + [test_episodes_per_task], on_task,
+            deterministic=[deterministic] * before + [False] * num_steps + [deterministic])
+        self.last_pre_update_episodes = pre_update if before else None
         return split_tasks(rounds[-1], n_tasks, test_episodes_per_task)
 
     def _evaluate_per_task(self, algo, env_updates, num_steps,

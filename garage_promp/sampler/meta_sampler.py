@@ -260,7 +260,8 @@ class MetaSampler(Sampler):
     def obtain_rounds(self, task_updates: Sequence[Any],
                       params: Sequence[Dict[str, torch.Tensor]],
                       episodes_per_round: Sequence[int],
-                      on_task: Callable[[int, int, EpisodeBatch], Any] | None = None
+                      on_task: Callable[[int, int, EpisodeBatch], Any] | None = None,
+                      deterministic: Sequence[bool] | None = None
                       ) -> List[EpisodeBatch]:
         """Several sampling rounds of the same tasks, pipelined task by task.
 
@@ -286,6 +287,10 @@ class MetaSampler(Sampler):
                 task) -> parameters for the next round`` (the return value
                 of the last round is ignored). Required with more than one
                 round.
+            deterministic (list[bool] or None): Per round, whether the
+                policy acts with its mean (no action noise; the recorded
+                ``mean``/``log_std`` agent infos are the policy's as always).
+                Default: every round samples.
 
         Returns:
             list[EpisodeBatch]: Each round's episodes, task-major.
@@ -306,6 +311,11 @@ class MetaSampler(Sampler):
             raise ValueError('obtain_rounds needs at least one round')
         if len(rounds) > 1 and on_task is None:
             raise ValueError('more than one round needs on_task for the next parameters')
+        deterministic = ([False] * len(rounds) if deterministic is None else
+                         [check_bool(d, 'deterministic') for d in deterministic])
+        if len(deterministic) != len(rounds):
+            raise ValueError(f'deterministic has {len(deterministic)} entries for '
+                             f'{len(rounds)} rounds')
         updates = list(task_updates)
         base = self._round
         self._round += len(rounds)
@@ -330,7 +340,7 @@ class MetaSampler(Sampler):
                     continue
                 backend.submit(worker, Job((base + r, ), [
                     TaskShare(task, updates[task], next_params[r][task], first, count)
-                    for task, first, count in plans[r][worker]]))
+                    for task, first, count in plans[r][worker]], deterministic[r]))
                 in_flight[worker] = r
                 next_round[worker] = r + 1
 

@@ -92,10 +92,13 @@ class Job:
     Attributes:
         key (tuple[int, ...]): The sampling round (see ``MetaSampler``).
         shares (list[TaskShare]): Task-major, episode-ordered.
+        deterministic (bool): Act with the policy's mean (no action noise),
+            as evaluation protocols that report the deterministic policy do.
 
     """
     key: Tuple[int, ...]
     shares: List[TaskShare]
+    deterministic: bool = False
 
     @property
     def n_episodes(self) -> int:
@@ -375,6 +378,8 @@ class RolloutWorker:
             recs.append(rec)
         obs = np.stack(first_obs)
         noise = np.stack(noise)
+        if job.deterministic:  # the mean action; the noise streams stay as they are
+            noise = np.zeros_like(noise)
         stepper = LeanStepper.of([env for _, _, env in rows]) if self._lean else None
         if stepper is not None:
             stepper.start(range(len(rows)))

@@ -106,3 +106,68 @@ def test_meta_world_table_follows_the_protocol():
         assert (kwargs['clip_eps'], kwargs['num_promp_steps'], kwargs['inner_lr'],
                 kwargs['episodes_per_task']) == (0.3, 5, 0.1, 10)
         assert METAWORLD[name]['H'] == 500
+
+
+@pytest.mark.metaworld
+def test_meta_test_with_the_metaworld_algorithms_protocol(ml1_run, tmp_path):
+    """The preset's knobs reach the evaluation: goals per class, before/after adaptation,
+    deterministic episodes that end at success, the protocol written next to the numbers."""
+    out = tmp_path / 'protocol.csv'
+    result = _invoke('meta_test', ml1_run, '--protocol', 'metaworld-algorithms',
+                     '--goals-per-class', 2, '--n-exploration-eps', 1, '--csv', out)
+    assert result.exit_code == 0, result.output
+    rows = _read_csv(out)
+    reach = rows[0]
+    assert int(reach['goals']) == 2 and int(reach['episodes']) == 2 * 3
+    for key in ('success_before', 'success_rate', 'metaworld_evaluator_success'):
+        assert 0. <= float(reach[key]) <= 1., key
+    assert math.isfinite(float(reach['return_before']))
+    assert 'protocol metaworld-algorithms' in reach['protocol']
+    assert 'mean action, ending at success' in reach['protocol']
+    # Without a protocol nothing is evaluated before adaptation.
+    plain = tmp_path / 'plain.csv'
+    assert _invoke('meta_test', ml1_run, '--n-test-tasks', 1, '--n-exploration-eps', 1,
+                   '--csv', plain).exit_code == 0
+    assert math.isnan(float(_read_csv(plain)[0]['success_before']))
+
+
+@pytest.mark.metaworld
+def test_protocol_options_are_checked(ml1_run, tmp_path):
+    both = _invoke('meta_test', ml1_run, '--goals-per-class', 1, '--n-test-tasks', 1,
+                   '--csv', tmp_path / 'x.csv')
+    assert both.exit_code != 0 and 'not both' in both.output
+    assert not (tmp_path / 'x.csv').exists()
+    zero = _invoke('meta_test', ml1_run, '--goals-per-class', 0)
+    assert zero.exit_code != 0 and '--goals-per-class' in zero.output
+
+
+@pytest.mark.metaworld
+def test_terminate_on_success_ends_the_episode_at_the_first_success(monkeypatch):
+    from garage_promp.envs import MetaWorldTaskSampler, make_benchmark  # pylint: disable=import-outside-toplevel
+
+    from garage import StepType  # pylint: disable=import-outside-toplevel
+    benchmark = make_benchmark('ML1', 'reach-v3', seed=1)
+    for terminate in (True, False):
+        tasks = MetaWorldTaskSampler(benchmark, 'test', max_episode_length=10, seed=1,
+                                     terminate_on_success=terminate)
+        env = tasks.sample(1)[0]()
+        assert env.terminate_on_success is terminate
+        inner = env._env  # pylint: disable=protected-access
+        real_step = inner.step
+        calls = []
+
+        def step(action, real_step=real_step, calls=calls):
+            obs, reward, terminated, truncated, info = real_step(action)
+            calls.append(1)
+            return obs, reward, terminated, truncated, dict(info, success=float(len(calls) == 3))
+
+        monkeypatch.setattr(inner, 'step', step)
+        env.reset()
+        types = [env.step(env.action_space.sample()).step_type for _ in range(3)]
+        assert types[-1] == (StepType.TERMINAL if terminate else StepType.MID)
+        if terminate:
+            with pytest.raises(RuntimeError):  # an ended episode must be reset first
+                env.step(env.action_space.sample())
+        # A pickled copy keeps the setting.
+        import pickle  # pylint: disable=import-outside-toplevel
+        assert pickle.loads(pickle.dumps(env)).terminate_on_success is terminate

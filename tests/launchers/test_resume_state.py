@@ -85,6 +85,7 @@ def test_a_row_lost_between_snapshot_and_log_is_only_warned_about(promp_run, tmp
 def _python_restore(from_dir, tmp_path):
     """garage's Python API, as a researcher's script calls it."""
     import garage_promp  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
     from garage.experiment import SnapshotConfig  # pylint: disable=import-outside-toplevel
     from garage.trainer import Trainer  # pylint: disable=import-outside-toplevel
     trainer = Trainer(SnapshotConfig(snapshot_dir=str(tmp_path / 'out'), snapshot_mode='last',

@@ -45,3 +45,38 @@ def test_one_quick_goal_of_ten_gives_one_tenth(first):
     reach = next(r for r in rows if r['task'] == 'reach-v3')
     assert reach['goals'] == 10 and reach['episodes'] == 30
     assert reach['success_rate'] == pytest.approx(0.1)
+
+
+def _short_goal_batch(env_spec, succeeds: bool, n_episodes=3, horizon=5):
+    """With terminate-on-success: a succeeding goal's episodes end at once (2 steps)."""
+    return _goal_batch(env_spec, succeeds, n_episodes, 2 if succeeds else horizon)
+
+
+def test_metaworld_evaluator_emulation_over_counts_as_meta_world_does():
+    """Meta-World 3.1.1's evaluator, emulated: the first 3 finished episodes of the class.
+    One quick goal of ten gives it 1.0 where the success rate is 0.1."""
+    meta_test = load_script(ROOT / 'launchers' / 'meta_test.py', 'meta_test_counting')
+    env, _, _, _ = make_setup()
+    for quick in (0, 9):
+        goals = [_short_goal_batch(env.spec, succeeds=(i == quick)) for i in range(10)]
+        reach = meta_test.task_table(goals)[0]
+        assert reach['success_rate'] == pytest.approx(0.1)
+        assert reach['metaworld_evaluator_success'] == pytest.approx(1.0)
+    # No quick goal: the count is the success of the first three finished.
+    goals = [_goal_batch(env.spec, succeeds=(i == 0)) for i in range(10)]
+    assert meta_test.task_table(goals)[0]['metaworld_evaluator_success'] == pytest.approx(1.0)
+    goals = [_goal_batch(env.spec, succeeds=(i == 9)) for i in range(10)]
+    assert meta_test.task_table(goals)[0]['metaworld_evaluator_success'] == pytest.approx(0.)
+
+
+def test_before_adaptation_columns_come_from_the_pre_update_episodes():
+    meta_test = load_script(ROOT / 'launchers' / 'meta_test.py', 'meta_test_counting')
+    env, _, _, _ = make_setup()
+    after = [_goal_batch(env.spec, succeeds=True) for _ in range(4)]
+    before = [_goal_batch(env.spec, succeeds=(i == 0)) for i in range(4)]
+    rows = meta_test.task_table(after, before)
+    assert rows[0]['success_before'] == pytest.approx(0.25)
+    assert rows[0]['success_rate'] == pytest.approx(1.0)
+    assert rows[-1]['success_before'] == pytest.approx(0.25)
+    import math  # pylint: disable=import-outside-toplevel
+    assert math.isnan(meta_test.task_table(after)[0]['success_before'])
