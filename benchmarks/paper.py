@@ -26,6 +26,10 @@ a quarter of the paper's 40 x 20):
 - ``fig8``: seconds per iteration on HumanoidRandDirec for ProMP, LVC-VPG and
   MAML-TRPO at the paper batch, split into sampling and update
   (``benchmarks/throughput.py``), as stacked bars.
+- ``ml10`` (not in the paper): Meta-World ML10, ProMP vs MAML-TRPO at the
+  maintained Meta-World baselines' budget (2e7 env steps, 20 tasks x 10
+  episodes, their MAML-TRPO settings), 2 seeds, meta-tested every 10 epochs on
+  held-out classes; the claims compare held-out and training-class success.
 
 Every training run is a ``launchers/train.py`` process started by
 ``benchmarks/learning.py``'s runner, one core each, ``--parallel`` at a time,
@@ -74,7 +78,7 @@ FIG2_ENVS = ('HalfCheetahFwdBack', 'WalkerFwdBack', 'AntRandDirec', 'HopperRandP
 FIG3_ALGOS = ('LVC-VPG', 'DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG')
 FIG5_ALGOS = ('LVC-TRPO', 'MAML-TRPO', 'E-MAML-TRPO')
 FIG8_ALGOS = ('ProMP', 'LVC-VPG', 'MAML-TRPO')
-FIGURES = ('fig2', 'fig3', 'fig5', 'fig6', 'fig8')
+FIGURES = ('fig2', 'fig3', 'fig5', 'fig6', 'fig8', 'ml10')
 #: Figures that are one script's output rather than training runs.
 SCRIPTED = {'fig6': 'fig6.json', 'fig8': 'throughput.json'}
 #: Tasks per iteration and episodes per task (a quarter of the paper's 40 x 20).
@@ -130,20 +134,40 @@ def fig5_runs() -> List[Run]:
             for seed in (1, 2, 3) for algo in FIG5_ALGOS]
 
 
+#: ML10 at the maintained Meta-World baselines' budget (metaworld-algorithms: MAML-TRPO,
+#: 2e7 env steps, 20 tasks x 10 episodes, inner lr 0.1, TRPO delta 0.01, GAE lambda 1; the
+#: package's ML10 defaults), ProMP with its own outer settings. Meta-tested every 10
+#: epochs (2e6 steps) on 2 goals of each held-out class; the final protocol evaluation is
+#: ``launchers/meta_test.py RUN --protocol metaworld-algorithms``.
+ML10_EVAL = ('--evaluate-every', '10', '--n-test-tasks', '10')
+
+
+def ml10_runs() -> List[Run]:
+    """Meta-World ML10: ProMP vs MAML-TRPO (not a paper figure; the campaign tooling)."""
+    return [Run('ml10', 'ML10', algo, seed, 20_000_000, ML10_EVAL)
+            for seed in (1, 2) for algo in ('ProMP', 'MAML-TRPO')]
+
+
+TRAINING_FIGURES = {'fig2': fig2_runs, 'fig3': fig3_runs, 'fig5': fig5_runs, 'ml10': ml10_runs}
+
+
 def quick_runs(fig: str) -> List[Run]:
     """A tiny version of a figure's runs (the pipeline end to end, in seconds)."""
-    full = {'fig2': fig2_runs, 'fig3': fig3_runs, 'fig5': fig5_runs}[fig]()
+    full = TRAINING_FIGURES[fig]()
     seen, runs = set(), []
     for run in full:
         key = (run.env, run.algo)
         if run.seed == 1 and key not in seen and len({e for e, _ in seen} | {run.env}) <= 2:
             seen.add(key)
             horizon = 10
-            per_epoch = 2 * 2 * horizon * (learning._env_config(run.env)['K'] + 1)  # pylint: disable=protected-access
+            # ML10: every train class in a meta-batch, every test class in the meta-test.
+            batch, test = ((10, 1), ('--n-test-tasks', '5')) if run.env == 'ML10' else ((2, 2), ())
+            per_epoch = batch[0] * batch[1] * horizon * (
+                learning._env_config(run.env)['K'] + 1)  # pylint: disable=protected-access
             runs.append(dataclasses.replace(
-                run, steps=2 * per_epoch, batch=(2, 2),
-                options=run.options + ('--max-episode-length', str(horizon),
-                                       '--hidden-sizes', '8,8')))
+                run, steps=2 * per_epoch, batch=batch,
+                options=run.options + test + ('--max-episode-length', str(horizon),
+                                              '--hidden-sizes', '8,8')))
     return runs
 
 
@@ -151,8 +175,7 @@ def runs_of(fig: str, quick: bool = False) -> List[Run]:
     """The training runs of ``fig`` (none for the scripted figures)."""
     if fig in SCRIPTED:
         return []
-    return quick_runs(fig) if quick else {'fig2': fig2_runs, 'fig3': fig3_runs,
-                                           'fig5': fig5_runs}[fig]()
+    return quick_runs(fig) if quick else TRAINING_FIGURES[fig]()
 
 
 class Campaign:
@@ -339,14 +362,16 @@ def load(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, str], Dict[
     return data
 
 
-def compare(data, env: str, algos: Sequence[str]) -> Tuple[float, Dict[str, List[float]]]:
-    """Post-update returns of each algorithm's seeds at the env steps all of them reached."""
+def compare(data, env: str, algos: Sequence[str],
+            key: str | None = None) -> Tuple[float, Dict[str, List[float]]]:
+    """Each algorithm's seeds' value of ``key`` (default: the post-update return) at the
+    env steps all of them reached."""
     present = [a for a in algos if (env, a) in data]
     if not present:
         return math.nan, {}
     matched = min(float(rows[-1]['TotalEnvSteps']) for a in present
                   for rows in data[(env, a)].values())
-    return matched, {a: [value_at(rows, post_key(rows), matched)
+    return matched, {a: [value_at(rows, key or post_key(rows), matched)
                          for rows in data[(env, a)].values()] for a in present}
 
 
@@ -426,21 +451,24 @@ def _verdict(t: float, p: float, n_more: float) -> str:
     return f'not significant at this budget ({more})'
 
 
-def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]):
-    """Claims-table rows: ``winner`` beats each loser post-update on ``env``."""
+def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str],
+                    key: str | None = None, what: str = ''):
+    """Claims-table rows: ``winner`` beats each loser on ``env`` in ``key`` (default:
+    the post-update return; ``what`` names another key in the claim)."""
     rows = []
     for loser in losers:
         # Each pair at the env steps all runs of both reached.
-        matched, finals = compare(data, env, (winner, loser))
+        matched, finals = compare(data, env, (winner, loser), key)
+        claim = f'{fig} {env}{what}: {winner} > {loser}'
         if winner not in finals or loser not in finals:
-            rows.append((f'{fig} {env}: {winner} > {loser}', 'not run yet', '-'))
+            rows.append((claim, 'not run yet', '-'))
             continue
         a, b = finals[winner], finals[loser]
         t, p = welch(a, b)
         stats = f'; t = {t:+.2f}, p = {p:.3f}' if not math.isnan(t) else ''
         measured = (f'{_pm(a)} ({len(a)} seeds) vs {_pm(b)} ({len(b)}) '
                     f'at {matched:,.0f} env steps{stats}')
-        rows.append((f'{fig} {env}: {winner} > {loser}', measured,
+        rows.append((claim, measured,
                      _verdict(t, p, seeds_needed(a, b))))
     return rows
 
@@ -470,7 +498,8 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         missing = [r.name for r in runs if campaign.state(r)[0] != 'done']
         title = {'fig2': 'Fig. 2: post-update return (ProMP vs MAML-TRPO vs E-MAML-TRPO)',
                  'fig3': "Fig. 3: VPG with each meta-gradient estimator",
-                 'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward'}[fig]
+                 'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward',
+                 'ml10': 'Meta-World ML10 (not in the paper): ProMP vs MAML-TRPO'}[fig]
         (out / fig).mkdir(parents=True, exist_ok=True)
         draw_panels(out / fig / f'{fig}.png', data, envs, algos,
                     f'{title} — {len(runs) - len(missing)}/{len(runs)} runs done',
@@ -502,6 +531,11 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
             for env in envs:
                 claims += comparison_rows(data, 'Fig. 3', env, 'LVC-VPG',
                                           ['DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG'])
+        elif fig == 'ml10':
+            for key, what in (('MetaTest/Average/SuccessRate', ' held-out success'),
+                              ('Step_1-SuccessRate', ' training-class success, post-update')):
+                claims += comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'],
+                                          key, what)
         elif fig == 'fig5':
             claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
                                       ['MAML-TRPO', 'E-MAML-TRPO'])

@@ -185,7 +185,8 @@ def test_an_interrupted_run_continues_with_the_rows_of_an_uninterrupted_one(pape
 
 @pytest.mark.slow
 @pytest.mark.mujoco
-@pytest.mark.parametrize('fig', ['fig2', 'fig3', 'fig5'])
+@pytest.mark.parametrize('fig', ['fig2', 'fig3', 'fig5',
+                                 pytest.param('ml10', marks=pytest.mark.metaworld)])
 def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
     args = ['--quick', '--runs-dir', str(tmp_path)]
     _paper('run', fig, *args)
@@ -202,6 +203,9 @@ def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
         variant = json.loads((tmp_path / 'quick' / 'results' / run.name / 'variant.json')
                              .read_text())
         assert variant['algo'] == run.algo and variant['max_env_steps'] == run.steps
+    if fig == 'ml10':  # the success claims, measured on the meta-test's held-out classes
+        assert '| Meta-World ML10 held-out success: ProMP > MAML-TRPO |' in report
+        assert 'not run yet' not in report.split('## Claims')[1]
 
 
 @pytest.mark.slow
