@@ -1,0 +1,79 @@
+"""The fast quaternion of Meta-World's observations equals SciPy's, bit for bit."""
+import sys
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from garage_promp.envs import _fast_rotation
+from garage_promp.envs._fast_rotation import ROTATION, quat_from_matrix
+
+
+def _special_matrices():
+    yield np.eye(3)
+    for axis in np.eye(3):  # half turns: the trace is the smallest, a diagonal entry wins
+        yield Rotation.from_rotvec(np.pi * axis).as_matrix()
+    yield Rotation.from_euler('xyz', [1e-9, -2e-9, 3e-9]).as_matrix()  # near identity
+    yield Rotation.from_euler('z', 90, degrees=True).as_matrix()  # ties in the decision
+
+
+def test_equal_to_scipy_bit_for_bit():
+    matrices = list(Rotation.random(20000, random_state=7).as_matrix()) + list(
+        _special_matrices())
+    for m in matrices:
+        assert np.array_equal(quat_from_matrix(m), Rotation.from_matrix(m).as_quat()), m
+        assert np.array_equal(ROTATION.from_matrix(m).as_quat(),
+                              Rotation.from_matrix(m).as_quat())
+    # float32 input (as MuJoCo would never give, but a caller might) and a flat view
+    m = matrices[0].astype(np.float32)
+    assert np.array_equal(quat_from_matrix(m.reshape(9)), Rotation.from_matrix(
+        m.astype(float)).as_quat())
+
+
+def test_what_is_not_a_rotation_is_scipys_to_handle():
+    reflection = np.diag([1., 1., -1.])
+    with pytest.raises(ValueError, match='determinant'):
+        Rotation.from_matrix(reflection)
+    with pytest.raises(ValueError, match='determinant'):
+        quat_from_matrix(reflection)
+    skewed = Rotation.random(random_state=1).as_matrix() + 1e-6  # projected by SciPy
+    assert np.array_equal(quat_from_matrix(skewed), Rotation.from_matrix(skewed).as_quat())
+    # Anything but from_matrix(...).as_quat() is SciPy's own.
+    assert ROTATION.from_euler is Rotation.from_euler
+    m = Rotation.random(random_state=2).as_matrix()
+    assert np.array_equal(ROTATION.from_matrix(m).as_matrix(), Rotation.from_matrix(m).as_matrix())
+    assert np.array_equal(ROTATION.from_matrix(m).as_quat(canonical=True),
+                          Rotation.from_matrix(m).as_quat(canonical=True))
+
+
+def _observations(env_name, seed=3, steps=15):
+    from garage_promp.envs import MetaWorldTaskSampler, make_benchmark  # pylint: disable=import-outside-toplevel
+    sampler = MetaWorldTaskSampler(make_benchmark('ML1', env_name, seed=1), 'train',
+                                   max_episode_length=steps + 1, seed=seed)
+    env = sampler.sample(1)[0]()
+    rng = np.random.default_rng(seed)
+    observations = [env.reset()[0]]
+    for _ in range(steps):
+        action = rng.uniform(-1, 1, env.action_space.shape)
+        observations.append(env.step(action).observation)
+    env.close()
+    return np.stack(observations)
+
+
+@pytest.mark.metaworld
+def test_meta_world_observations_are_unchanged():
+    from metaworld.env_dict import ML10_V3  # pylint: disable=import-outside-toplevel
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    modules = [m for n, m in sys.modules.items() if n.startswith('metaworld.envs.')
+               and getattr(m, 'Rotation', None) is not None]
+    assert len(modules) > 20 and all(m.Rotation is ROTATION for m in modules)
+    names = list(ML10_V3['train']) + list(ML10_V3['test'])
+    fast = {name: _observations(name) for name in names}
+    try:
+        for module in modules:
+            module.Rotation = Rotation
+        for name in names:
+            assert np.array_equal(fast[name], _observations(name)), name
+    finally:
+        assert _fast_rotation.install() == len(modules)
