@@ -1,12 +1,12 @@
-"""The fast quaternion of Meta-World's observations equals SciPy's, bit for bit."""
+"""The faster Meta-World code gives the same observations and rewards, bit for bit."""
 import sys
+
+from garage_promp.envs import _metaworld_speedups
+from garage_promp.envs._metaworld_speedups import ROTATION, quat_from_matrix
 
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
-
-from garage_promp.envs import _fast_rotation
-from garage_promp.envs._fast_rotation import ROTATION, quat_from_matrix
 
 
 def _special_matrices():
@@ -46,34 +46,70 @@ def test_what_is_not_a_rotation_is_scipys_to_handle():
                           Rotation.from_matrix(m).as_quat(canonical=True))
 
 
-def _observations(env_name, seed=3, steps=15):
+def _rollout(env_name, seed=3, steps=15):
+    """Observations and rewards of random actions on one goal of ``env_name``."""
     from garage_promp.envs import MetaWorldTaskSampler, make_benchmark  # pylint: disable=import-outside-toplevel
     sampler = MetaWorldTaskSampler(make_benchmark('ML1', env_name, seed=1), 'train',
                                    max_episode_length=steps + 1, seed=seed)
     env = sampler.sample(1)[0]()
     rng = np.random.default_rng(seed)
-    observations = [env.reset()[0]]
+    observations, rewards = [env.reset()[0]], []
     for _ in range(steps):
-        action = rng.uniform(-1, 1, env.action_space.shape)
-        observations.append(env.step(action).observation)
+        step = env.step(rng.uniform(-1, 1, env.action_space.shape))
+        observations.append(step.observation)
+        rewards.append(step.reward)
     env.close()
-    return np.stack(observations)
+    return np.stack(observations), np.array(rewards)
 
 
 @pytest.mark.metaworld
-def test_meta_world_observations_are_unchanged():
-    from metaworld.env_dict import ML10_V3  # pylint: disable=import-outside-toplevel
+def test_meta_world_observations_and_rewards_are_unchanged():
     from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+
+    from metaworld.env_dict import ML10_V3  # pylint: disable=import-outside-toplevel
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
     _metaworld()
     modules = [m for n, m in sys.modules.items() if n.startswith('metaworld.envs.')
                and getattr(m, 'Rotation', None) is not None]
     assert len(modules) > 20 and all(m.Rotation is ROTATION for m in modules)
+    assert SawyerXYZEnv.touching_object is _metaworld_speedups.touching_object
     names = list(ML10_V3['train']) + list(ML10_V3['test'])
-    fast = {name: _observations(name) for name in names}
+    fast = {name: _rollout(name) for name in names}
     try:
-        for module in modules:
-            module.Rotation = Rotation
+        _metaworld_speedups.uninstall()
+        assert SawyerXYZEnv.touching_object is not _metaworld_speedups.touching_object
         for name in names:
-            assert np.array_equal(fast[name], _observations(name)), name
+            slow = _rollout(name)
+            assert np.array_equal(fast[name][0], slow[0]), name
+            assert np.array_equal(fast[name][1], slow[1]), name
     finally:
-        assert _fast_rotation.install() == len(modules)
+        assert _metaworld_speedups.install() == len(modules)
+
+
+@pytest.mark.metaworld
+def test_touching_object_equals_meta_worlds_while_grasping():
+    """Meta-World's scripted pick-and-place policy grasps the puck: at every step the contact
+    test (and the forces behind it) equals Meta-World's own, and it is True for a while."""
+    from garage_promp.envs import MetaWorldTaskSampler, make_benchmark  # pylint: disable=import-outside-toplevel
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+
+    from metaworld.policies import SawyerPickPlaceV3Policy  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    original = _metaworld_speedups.ORIGINALS['touching_object']
+    sampler = MetaWorldTaskSampler(make_benchmark('ML1', 'pick-place-v3', seed=1), 'train',
+                                   max_episode_length=200, seed=1)
+    env = sampler.sample(1)[0]()
+    obs, _ = env.reset()
+    inner = env.unwrapped
+    policy = SawyerPickPlaceV3Policy()
+    touching, ids = [], [inner._get_id_main_object(), inner.data.geom('leftpad_geom').id]
+    for _ in range(150):
+        step = env.step(np.clip(policy.get_action(obs), -1, 1))
+        obs = step.observation
+        for geom in ids:
+            fast = _metaworld_speedups.touching_object(inner, geom)
+            assert fast == original(inner, geom)
+        touching.append(_metaworld_speedups.touching_object(inner, ids[0]))
+        if step.last:
+            break
+    assert any(touching) and not all(touching)

@@ -1,0 +1,155 @@
+"""Exact, faster equivalents of two per-step costs of Meta-World 3.1.1's own Python.
+
+Profiles of a Meta-World step (``benchmarks/physics.py`` puts it against the
+physics) show two pieces of Meta-World's Python costing more than MuJoCo's
+``mj_step`` itself; both are replaced here by code that computes the same values
+with the same floating-point operations in the same order, so observations and
+rewards are equal bit for bit (``tests/envs/test_metaworld_speedups.py``):
+
+- **The object quaternion of the observation.** Every env builds it each step
+  with ``scipy.spatial.transform.Rotation.from_matrix(xmat).as_quat()`` for one
+  3x3 matrix (``_get_quat_objects`` in metaworld/envs/sawyer_*_v3.py): SciPy's
+  array-API dispatch, determinant, Gram check and Rotation object cost tens of
+  microseconds for one quaternion. :func:`quat_from_matrix` repeats SciPy's
+  arithmetic (the branch on the largest of the diagonal and the trace, then the
+  division by the norm) on Python floats; a matrix that is not a proper
+  rotation to within SciPy's own tolerance (never a MuJoCo ``xmat``) goes to
+  SciPy, so errors and projections stay SciPy's.
+- **The gripper-object contact test of the grasp rewards.**
+  ``SawyerXYZEnv.touching_object`` (metaworld/sawyer_xyz_env.py) iterates over
+  ``data.contact`` twice in Python, building one contact object per contact;
+  :func:`touching_object` selects the same contacts from the contact arrays
+  (``geom1``, ``geom2``, ``efc_address``) and sums the same forces in the same
+  order.
+
+:func:`install` puts them in place (``Rotation`` in Meta-World's env modules,
+``touching_object`` on ``SawyerXYZEnv``); ``garage_promp.envs.metaworld``
+calls it when it first imports Meta-World. :func:`uninstall` restores
+Meta-World's own code.
+"""
+import math
+import sys
+from typing import Any
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+#: SciPy's orthogonality tolerance in ``Rotation.from_matrix`` (``isclose(M Mᵀ, I, atol=1e-12)``).
+ORTHOGONALITY_ATOL = 1e-12
+
+
+def _orthogonal(rows) -> bool:
+    """M Mᵀ close to I as SciPy checks it (``isclose``: atol 1e-12, rtol 1e-5)."""
+    for i in range(3):
+        for j in range(3):
+            gram = rows[i][0] * rows[j][0] + rows[i][1] * rows[j][1] + rows[i][2] * rows[j][2]
+            target = 1. if i == j else 0.
+            if not abs(gram - target) <= ORTHOGONALITY_ATOL + 1e-5 * abs(target):
+                return False
+    return True
+
+
+def quat_from_matrix(matrix: Any) -> np.ndarray:
+    """``Rotation.from_matrix(matrix).as_quat()`` (scalar last) for one 3x3 matrix."""
+    m = np.asarray(matrix, dtype=float).reshape(3, 3)
+    rows = m.tolist()
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = rows
+    det = m00 * (m11 * m22 - m12 * m21) - m01 * (m10 * m22 - m12 * m20) \
+        + m02 * (m10 * m21 - m11 * m20)
+    if det <= 0 or not _orthogonal(rows):
+        return Rotation.from_matrix(m).as_quat()  # SciPy's error or projection
+    trace = m00 + m11 + m22
+    decision = (m00, m11, m22, trace)
+    choice = max(range(4), key=decision.__getitem__)  # the first maximum, as argmax
+    if choice == 0:
+        q = (1 - trace + 2 * m00, m10 + m01, m20 + m02, m21 - m12)
+    elif choice == 1:
+        q = (m10 + m01, 1 - trace + 2 * m11, m21 + m12, m02 - m20)
+    elif choice == 2:
+        q = (m20 + m02, m21 + m12, 1 - trace + 2 * m22, m10 - m01)
+    else:
+        q = (m21 - m12, m02 - m20, m10 - m01, 1 + trace)
+    norm = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    return np.array([v / norm for v in q])
+
+
+class _FromMatrix:
+    """What ``from_matrix`` returns: ``as_quat()`` fast, anything else SciPy's."""
+
+    __slots__ = ('_matrix', )
+
+    def __init__(self, matrix):
+        self._matrix = matrix
+
+    def as_quat(self, canonical: bool = False, **kwargs) -> np.ndarray:
+        if canonical or kwargs or np.ndim(self._matrix) != 2:
+            return Rotation.from_matrix(self._matrix).as_quat(canonical=canonical, **kwargs)
+        return quat_from_matrix(self._matrix)
+
+    def __getattr__(self, name):
+        return getattr(Rotation.from_matrix(self._matrix), name)
+
+
+class _RotationShim:
+    """Stands in for ``scipy.spatial.transform.Rotation`` in Meta-World's env modules."""
+
+    @staticmethod
+    def from_matrix(matrix, *args, **kwargs):
+        if args or kwargs:
+            return Rotation.from_matrix(matrix, *args, **kwargs)
+        return _FromMatrix(matrix)
+
+    def __getattr__(self, name):
+        return getattr(Rotation, name)
+
+
+ROTATION = _RotationShim()
+
+
+def touching_object(self, object_geom_id: int) -> bool:
+    """``SawyerXYZEnv.touching_object``: both pads press on the object (contact forces > 0)."""
+    data = self.data
+    leftpad_geom_id = data.geom('leftpad_geom').id
+    rightpad_geom_id = data.geom('rightpad_geom').id
+    contact = data.contact
+    geom1, geom2 = contact.geom1, contact.geom2
+    with_object = (geom1 == object_geom_id) | (geom2 == object_geom_id)
+    forces = []
+    for pad in (leftpad_geom_id, rightpad_geom_id):
+        selected = with_object & ((geom1 == pad) | (geom2 == pad))
+        # Python's sum over the same contacts in the same order, as the original.
+        forces.append(sum(data.efc_force[address]
+                          for address in contact.efc_address[selected].tolist()))
+    return 0 < forces[0] and 0 < forces[1]
+
+
+touching_object.fast = True
+
+#: Meta-World's own implementations, kept for :func:`uninstall` and the tests.
+ORIGINALS = {}
+
+
+def install() -> int:
+    """Put the exact, faster equivalents in place; return how many env modules use the
+    quaternion. Idempotent."""
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+    if not getattr(SawyerXYZEnv.touching_object, 'fast', False):
+        ORIGINALS['touching_object'] = SawyerXYZEnv.touching_object
+        SawyerXYZEnv.touching_object = touching_object
+    count = 0
+    for name, module in list(sys.modules.items()):
+        if name.startswith('metaworld.envs.') and getattr(module, 'Rotation', None) in (
+                Rotation, ROTATION):
+            module.Rotation = ROTATION
+            count += 1
+    return count
+
+
+def uninstall():
+    """Meta-World's own code again (for comparisons)."""
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+    if 'touching_object' in ORIGINALS:
+        SawyerXYZEnv.touching_object = ORIGINALS['touching_object']
+    for name, module in list(sys.modules.items()):
+        if name.startswith('metaworld.envs.') and getattr(module, 'Rotation', None) is ROTATION:
+            module.Rotation = Rotation
