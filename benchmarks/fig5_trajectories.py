@@ -41,6 +41,7 @@ from garage_promp._garage_compat import check_training_snapshot
 from garage_promp.envs._tasks import CORNERS
 from garage_promp.envs.point_env_momentum import PointMomentumGym
 from garage_promp.experiment.env_setup import KwargsSetTaskSampler, _KwargsSetTaskUpdate
+from garage_promp.validation import OUTPUT_DIR, SEED, count, positive, user_errors
 
 import click
 from garage.experiment import Snapshotter
@@ -269,6 +270,10 @@ def draw(data_by_algo: Dict[str, Dict[str, Any]], path: str, limit: float | None
     return path
 
 
+#: The most episodes per task and step.
+MAX_EPISODES = 10 ** 4
+
+
 def _parse_runs(values: Sequence[str]) -> List[tuple]:
     runs = []
     for value in values:
@@ -288,17 +293,17 @@ def _parse_runs(values: Sequence[str]) -> List[tuple]:
               help='A train.py run (repeatable; one figure row each, in this order).')
 @click.option('--from-json', 'from_json', type=click.Path(exists=True, dir_okay=False),
               default=None, help='Redraw from a fig5_trajectories.json (no snapshots needed).')
-@click.option('--out', required=True, type=click.Path(file_okay=False),
+@click.option('--out', required=True, type=OUTPUT_DIR,
               help='Directory for fig5_trajectories.png (and .json).')
-@click.option('--n-episodes', type=click.IntRange(min=1), default=None,
+@click.option('--n-episodes', type=count(1, MAX_EPISODES), default=None,
               help="Episodes per task and step [default: each run's episodes_per_task].")
-@click.option('--seed', type=click.IntRange(min=0), default=1, show_default=True,
+@click.option('--seed', type=SEED, default=1, show_default=True,
               help='Sampling seed.')
 @click.option('--itr', default='last', show_default=True,
               help="Snapshot epoch, 'last' or 'first'.")
-@click.option('--max-episodes', type=click.IntRange(min=1), default=None,
+@click.option('--max-episodes', type=count(), default=None,
               help='Draw at most this many trajectories per task and panel [default: all].')
-@click.option('--limit', type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option('--limit', type=positive(), default=None,
               help='Axes span [-LIMIT, LIMIT] [default: the goal regions and a margin].')
 def main(runs, from_json, out, n_episodes, seed, itr, max_episodes, limit):
     """Sample the runs' trajectories on the four corners and draw the paper's Fig. 5."""
@@ -311,18 +316,19 @@ def main(runs, from_json, out, n_episodes, seed, itr, max_episodes, limit):
         itr = int(itr)
     out_dir = pathlib.Path(out)
     if from_json:
-        with open(from_json) as f:
-            data = json.load(f)['algos']
+        with user_errors('--from-json', expected=(ValueError, KeyError, TypeError, OSError)):
+            with open(from_json) as f:
+                data = json.load(f)['algos']
+            if not isinstance(data, dict) or not data:
+                raise ValueError(f'{from_json} holds no runs: not a {JSON}')
     else:
         parsed = _parse_runs(runs)
         data = {}
         for label, run_dir in parsed:
             click.echo(f'{label}: sampling {run_dir} ...')
-            try:
+            # No snapshot, a corrupt one, another env: not a usage error.
+            with user_errors(f'--run {label}', expected=(ValueError, OSError)):
                 data[label] = trajectories(run_dir, n_episodes=n_episodes, seed=seed, itr=itr)
-            except (ValueError, FileNotFoundError) as error:
-                # No snapshot, a corrupt one, another env: not a usage error.
-                raise click.ClickException(f'{label}: {error}') from error
             returns = ', '.join(f'{r:.2f}' for r in data[label]['average_return'])
             click.echo(f'{label}: average return per step [{returns}]')
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -331,7 +337,10 @@ def main(runs, from_json, out, n_episodes, seed, itr, max_episodes, limit):
         with open(json_path, 'w') as f:
             json.dump(dict(figure='ProMP paper Fig. 5 (trajectories)', algos=data), f)
         click.echo(f'wrote {json_path}')
-    png = draw(data, str(out_dir / PNG), limit=limit, max_episodes=max_episodes)
+    # Only a --from-json file can hold what draw() cannot read.
+    with user_errors('--from-json', expected=(ValueError, KeyError, TypeError, IndexError)
+                     if from_json else ()):
+        png = draw(data, str(out_dir / PNG), limit=limit, max_episodes=max_episodes)
     click.echo(f'wrote {png}')
 
 

@@ -83,6 +83,15 @@ from garage_promp.baselines import ZeroBaseline
 from garage_promp.envs import PointEnv1D
 from garage_promp.envs.base import reset_construction_counter
 from garage_promp.policies_two_param import QuadraticMeanPolicy
+from garage_promp.validation import (
+    SEED,
+    WORKERS,
+    OutputPath,
+    check_batch_steps,
+    count,
+    positive,
+    usage_errors,
+)
 
 import click
 from dowel import tabular
@@ -249,7 +258,14 @@ def inner_gradient(theta, obs, acts, rews):
     return np.stack([(weight * obs**2).mean((1, 2)), weight.mean((1, 2))], -1)
 
 
-def landscape(theta0s, theta1s, *, inner_lr, episodes, reps, seed, chunk_points=64):
+#: Grid points evaluated at once in the landscape.
+LANDSCAPE_CHUNK = 64
+#: The most landscape grid points per axis.
+MAX_GRID = 1001
+
+
+def landscape(theta0s, theta1s, *, inner_lr, episodes, reps, seed,
+              chunk_points=LANDSCAPE_CHUNK):
     """Pre- and post-update return over the θ grid, each (len(theta1s), len(theta0s)).
 
     Post-update: for each grid θ and goal, ``reps`` inner steps θ' = θ + α·T·ĝ
@@ -342,27 +358,27 @@ def plot(panels, path):
 
 # ------------------------------------------------------------------ CLI
 @click.command()
-@click.option('--out', required=True, type=click.Path(file_okay=False, path_type=pathlib.Path),
+@click.option('--out', required=True, type=OutputPath(path_type=pathlib.Path),
               help='Directory for fig6.png and fig6.json.')
-@click.option('--iters', type=click.IntRange(min=1), default=ITERS, show_default=True,
+@click.option('--iters', type=count(), default=ITERS, show_default=True,
               help='Meta-iterations of each run.')
-@click.option('--lr', 'lrs', type=click.FloatRange(min=0., min_open=True), multiple=True,
+@click.option('--lr', 'lrs', type=positive(), multiple=True,
               help=f'Outer (Adam) learning rate; repeat for a sweep, one panel each '
                    f'[default {DEFAULT_LRS[0]:g}; the reference swept {REFERENCE_LRS}].')
-@click.option('--inner-lr', type=click.FloatRange(min=0., min_open=True), default=INNER_LR,
+@click.option('--inner-lr', type=positive(), default=INNER_LR,
               show_default=True,
               help="Inner step size in the reference's per-trajectory units (the "
                    'algorithms get inner_lr x H).')
-@click.option('--tasks-per-goal', type=click.IntRange(min=1), default=TASKS_PER_GOAL,
+@click.option('--tasks-per-goal', type=count(), default=TASKS_PER_GOAL,
               show_default=True, help='Tasks of each goal per iteration (M = 2x this).')
-@click.option('--episodes', type=click.IntRange(min=1), default=EPISODES, show_default=True,
+@click.option('--episodes', type=count(), default=EPISODES, show_default=True,
               help='Episodes per task and step (R).')
-@click.option('--seed', type=click.IntRange(min=0), default=1, show_default=True)
-@click.option('--grid', type=click.IntRange(min=3), default=41, show_default=True,
+@click.option('--seed', type=SEED, default=1, show_default=True)
+@click.option('--grid', type=count(3, MAX_GRID), default=41, show_default=True,
               help='Landscape grid points per axis.')
-@click.option('--landscape-reps', type=click.IntRange(min=1), default=32, show_default=True,
+@click.option('--landscape-reps', type=count(), default=32, show_default=True,
               help='Inner steps per goal and grid point in the landscape estimate.')
-@click.option('--threads', type=click.IntRange(min=1), default=1, show_default=True,
+@click.option('--threads', type=WORKERS, default=1, show_default=True,
               help='torch threads.')
 @click.option('--quick', is_flag=True,
               help=f'A tiny run in seconds (unless given: {QUICK}).')
@@ -377,6 +393,11 @@ def main(ctx, out, iters, lrs, inner_lr, tasks_per_goal, episodes, seed, grid, l
             if ctx.get_parameter_source(key) is not click.core.ParameterSource.COMMANDLINE:
                 settings[key] = value
     lrs = tuple(lrs) or DEFAULT_LRS
+    with usage_errors():  # what one iteration and one landscape chunk sample at once
+        check_batch_steps(HORIZON, factor=2, tasks_per_goal=settings['tasks_per_goal'],
+                          episodes=settings['episodes'])
+        check_batch_steps(HORIZON, factor=2 * LANDSCAPE_CHUNK,
+                          landscape_reps=settings['landscape_reps'], episodes=settings['episodes'])
     torch.set_num_threads(threads)
     warnings.filterwarnings('ignore', message='Converting a tensor with requires_grad=True')
     out.mkdir(parents=True, exist_ok=True)

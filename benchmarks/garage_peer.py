@@ -25,6 +25,17 @@ import garage_promp  # noqa: F401  (compat layer before garage)
 from garage_promp.experiment.env_setup import make_env_setup
 from garage_promp.experiment.paper_config import env_config
 from garage_promp.experiment.resume import resume_run
+from garage_promp.validation import (
+    OUTPUT_DIR,
+    SEED,
+    EnvName,
+    check_batch_steps,
+    check_output_path,
+    check_run_dir,
+    count,
+    usage_errors,
+    user_errors,
+)
 
 import click
 from dowel import tabular
@@ -85,23 +96,32 @@ def garage_maml_trpo(ctxt, env, seed, epochs, meta_batch_size, episodes_per_task
 
 
 @click.command()
-@click.option('--env', default='HalfCheetahFwdBack', show_default=True)
-@click.option('--seed', type=click.IntRange(min=0), default=1, show_default=True)
-@click.option('--epochs', type=click.IntRange(min=1), required=True)
-@click.option('--meta-batch-size', type=click.IntRange(min=1), default=20, show_default=True)
-@click.option('--episodes-per-task', type=click.IntRange(min=1), default=10, show_default=True)
-@click.option('--log-dir', type=click.Path(file_okay=False))
+@click.option('--env', type=EnvName(ml1_task=True), default='HalfCheetahFwdBack',
+              show_default=True, help='A paper env, ML10, ML45 or ML1:<task>.')
+@click.option('--seed', type=SEED, default=1, show_default=True)
+@click.option('--epochs', type=count(), required=True)
+@click.option('--meta-batch-size', type=count(), default=20, show_default=True)
+@click.option('--episodes-per-task', type=count(), default=10, show_default=True)
+@click.option('--log-dir', type=OUTPUT_DIR)
 @click.option('--resume', 'resume_dir', type=click.Path(exists=True, file_okay=False),
               help='Continue the run in this directory up to --epochs.')
 def main(env, seed, epochs, meta_batch_size, episodes_per_task, log_dir, resume_dir):
     """Train garage's MAMLTRPO on a paper environment."""
     if resume_dir:
-        resume_run(resume_dir, epochs)  # appends to progress.csv
+        # Not about the command line (no run there, a corrupt snapshot): one
+        # line, no usage text; unless it names an option (--epochs must be more).
+        with user_errors('--resume'):
+            check_run_dir(resume_dir)  # before its lock file is written there
+            check_output_path(resume_dir, 'the run directory')
+            resume_run(resume_dir, epochs)  # appends to progress.csv
         return
     if not log_dir:
         raise click.UsageError('--log-dir is required (or --resume)')
     if os.path.exists(os.path.join(log_dir, 'progress.csv')):
         raise click.UsageError(f'{log_dir} already holds a run; use --resume {log_dir}')
+    with usage_errors():
+        check_batch_steps(env_config(env.partition(':')[0])['H'],
+                          meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
     garage_maml_trpo(dict(log_dir=log_dir), env=env, seed=seed, epochs=epochs,
                      meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
 

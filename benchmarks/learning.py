@@ -26,7 +26,19 @@ import sys
 import time
 
 from garage_promp._process import die_with_parent
+from garage_promp.experiment.paper_config import ALGOS, METAWORLD
 from garage_promp.experiment.plotting import mean_std, plot_bands, post_update_key, read_progress
+from garage_promp.validation import (
+    ENV_STEPS,
+    OUTPUT_DIR,
+    SECONDS,
+    WORKERS,
+    EnvName,
+    check_batch_steps,
+    count,
+    parse_overrides,
+    usage_errors,
+)
 
 import click
 
@@ -45,7 +57,7 @@ def _run_command(algo, env, seed, steps, batch, run_dir, resume, extra):
     budget as the rest); garage's MAMLTRPO counts epochs, so its budget is the
     nominal M x R x H x (K + 1) steps per epoch.
     """
-    if algo == GARAGE_PEER:
+    if algo == GARAGE_PEER:  # it takes ML1:<task> as it is
         cfg = _env_config(env)
         epochs = math.ceil(steps / (batch[0] * batch[1] * cfg['H'] * (cfg['K'] + 1)))
         if resume:
@@ -56,7 +68,9 @@ def _run_command(algo, env, seed, steps, batch, run_dir, resume, extra):
     if resume:
         return [sys.executable, str(TRAIN), '--resume', str(run_dir),
                 '--max-env-steps', str(steps)]
-    return [sys.executable, str(TRAIN), '--algo', algo, '--env', env, '--seed', str(seed),
+    family, _, task = env.partition(':')  # train.py: --env ML1 --task reach-v3
+    return [sys.executable, str(TRAIN), '--algo', algo, '--env', family,
+            *(['--task', task] if task else []), '--seed', str(seed),
             '--max-env-steps', str(steps), '--meta-batch-size', str(batch[0]),
             '--episodes-per-task', str(batch[1]), '--evaluate-every', str(10 ** 6),
             '--n-test-tasks', '2', '--log-dir', str(run_dir), *extra]
@@ -65,7 +79,7 @@ def _run_command(algo, env, seed, steps, batch, run_dir, resume, extra):
 def _env_config(env):
     import garage_promp  # noqa: F401  pylint: disable=import-outside-toplevel
     from garage_promp.experiment.paper_config import env_config  # pylint: disable=import-outside-toplevel
-    return env_config(env)
+    return env_config(env.partition(':')[0])
 
 
 def steps_done(run_dir) -> int:
@@ -201,36 +215,67 @@ def summarize(out, env, runs):
     return text
 
 
+#: The most seeds per algorithm (each is a run of its own).
+MAX_SEEDS = 1000
+
+
+def _check_runs(env, algos, meta_batch_size, episodes_per_task, overrides):
+    """What train.py would refuse, refused here, before any run starts or anything is written.
+
+    Every garage_promp algorithm is built once as its runs will be (in this
+    process, no sampling), so a bad ``--set`` value fails now by name, not in
+    every run's log.
+    """
+    # pylint: disable=import-outside-toplevel
+    from garage_promp.experiment.builder import build_experiment
+    family, _, task = env.partition(':')
+    parsed = parse_overrides(overrides)
+    with usage_errors():
+        check_batch_steps(_env_config(env)['H'], meta_batch_size=meta_batch_size,
+                          episodes_per_task=episodes_per_task)
+    for algo in dict.fromkeys(algos):
+        if algo == GARAGE_PEER:
+            continue
+        with usage_errors(hints=dict.fromkeys(parsed, '--set')):
+            build_experiment(algo, family, 1, task=task or None, meta_batch_size=meta_batch_size,
+                             episodes_per_task=episodes_per_task, n_test_tasks=2,
+                             overrides=parsed, reward_function_version=(
+                                 'v2' if family in METAWORLD else None))
+
+
 @click.command()
-@click.option('--env', default='HalfCheetahFwdBack', show_default=True)
-@click.option('--algo', 'algos', multiple=True,
+@click.option('--env', type=EnvName(ml1_task=True), default='HalfCheetahFwdBack',
+              show_default=True, help='A paper env, ML10, ML45 or ML1:<task>.')
+@click.option('--algo', 'algos', multiple=True, type=click.Choice(sorted(ALGOS) + [GARAGE_PEER]),
               default=['ProMP', 'MAML-TRPO', 'E-MAML-TRPO', 'LVC-VPG', 'DiCE-VPG', GARAGE_PEER],
               show_default=True,
               help=f'Paper labels of garage_promp algorithms, or {GARAGE_PEER} for garage '
                    "2021.3's own MAMLTRPO (benchmarks/garage_peer.py; --set does not apply).")
-@click.option('--seeds', type=click.IntRange(min=1), default=3, show_default=True)
-@click.option('--steps', type=click.IntRange(min=1), default=2_000_000, show_default=True,
+@click.option('--seeds', type=count(1, MAX_SEEDS), default=3, show_default=True)
+@click.option('--steps', type=ENV_STEPS, default=2_000_000, show_default=True,
               help='Env steps per run (all K+1 sampling rounds counted).')
-@click.option('--meta-batch-size', type=click.IntRange(min=1), default=20, show_default=True)
-@click.option('--episodes-per-task', type=click.IntRange(min=1), default=10, show_default=True)
-@click.option('--parallel', type=click.IntRange(min=1), default=2, show_default=True,
+@click.option('--meta-batch-size', type=count(), default=20, show_default=True)
+@click.option('--episodes-per-task', type=count(), default=10, show_default=True)
+@click.option('--parallel', type=WORKERS, default=2, show_default=True,
               help='Runs at a time (one core each).')
-@click.option('--time-limit', type=float, default=None,
+@click.option('--time-limit', type=SECONDS, default=None,
               help='Stop the runs after this many seconds (resume later).')
 @click.option('--set', 'overrides', multiple=True,
               help='Passed on to launchers/train.py (key=value, repeatable).')
 @click.option('--summarize-only', is_flag=True)
-@click.option('--out', required=True, help='Directory of the runs and the summary.')
+@click.option('--out', type=OUTPUT_DIR, required=True,
+              help='Directory of the runs and the summary.')
 def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel, time_limit,
          overrides, summarize_only, out):
     """Run algorithms × seeds on ENV at a budget of env steps and summarise."""
-    import garage_promp  # noqa: F401  (compat layer first)
-    from garage_promp.experiment.paper_config import env_config
     out = pathlib.Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     runs = {(a, s): out / f'{a}_seed={s}' for s in range(1, seeds + 1) for a in algos}
+    if summarize_only and not out.is_dir():
+        raise click.BadParameter(f'{str(out)!r} does not exist: no runs to summarise',
+                                 param_hint='--out')
     if not summarize_only:
-        env_config(env)  # an unknown env is refused before any run starts
+        _check_runs(env, algos, meta_batch_size, episodes_per_task, overrides)
+        out.mkdir(parents=True, exist_ok=True)
         specs = []
         for (algo, seed), run_dir in runs.items():
             done = steps_done(run_dir)

@@ -33,6 +33,16 @@ import statistics
 import sys
 import time
 
+from garage_promp.validation import (
+    OUTPUT_DIR,
+    WORKERS,
+    EnvName,
+    check_batch_steps,
+    count,
+    usage_errors,
+    user_errors,
+)
+
 import click
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -166,20 +176,27 @@ def format_table(results, meta_batch_size, episodes_per_task):
 
 
 @click.command()
-@click.option('--env', 'envs', multiple=True, default=DEFAULT_ENVS, show_default=True,
-              help="Paper env, or ML1:<task> for a Meta-World ML1 task.")
-@click.option('-M', '--meta-batch-size', type=click.IntRange(min=1), default=20,
-              show_default=True)
-@click.option('-R', '--episodes-per-task', type=click.IntRange(min=1), default=10,
-              show_default=True)
-@click.option('--workers', type=click.IntRange(min=1), default=1, show_default=True,
+@click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True), default=DEFAULT_ENVS,
+              show_default=True, help="Paper MuJoCo env, or ML1:<task> for a Meta-World ML1 task.")
+@click.option('-M', '--meta-batch-size', type=count(), default=20, show_default=True)
+@click.option('-R', '--episodes-per-task', type=count(), default=10, show_default=True)
+@click.option('--workers', type=WORKERS, default=1, show_default=True,
               help='Physics processes and sampler worker processes.')
-@click.option('--repeats', type=click.IntRange(min=1), default=1, show_default=True)
-@click.option('--physics-steps', type=click.IntRange(min=100), default=20000, show_default=True)
-@click.option('--out', default=None, help='Write physics.json and physics.md here.')
+@click.option('--repeats', type=count(), default=1, show_default=True)
+@click.option('--physics-steps', type=count(100), default=20000, show_default=True)
+@click.option('--out', type=OUTPUT_DIR, default=None,
+              help='Write physics.json and physics.md here.')
 def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_steps, out):
     """Print the physics table of ENVS."""
     os.environ.setdefault('OMP_NUM_THREADS', '1')
+    for env_name in envs:  # every env is checked before any is measured
+        with user_errors(f'--env {env_name}'):
+            setup = _setup(env_name)[2]
+            _mujoco_env(setup.train_tasks.sample(1)[0]())  # a MuJoCo env, or no physics to time
+        with usage_errors():
+            check_batch_steps(setup.env.spec.max_episode_length,
+                              meta_batch_size=meta_batch_size,
+                              episodes_per_task=episodes_per_task)
     results = []
     for env_name in envs:
         click.echo(f'measuring {env_name}', err=True)

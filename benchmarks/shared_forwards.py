@@ -12,20 +12,28 @@ import contextlib
 import copy
 import time
 
+from garage_promp.experiment.paper_config import ALGOS, METAWORLD
+from garage_promp.validation import EnvName, count, usage_errors
+
 import click
 
 
 @click.command()
-@click.option('--algo', default='ProMP', show_default=True, help='A paper label.')
-@click.option('--env', default='HalfCheetahFwdBack', show_default=True)
-@click.option('--repeats', default=4, show_default=True, help='Updates each way.')
+@click.option('--algo', type=click.Choice(sorted(ALGOS)), default='ProMP', show_default=True,
+              help='A paper label.')
+@click.option('--env', type=EnvName(ml1_task=True), default='HalfCheetahFwdBack',
+              show_default=True, help='A paper env, ML10, ML45 or ML1:<task>.')
+@click.option('--repeats', type=count(), default=4, show_default=True, help='Updates each way.')
 def main(algo, env, repeats):
     """Time one update with and without shared forwards."""
-    import garage_promp  # noqa: F401  (compat layer before garage)
     from garage_promp.experiment.builder import build_experiment
 
     import torch
-    algorithm, _, _ = build_experiment(algo, env, 1, n_test_tasks=None)
+    family, _, task = env.partition(':')
+    with usage_errors():  # nothing is sampled before the experiment is built
+        algorithm, _, _ = build_experiment(
+            algo, family, 1, n_test_tasks=None, task=task or None,
+            reward_function_version='v2' if family in METAWORLD else None)
     batches = algorithm.sample_meta_batch(0)
     optimizer = getattr(algorithm, '_optimizer', None)
     # What one update changes: θ, the optimiser's state, ProMP's KL coefficients.

@@ -37,6 +37,18 @@ import tempfile
 import time
 import warnings
 
+from garage_promp.experiment.paper_config import ALGOS
+from garage_promp.validation import (
+    OUTPUT_DIR,
+    WORKERS,
+    CommaList,
+    EnvName,
+    check_device,
+    check_output_path,
+    count,
+    usage_errors,
+)
+
 import click
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -367,47 +379,57 @@ def format_worker_table(results):
 @click.group(invoke_without_command=True)
 @click.option('--mode', type=click.Choice(['table', 'scaling', 'workers']), default='table',
               show_default=True)
-@click.option('--worker-counts', default='1,2', show_default=True,
+@click.option('--worker-counts', type=CommaList(WORKERS, '1,2'), default='1,2', show_default=True,
               help='workers mode: comma-separated worker counts.')
-@click.option('--env', 'envs', multiple=True, default=['HalfCheetahFwdBack', 'PointEnvCorner'],
-              show_default=True)
+@click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True),
+              default=['HalfCheetahFwdBack', 'PointEnvCorner'], show_default=True,
+              help='A paper env, ML10, ML45 or ML1:<task> (repeatable).')
 @click.option('--batch', 'batches', multiple=True, default=['paper', 'small'], show_default=True,
               type=click.Choice(sorted(BATCHES)))
-@click.option('--algo', 'algos', multiple=True, default=None,
+@click.option('--algo', 'algos', multiple=True, default=None, type=click.Choice(sorted(ALGOS)),
               help='garage_promp algorithms (paper labels; default: all).')
-@click.option('--n-workers', default=2, show_default=True)
-@click.option('--iters', default=2, show_default=True, help='Iterations per algorithm.')
-@click.option('--garage-iters', default=2, show_default=True,
+@click.option('--n-workers', type=WORKERS, default=2, show_default=True)
+@click.option('--iters', type=count(), default=2, show_default=True,
+              help='Iterations per algorithm.')
+@click.option('--garage-iters', type=count(0), default=2, show_default=True,
               help="garage MAMLTRPO iterations (0 skips it; with 2 or more, as for ours, the "
                    "first, which carries the start-up, is left out).")
-@click.option('--raw-steps', default=20000, show_default=True, help='Steps per raw process.')
-@click.option('--memory-env', default='HumanoidRandDirec', show_default=True,
+@click.option('--raw-steps', type=count(), default=20000, show_default=True,
+              help='Steps per raw process.')
+@click.option('--memory-env', type=EnvName(ml1_task=True, optional=True),
+              default='HumanoidRandDirec', show_default=True,
               help='One ProMP iteration at the paper batch for peak memory ("" skips).')
 @click.option('--gpu', type=click.Choice(['auto', 'yes', 'no']), default='auto', show_default=True,
               help='Table mode: also time every update with device=cuda (auto: where a GPU '
                    'exists), for the GPU columns.')
 @click.option('--quick', is_flag=True, help='Tiny batches, point env only: a smoke run.')
-@click.option('--out', default=str(HERE.parent / 'data' / 'benchmarks'), show_default=True,
-              help='Directory for the JSON (and PNG).')
+@click.option('--out', type=OUTPUT_DIR, default=None,
+              help='Directory for the JSON (and PNG) [default: data/benchmarks].')
 @click.pass_context
 def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garage_iters,
          raw_steps, memory_env, gpu, quick, out):
     """Measure and print the throughput table (or the scaling plot)."""
     if ctx.invoked_subcommand is not None:
         return
-    from garage_promp.experiment.paper_config import ALGOS
     algos = list(algos) or list(ALGOS)
     if quick:  # tiny batches; the point env unless --env was given
         env_given = ctx.get_parameter_source('envs') == click.core.ParameterSource.COMMANDLINE
         envs = envs if env_given else ['PointEnvCorner']
         batches, iters, raw_steps, memory_env = ['quick'], 2, 500, ''
+    if gpu == 'auto':
+        import torch
+        gpu = 'yes' if torch.cuda.is_available() else 'no'
+    elif gpu == 'yes':
+        with usage_errors('--gpu'):  # before anything is written or measured
+            check_device('cuda', 'device')
+    if out is None:  # not a click default: the internal _one command writes nothing
+        out = str(HERE.parent / 'data' / 'benchmarks')
+        with usage_errors('--out'):
+            check_output_path(out, 'the default output directory')
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     meta = dict(machine=platform.platform(), python=platform.python_version(),
                 cpus=os.cpu_count(), n_workers=n_workers, date=time.strftime('%Y-%m-%d'))
-    if gpu == 'auto':
-        import torch
-        gpu = 'yes' if torch.cuda.is_available() else 'no'
     meta['gpu'] = _gpu_name() if gpu == 'yes' else None
     if mode == 'table':
         results = []
@@ -430,8 +452,7 @@ def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garag
         (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
                                                         indent=1))
     elif mode == 'workers':
-        counts = [int(c) for c in worker_counts.split(',')]
-        results = measure_worker_scaling(envs, counts, algos[0], iters, raw_steps, quick)
+        results = measure_worker_scaling(envs, worker_counts, algos[0], iters, raw_steps, quick)
         click.echo(format_worker_table(results))
         (out / 'workers.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
     else:

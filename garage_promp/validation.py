@@ -9,10 +9,24 @@ before anything is allocated, spawned or written. The rules:
 * a bool must be a ``bool`` (the strings ``'no'`` or ``'false'`` are refused,
   not read as True);
 * strings are never read as numbers (``discount='0.99'`` is refused).
+
+The second half ("command line") holds what every launcher and benchmark
+checks its options with: click types with bounds (counts, seeds, workers,
+finite rates, comma-separated lists, environment names, writable output
+paths), a batch-size check, and :func:`usage_errors` / :func:`user_errors`,
+which turn the errors that remain into click's usage error naming the
+option, or into one ``Error: ...`` line when they are not about the command
+line.
 """
+import contextlib
 import math
 import numbers
+import os
+import re
+import tempfile
 from typing import Any, Iterable
+
+import click
 
 
 def _fail(name: str, requirement: str, value: Any):
@@ -111,3 +125,360 @@ def check_device(value: Any, name: str = 'device'):
                              'CUDA device(s)')
     return device
 
+
+
+# ------------------------------------------------------------------ command line
+# The launchers' and benchmarks' shared option checking. Every count, size,
+# rate, list and output path is a click type below, so click refuses a bad
+# value by the option's name while it parses the command line: before the
+# script builds, spawns or writes anything. Checks that need several options
+# at once (a batch's size) or a built object run next, through
+# :func:`usage_errors`; errors that are not about the command line (a run
+# directory without a snapshot, an env that fails to build) go through
+# :func:`user_errors`: one ``Error: ...`` line, no usage text, no traceback.
+
+#: The most any count option takes (epochs, iterations, tasks, episodes, ...):
+#: beyond it a loop never ends or an allocation or a C integer overflows.
+MAX_COUNT = 10 ** 9
+#: Seeds: every RNG seeded from them (numpy, torch, random, garage's
+#: ``set_seed``, which takes seeds modulo 2**32 - 2) gets a distinct seed.
+MAX_SEED = 2 ** 31 - 1
+#: Budgets of env steps.
+MAX_ENV_STEPS = 10 ** 13
+#: Episode lengths (horizons).
+MAX_EPISODE_LENGTH = 10 ** 6
+#: Units of one hidden layer (a 4096 x 4096 layer is 64 MiB of float32).
+MAX_HIDDEN_SIZE = 4096
+#: Env steps of one sampling round (tasks x episodes x horizon): 600 times the
+#: paper's largest (40 x 20 x 200), and about what fits in memory.
+MAX_BATCH_STEPS = 10 ** 8
+#: Durations in seconds (about 3 years).
+MAX_SECONDS = 10 ** 8
+#: Worker processes (or threads) on this machine: more than 8 per core only
+#: slows sampling down, and each process holds its own copies of the envs.
+MAX_WORKERS = max(32, 8 * (os.cpu_count() or 1))
+
+
+def count(minimum: int = 1, maximum: int = MAX_COUNT) -> click.IntRange:
+    """A click type: an int in [minimum, maximum] (default [1, MAX_COUNT])."""
+    return click.IntRange(minimum, maximum)
+
+
+#: A click type: a seed in [0, MAX_SEED].
+SEED = click.IntRange(0, MAX_SEED)
+#: A click type: a number of worker processes (or threads), in [1, MAX_WORKERS].
+WORKERS = click.IntRange(1, MAX_WORKERS)
+#: A click type: a budget of env steps, in [1, MAX_ENV_STEPS].
+ENV_STEPS = click.IntRange(1, MAX_ENV_STEPS)
+#: A click type: an episode length, in [1, MAX_EPISODE_LENGTH].
+EPISODE_LENGTH = click.IntRange(1, MAX_EPISODE_LENGTH)
+
+
+class FiniteFloat(click.FloatRange):
+    """click's FloatRange that also refuses 'nan' and 'inf' (FloatRange takes both)."""
+
+    name = 'finite float'
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        if not math.isfinite(value):
+            self.fail(f'{value} is not a finite number.', param, ctx)
+        return value
+
+
+def positive(maximum: float | None = None) -> FiniteFloat:
+    """A click type: a finite float > 0 (and <= maximum)."""
+    return FiniteFloat(min=0., min_open=True, max=maximum)
+
+
+#: A click type: a duration in seconds, in (0, MAX_SECONDS].
+SECONDS = positive(MAX_SECONDS)
+
+
+class CommaList(click.ParamType):
+    """A click type: a comma-separated list, each element converted by ``item_type``.
+
+    Refuses an empty value, an empty element (``'1,,2'``, ``'1,'``) and any
+    element ``item_type`` refuses, naming the option; gives a tuple.
+
+    Args:
+        item_type (click.ParamType): The type of each element.
+        example (str): A valid value, shown in the error.
+
+    """
+
+    name = 'list'
+
+    def __init__(self, item_type: click.ParamType, example: str):
+        self.item_type = item_type
+        self.example = example
+
+    def get_metavar(self, param, ctx=None):  # pylint: disable=unused-argument
+        return 'A,B,...'
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        parts = str(value).split(',')
+        if any(not part.strip() for part in parts):
+            self.fail(f'expected a comma-separated list such as {self.example!r}, got '
+                      f'{value!r}', param, ctx)
+        return tuple(self.item_type.convert(part.strip(), param, ctx) for part in parts)
+
+
+#: A click type: a policy's hidden layer sizes, e.g. '64,64'.
+HIDDEN_SIZES = CommaList(click.IntRange(1, MAX_HIDDEN_SIZE), '64,64')
+
+
+def check_output_path(path: Any, name: str, directory: bool = True) -> str:
+    """``path`` if it can be written as a directory (or, ``directory=False``, a file).
+
+    It must not be empty; if it exists it must be a directory (a file); the
+    nearest existing directory on its way must take a new file, which is
+    tried (and removed at once): permission bits do not stop root, but
+    ``/proc``, ``/sys`` or a read-only mount do. Nothing is left behind.
+
+    Raises:
+        ValueError: Naming ``name``, the path and why.
+
+    """
+    problem = _output_path_problem(path, directory)
+    if problem:
+        raise ValueError(f'{name} {problem}')
+    return os.fspath(path)
+
+
+def _output_path_problem(path: Any, directory: bool) -> str | None:
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text.strip():
+        return f'must be a path, got {path!r}'
+    full = os.path.abspath(text)
+    what = 'directory' if directory else 'file'
+    if os.path.exists(full) and os.path.isdir(full) != directory:
+        return f'{text!r} exists and is not a {what}'
+    target = full if directory else os.path.dirname(full)
+    while not os.path.exists(target):
+        target = os.path.dirname(target)
+    if not os.path.isdir(target):
+        return f'{text!r} cannot be written: {target!r} is not a directory'
+    try:
+        fd, probe = tempfile.mkstemp(prefix='.write_check_', dir=target)
+    except OSError as error:
+        return f'{text!r} cannot be written: {target!r} takes no new file ({error.strerror})'
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+class OutputPath(click.Path):
+    """click's Path for something the command writes: checked writable while parsing.
+
+    Args:
+        directory (bool): A directory (True) or a file (False).
+        **kwargs: click.Path's (e.g. ``path_type``).
+
+    """
+
+    def __init__(self, directory: bool = True, **kwargs):
+        super().__init__(file_okay=not directory, dir_okay=directory, **kwargs)
+        self.directory = directory
+
+    def convert(self, value, param, ctx):
+        problem = _output_path_problem(value, self.directory)
+        if problem:
+            self.fail(problem, param, ctx)
+        return super().convert(value, param, ctx)
+
+
+#: A click type: a directory the command creates or writes into.
+OUTPUT_DIR = OutputPath(directory=True)
+#: A click type: a file the command writes.
+OUTPUT_FILE = OutputPath(directory=False)
+
+
+class EnvName(click.ParamType):
+    """A click type: a paper environment, a Meta-World benchmark, or ``ML1:<task>``.
+
+    Args:
+        metaworld (bool): Also take Meta-World benchmarks.
+        ml1_task (bool): ML1 is written ``ML1:<task>`` (the benchmarks'
+            form, e.g. ``ML1:reach-v3``); its task is checked too.
+        optional (bool): Also take ``''`` (none).
+
+    """
+
+    name = 'env'
+
+    def __init__(self, metaworld: bool = True, ml1_task: bool = False, optional: bool = False):
+        self.metaworld = metaworld
+        self.ml1_task = ml1_task
+        self.optional = optional
+
+    def convert(self, value, param, ctx):
+        # pylint: disable=import-outside-toplevel
+        from garage_promp.experiment.paper_config import ENVS, METAWORLD
+        if self.optional and value == '':
+            return value
+        family, sep, task = str(value).partition(':')
+        names = sorted(ENVS) + (sorted(METAWORLD) if self.metaworld else [])
+        if family not in names:
+            shown = [n for n in names if not (self.ml1_task and n == 'ML1')]
+            self.fail(f'unknown environment {value!r}; choose from {", ".join(shown)}'
+                      + (' or ML1:<task>' if self.metaworld and self.ml1_task else ''),
+                      param, ctx)
+        if self.ml1_task and family == 'ML1':
+            if not task:
+                self.fail(f'{value!r}: give the ML1 task, e.g. ML1:reach-v3', param, ctx)
+            from garage_promp.envs.metaworld import check_env_name
+            try:
+                check_env_name(task)
+            except (ValueError, ImportError) as error:
+                self.fail(str(error), param, ctx)
+        elif sep:
+            self.fail(f'{value!r}: only ML1 takes a task (ML1:<task>)', param, ctx)
+        return value
+
+
+def check_batch_steps(horizon: int, factor: int = 1, **sizes: int) -> int:
+    """Env steps sampled at once: the product of ``sizes``, ``horizon`` and ``factor``.
+
+    ``sizes`` are named by their options, e.g. ``meta_batch_size=40`` for
+    ``--meta-batch-size``; ``factor`` is whatever else multiplies them.
+
+    Raises:
+        ValueError: If it is over MAX_BATCH_STEPS, naming the options.
+
+    """
+    steps = horizon * factor
+    for value in sizes.values():
+        steps *= value
+    if steps > MAX_BATCH_STEPS:
+        options = ' x '.join(f'--{k.replace("_", "-")} {v:,}' for k, v in sizes.items())
+        extra = f' x {factor:,}' if factor != 1 else ''
+        raise ValueError(f'{options} x horizon {horizon:,}{extra} = {steps:,} env steps '
+                         f'sampled at once; at most {MAX_BATCH_STEPS:,} fit in memory')
+    return steps
+
+
+def parse_overrides(pairs: Iterable[str], option: str = '--set') -> dict:
+    """``key=value`` strings as a dict, each value a Python literal where it is one.
+
+    ``true``/``false`` (any case) are bools; a value that is not a literal
+    stays a string (the constructors then refuse it by name).
+
+    Raises:
+        click.BadParameter: Naming ``option``, for a pair without ``=`` or key.
+
+    """
+    # pylint: disable=import-outside-toplevel
+    import ast
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition('=')
+        if not sep or not key.strip():
+            raise click.BadParameter(f'expected key=value, got {pair!r}', param_hint=option)
+        if value.lower() in ('true', 'false'):  # --set flag=true as well as flag=True
+            out[key] = value.lower() == 'true'
+            continue
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            out[key] = value
+    return out
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror and error.filename is not None:
+        return f'{error.filename}: {error.strerror}'
+    if isinstance(error, KeyError) and error.args:  # str() would quote it
+        return str(error.args[0])
+    return str(error) or type(error).__name__
+
+
+def _names_an_option(message: str, ctx) -> bool:
+    if ctx is None:
+        return False
+    opts = [opt for param in ctx.command.params for opt in param.opts if opt.startswith('-')]
+    return any(re.search(rf'(?<![\w-]){re.escape(opt)}(?![\w-])', message) for opt in opts)
+
+
+def _option_for(message: str, ctx, hints: dict | None) -> str | None:
+    """The option a constructor's message is about: the first argument it names.
+
+    Constructors name their arguments (``meta_batch_size must be ...``); an
+    argument that is a parameter of the running command stands for its option
+    (``--meta-batch-size``), and ``hints`` maps other names (``--set`` keys).
+    """
+    names = dict(hints or {})
+    if ctx is not None:
+        for param in ctx.command.params:
+            if param.name and param.opts:
+                names.setdefault(param.name, param.get_error_hint(ctx))
+    for word in re.findall(r'[A-Za-z_][A-Za-z0-9_]*', message):
+        if word in names:
+            return names[word]
+    return None
+
+
+@contextlib.contextmanager
+def usage_errors(param_hint: str | None = None, expected=(ValueError, ),
+                 hints: dict | None = None):
+    """The body's ``expected`` errors are about the command line: click's usage error.
+
+    The error names ``param_hint`` (e.g. ``'--set'``) if given, else the
+    option of the first argument its message names (see ``hints``:
+    argument name -> option, e.g. ``{'clip_eps': '--set'}``).
+    """
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except expected as error:
+        message = _message(error)
+        ctx = click.get_current_context(silent=True)
+        hint = param_hint or _option_for(message, ctx, hints)
+        if hint is not None:
+            raise click.BadParameter(message, ctx=ctx, param_hint=hint) from error
+        raise click.UsageError(message, ctx) from error
+
+
+@contextlib.contextmanager
+def user_errors(subject: str | None = None, expected=(ValueError, OSError)):
+    """The body's ``expected`` errors become one ``Error: ...`` line (exit 1, no traceback).
+
+    Such an error is not about the command line (a directory that holds no
+    run, a corrupt snapshot, an env that fails to build), so no usage text is
+    shown; unless its message names one of the running command's options
+    (``--epochs must be more``): then it is click's usage error. ``subject``
+    (e.g. ``'--resume'``) starts the message.
+    """
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except expected as error:
+        message = _message(error)
+        ctx = click.get_current_context(silent=True)
+        about_options = _names_an_option(message, ctx)
+        if subject:
+            message = f'{subject}: {message}'
+        if about_options:
+            raise click.UsageError(message, ctx) from error
+        raise click.ClickException(message) from error
+
+
+def check_run_dir(path: Any) -> str:
+    """``path`` if it is a training run's directory: it holds a snapshot.
+
+    Raises:
+        ValueError: If it is not a directory or holds neither ``params.pkl``
+            nor an ``itr_N.pkl``.
+
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
+        raise ValueError(f'{path!r} is not a directory')
+    names = os.listdir(path)
+    if 'params.pkl' not in names and not any(re.fullmatch(r'itr_\d+\.pkl', n) for n in names):
+        raise ValueError(f'{os.fspath(path)!r} holds no snapshot (params.pkl or itr_N.pkl): it is '
+                         'not a run directory')
+    return os.fspath(path)

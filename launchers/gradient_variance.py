@@ -15,9 +15,19 @@ prints the mean ratio at the end; the paper's Fig. 4 shows DiCE about 60%
 higher (a ratio of about 1.6) on HalfCheetahFwdBack. The presets' env-step
 counts are printed at the start (see docs/results.md for measured times).
 """
+import os
+
 from garage_promp.experiment import relative_std, sample_meta_gradients
 from garage_promp.experiment.builder import build_experiment
 from garage_promp.experiment.paper_config import ENVS, env_config
+from garage_promp.validation import (
+    OUTPUT_DIR,
+    SEED,
+    check_batch_steps,
+    check_output_path,
+    count,
+    usage_errors,
+)
 
 import click
 from dowel import logger, tabular
@@ -80,19 +90,26 @@ def gradient_variance(ctxt, env_name, seed, epochs, n_rounds, meta_batch_size,
               default='HalfCheetahFwdBack', show_default=True)
 @click.option('--preset', type=click.Choice(sorted(PRESETS)), default='paper', show_default=True,
               help='Named settings: epochs, rounds, tasks, episodes (explicit options win).')
-@click.option('--seed', type=click.IntRange(min=0), default=35, show_default=True)
-@click.option('--epochs', type=click.IntRange(min=1), default=None, help='[preset]')
-@click.option('--n-rounds', type=click.IntRange(min=2), default=None,
+@click.option('--seed', type=SEED, default=35, show_default=True)
+@click.option('--epochs', type=count(), default=None, help='[preset]')
+@click.option('--n-rounds', type=count(2), default=None,
               help='Meta-gradient samples per epoch and arm [preset].')
-@click.option('--meta-batch-size', type=click.IntRange(min=1), default=None, help='[preset]')
-@click.option('--episodes-per-task', type=click.IntRange(min=1), default=None, help='[preset]')
-@click.option('--log-dir', default=None)
+@click.option('--meta-batch-size', type=count(), default=None, help='[preset]')
+@click.option('--episodes-per-task', type=count(), default=None, help='[preset]')
+@click.option('--log-dir', type=OUTPUT_DIR, default=None,
+              help='Default: data/local/experiment/gradient_variance.')
 def main(env_name, preset, seed, epochs, n_rounds, meta_batch_size, episodes_per_task, log_dir):
     """Meta-gradient variance of LVC vs DiCE."""
     given = dict(epochs=epochs, n_rounds=n_rounds, meta_batch_size=meta_batch_size,
                  episodes_per_task=episodes_per_task)
     settings = {k: v if v is not None else PRESETS[preset][k] for k, v in given.items()}
     cfg = env_config(env_name)
+    with usage_errors():
+        check_batch_steps(cfg['H'], meta_batch_size=settings['meta_batch_size'],
+                          episodes_per_task=settings['episodes_per_task'])
+    if not log_dir:  # --log-dir itself is checked while parsing (OUTPUT_DIR)
+        with usage_errors('--log-dir'):
+            check_output_path(os.path.join(os.getcwd(), 'data'), 'the default log directory')
     per_epoch = (2 * (settings['n_rounds'] + 1) * settings['meta_batch_size']
                  * settings['episodes_per_task'] * cfg['H'] * (cfg['K'] + 1))
     click.echo(f'{per_epoch:,} env steps per epoch (both arms), '

@@ -16,6 +16,7 @@ stand for the post-update (``Step_K-AverageReturn``) and pre-update
 import pathlib
 
 from garage_promp.experiment.plotting import group_runs, plot_bands, read_progress
+from garage_promp.validation import OUTPUT_FILE, user_errors
 
 import click
 
@@ -31,17 +32,23 @@ ALIASES = {'post': None, 'pre': 'Step_0-AverageReturn'}
 @click.option('--x', 'x_key', default='TotalEnvSteps', show_default=True,
               help='progress.csv column of the x axis.')
 @click.option('--out', default='learning_curves.png', show_default=True,
-              type=click.Path(dir_okay=False), help='PNG to write.')
+              type=OUTPUT_FILE, help='PNG to write.')
 @click.option('--title', default='', help='Figure title.')
 def main(run_dirs, keys, x_key, out, title):
     """Draw RUN_DIRS' learning curves into one PNG."""
     groups = {}
-    for label, runs in group_runs(run_dirs).items():
-        rows = [read_progress(run) for run in runs]
+    # A directory that holds no run, or a corrupt variant.json or progress.csv:
+    # not about the command line (one line, no usage text).
+    with user_errors('RUN_DIRS'):
+        runs_by_label = group_runs(run_dirs)
+        rows_by_label = {label: [read_progress(run) for run in runs]
+                         for label, runs in runs_by_label.items()}
+    for label, runs in runs_by_label.items():
+        rows = rows_by_label[label]
         empty = [str(run) for run, r in zip(runs, rows) if not r]
         if empty:
-            raise click.BadParameter(f'no progress.csv rows in {", ".join(empty)}',
-                                     param_hint='RUN_DIRS')
+            raise click.ClickException(f'RUN_DIRS: no progress.csv rows in {", ".join(empty)}: '
+                                       'not a run directory, or a run that has logged no epoch')
         for key in [ALIASES.get(k, k) for k in keys] + [x_key]:
             missing = [str(run) for run, r in zip(runs, rows)
                        if key is not None and key not in r[0]]
@@ -49,7 +56,8 @@ def main(run_dirs, keys, x_key, out, title):
                 raise click.BadParameter(f'column {key!r} is not in the progress.csv of '
                                          f'{", ".join(missing)}', param_hint='--key/--x')
         groups[label] = rows
-    plot_bands(out, groups, [ALIASES.get(k, k) for k in keys], x_key=x_key, title=title)
+    with user_errors('RUN_DIRS', expected=(KeyError, ValueError, OSError)):  # no Step_K column
+        plot_bands(out, groups, [ALIASES.get(k, k) for k in keys], x_key=x_key, title=title)
     for label, rows in groups.items():
         click.echo(f'{label}: {len(rows)} run(s), {min(len(r) for r in rows)} epochs')
     click.echo(f'wrote {pathlib.Path(out).resolve()}')

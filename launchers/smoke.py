@@ -4,7 +4,10 @@
 Shows that garage 2021.3 trains on this stack through garage_promp's compat
 layer (no TensorFlow, torch 2, numpy 1.26).
 """
+import os
+
 import garage_promp  # noqa: F401  (applies the garage compat layer)
+from garage_promp.validation import SEED, check_output_path, count, usage_errors
 
 import click
 from garage import wrap_experiment
@@ -28,9 +31,6 @@ class ShortPointEnv(PointEnv):
         super().__init__(max_episode_length=max_episode_length, **kwargs)
 
 
-@click.command()
-@click.option('--seed', default=1, show_default=True)
-@click.option('--epochs', default=2, show_default=True)
 @wrap_experiment(snapshot_mode='last', archive_launch_repo=False)
 def smoke(ctxt, seed, epochs):
     """Train garage's MAMLTRPO on PointEnv for a couple of epochs."""
@@ -54,5 +54,15 @@ def smoke(ctxt, seed, epochs):
     trainer.train(n_epochs=epochs, batch_size=2 * max_episode_length)
 
 
+@click.command()
+@click.option('--seed', type=SEED, default=1, show_default=True)
+@click.option('--epochs', type=count(), default=2, show_default=True)
+def main(seed, epochs):
+    """Train garage's MAMLTRPO on PointEnv for a couple of epochs (data/local/experiment/smoke)."""
+    with usage_errors():  # before wrap_experiment creates the run's directory
+        check_output_path(os.path.join(os.getcwd(), 'data'), 'the log directory')
+    smoke(seed=seed, epochs=epochs)
+
+
 if __name__ == '__main__':
-    smoke()  # pylint: disable=no-value-for-parameter
+    main()  # pylint: disable=no-value-for-parameter

@@ -13,17 +13,32 @@ On Meta-World, training samples the benchmark's train split and the meta-test
 (MetaEvaluator) its test split; ``launchers/meta_test.py`` re-runs the
 meta-test of a snapshot.
 """
-import ast
 import os
 
 from garage_promp._process import dump_stacks_on_usr1
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment.builder import build_experiment, check_overrides, override_keys
-from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD
+from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs, env_config
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import resume_run
-from garage_promp.experiment.run_dir import RunDirBusy, check_writable, owned_run_dir
+from garage_promp.experiment.run_dir import RunDirBusy, owned_run_dir
 from garage_promp.sampler.backends import live_worker_pids
+from garage_promp.validation import (
+    ENV_STEPS,
+    EPISODE_LENGTH,
+    HIDDEN_SIZES,
+    OUTPUT_DIR,
+    SECONDS,
+    SEED,
+    WORKERS,
+    check_batch_steps,
+    check_output_path,
+    check_run_dir,
+    count,
+    parse_overrides,
+    usage_errors,
+    user_errors,
+)
 
 import click
 import dowel
@@ -37,22 +52,6 @@ PRESETS = {
                  episodes_per_task=10, max_episode_length=50, n_test_tasks=4,
                  overrides={'learning_rate': 1e-2, 'reward_type': 'dense'}),
 }
-
-
-def _parse_overrides(pairs):
-    out = {}
-    for pair in pairs:
-        if '=' not in pair:
-            raise click.BadParameter(f'expected key=value, got {pair!r}', param_hint='--set')
-        key, value = pair.split('=', 1)
-        if value.lower() in ('true', 'false'):  # --set flag=true as well as flag=True
-            out[key] = value.lower() == 'true'
-            continue
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
 
 
 @wrap_experiment(archive_launch_repo=False, snapshot_mode='last')
@@ -71,6 +70,11 @@ def meta_train(ctxt, epochs, full_table=False, max_env_steps=None, **options):
         return trainer.train(n_epochs=epochs, batch_size=1)
 
 
+def _parse_overrides(pairs):
+    """``--set key=value`` pairs as a dict (garage_promp.validation.parse_overrides)."""
+    return parse_overrides(pairs, '--set')
+
+
 #: The experiment ``main`` built (and so checked) before creating its
 #: directory; ``meta_train`` trains it rather than building it twice.
 _BUILT = {}
@@ -79,19 +83,6 @@ _BUILT = {}
 def _key(options):
     # meta_train takes epochs apart from the options it builds from.
     return repr(sorted((k, v) for k, v in options.items() if k != 'epochs'))
-
-
-def _parse_hidden_sizes(text):
-    if text is None:
-        return None
-    try:
-        sizes = tuple(int(h) for h in text.split(','))
-    except ValueError:
-        sizes = ()
-    if not sizes or any(h < 1 for h in sizes):
-        raise click.BadParameter(f'expected comma-separated ints >= 1, e.g. "64,64", got {text!r}',
-                                 param_hint='--hidden-sizes')
-    return sizes
 
 
 @click.command()
@@ -104,39 +95,41 @@ def _parse_hidden_sizes(text):
 @click.option('--task', default=None, help='Meta-World ML1 environment, e.g. reach-v3.')
 @click.option('--reward-function-version', type=click.Choice(REWARD_FUNCTION_VERSIONS),
               default=None, help='Meta-World reward functions [default: v2].')
-@click.option('--seed', type=click.IntRange(min=0), default=1, show_default=True)
-@click.option('--epochs', type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option('--seed', type=SEED, default=1, show_default=True)
+@click.option('--epochs', type=count(), default=1000, show_default=True,
               help='Epochs to run [with --max-env-steps: as many as the budget takes].')
-@click.option('--max-env-steps', type=click.IntRange(min=1), default=None,
+@click.option('--max-env-steps', type=ENV_STEPS, default=None,
               help='Budget of env steps, every sampling round counted (TotalEnvSteps): '
                    'training ends at the first epoch boundary at or past it, whatever the '
                    "episodes' lengths.")
-@click.option('--meta-batch-size', type=click.IntRange(min=1), default=None,
+@click.option('--meta-batch-size', type=count(), default=None,
               help='Tasks per epoch [paper: 40; Meta-World: 20, ML45: 45].')
-@click.option('--episodes-per-task', type=click.IntRange(min=1), default=None,
+@click.option('--episodes-per-task', type=count(), default=None,
               help='[paper: 20; Meta-World: 10].')
-@click.option('--max-episode-length', type=click.IntRange(min=1), default=None,
+@click.option('--max-episode-length', type=EPISODE_LENGTH, default=None,
               help='[paper: per env; Meta-World: 500].')
 @click.option('--sampler', type=click.Choice(['local', 'multiprocessing', 'ray']), default='local',
               show_default=True)
-@click.option('--n-workers', type=click.IntRange(min=1), default=1, show_default=True,
+@click.option('--n-workers', type=WORKERS, default=1, show_default=True,
               help='Sampler workers (local: objects in this process; multiprocessing: '
                    'worker processes; ray: Ray actors).')
-@click.option('--envs-per-task', type=click.IntRange(min=1), default=None,
+@click.option('--envs-per-task', type=count(), default=None,
               help='Env copies per task per worker; episodes run in waves '
                    '[default: one per episode; Meta-World: at most 40 per worker].')
-@click.option('--worker-timeout', type=click.FloatRange(min=0., min_open=True), default=None,
+@click.option('--worker-timeout', type=SECONDS, default=None,
               help='Seconds a busy sampler worker process may make no progress (not one env '
                    'step) before the run ends naming it [default: 600].')
 @click.option('--device', default='cpu', show_default=True,
               help="Where the meta-update runs: cpu, cuda or cuda:N (sampling stays on the CPU).")
-@click.option('--n-test-tasks', type=click.IntRange(min=1), default=10, show_default=True)
-@click.option('--evaluate-every', type=click.IntRange(min=1), default=1, show_default=True,
+@click.option('--n-test-tasks', type=count(), default=10, show_default=True)
+@click.option('--evaluate-every', type=count(), default=1, show_default=True,
               help='Meta-test period (epochs).')
-@click.option('--hidden-sizes', type=str, default=None, help='e.g. "64,64" [paper: per env].')
+@click.option('--hidden-sizes', type=HIDDEN_SIZES, default=None,
+              help='e.g. "64,64" [paper: per env].')
 @click.option('--snapshot-mode', type=click.Choice(['last', 'all', 'gap', 'gap_and_last', 'none']),
               default='last', show_default=True)
-@click.option('--log-dir', default=None, help='Default: data/local/experiment/<name>.')
+@click.option('--log-dir', type=OUTPUT_DIR, default=None,
+              help='Default: data/local/experiment/<name>.')
 @click.option('--full-table', is_flag=True,
               help="Print garage's full table of logged values each epoch, not only the "
                    'one-line summary.')
@@ -166,14 +159,14 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                                    f'(got {given})')
         epochs_given = click_ctx.get_parameter_source(
             'epochs') == click.core.ParameterSource.COMMANDLINE
-        try:
-            check_writable(resume_dir)
+        # Not about the command line (no run there, a corrupt snapshot, another
+        # run writing to it): one line, no usage text; unless the error names
+        # an option (--epochs must be more): a usage error.
+        with user_errors('--resume'):
+            check_run_dir(resume_dir)  # before its lock file is written there
+            check_output_path(resume_dir, 'the run directory')
             resume_run(resume_dir, epochs if epochs_given else None, snapshot_mode, full_table,
                        max_env_steps=max_env_steps)
-        except RunDirBusy as error:  # not about the command line: no usage text
-            raise click.ClickException(str(error)) from error
-        except ValueError as error:
-            raise click.UsageError(str(error)) from error
         return
     args = dict(algo=algo, env=env_name, seed=seed, epochs=epochs,
                 meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task,
@@ -197,24 +190,10 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         # data/local/experiment/<name>[_N]; every argument is in variant.json.
         task_part = f'_{task}' if task else ''
         options['name'] = f"{args['algo']}_{args['env']}{task_part}_seed={args['seed']}"
-    hidden = _parse_hidden_sizes(hidden_sizes)
-    if log_dir and os.path.exists(log_dir) and not os.path.isdir(log_dir):
-        raise click.BadParameter(f'{log_dir!r} exists and is not a directory',
-                                 param_hint='--log-dir')
-    try:
-        check_writable(log_dir or os.path.join(os.getcwd(), 'data'))
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint='--log-dir') from error
-    if log_dir and os.path.isdir(log_dir):
-        try:  # before garage's wrap_experiment touches its files
-            with owned_run_dir(log_dir):
-                pass
-        except RunDirBusy as error:
-            raise click.ClickException(str(error)) from error
-    try:
+        with usage_errors('--log-dir'):  # a given --log-dir is checked while parsing
+            check_output_path(os.path.join(os.getcwd(), 'data'), 'the default log directory')
+    with usage_errors('--set'):
         check_overrides(args['algo'], parsed)
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint='--set') from error
     if args['env'] in METAWORLD:
         args.update(task=task, reward_function_version=reward_function_version or 'v2')
     elif task is not None or reward_function_version is not None:
@@ -222,11 +201,23 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                                f'(--env {"/".join(METAWORLD)})')
     run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task, device=device,
                worker_timeout=worker_timeout,
-               evaluate_every=evaluate_every, hidden_sizes=hidden, overrides=parsed, **args)
-    try:  # every check runs here, before the experiment's directory exists
+               evaluate_every=evaluate_every, hidden_sizes=hidden_sizes, overrides=parsed, **args)
+    # Every check runs here, before the experiment's directory exists; an error
+    # names the option of the argument it is about (--set for an override).
+    with usage_errors(hints=dict.fromkeys(parsed, '--set')):
+        defaults = algo_kwargs(args['algo'], args['env'])
+        horizon = args['max_episode_length'] or env_config(args['env'])['H']
+        episodes = args['episodes_per_task'] or defaults['episodes_per_task']
+        check_batch_steps(horizon, meta_batch_size=args['meta_batch_size']
+                          or defaults['meta_batch_size'], episodes_per_task=episodes)
+        check_batch_steps(horizon, n_test_tasks=args['n_test_tasks'], episodes_per_task=episodes)
         built = build_experiment(**run)
-    except ValueError as error:
-        raise click.UsageError(str(error)) from error
+    if log_dir and os.path.isdir(log_dir):
+        # Another run writing there: not about the command line (one line, no
+        # usage text); checked before garage's wrap_experiment touches its files.
+        with user_errors(expected=(RunDirBusy, )):
+            with owned_run_dir(log_dir):
+                pass
     if max_env_steps is not None and click_ctx.get_parameter_source(
             'epochs') != click.core.ParameterSource.COMMANDLINE:
         run['epochs'] = built.algo.epochs_for_budget(max_env_steps)
