@@ -138,3 +138,18 @@ def test_shared_forwards_ab_runs_and_ends_at_the_same_theta():
     assert 'ProMP update, separate forwards:' in proc.stdout
     gap = float(proc.stdout.strip().splitlines()[-1].split(':')[-1])
     assert gap < 1e-4
+
+
+@pytest.mark.metaworld
+def test_metaworld_speedups_benchmark_side_by_side(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / 'benchmarks' / 'metaworld_speedups.py'), '--env', 'push-v3',
+         '--steps', '200', '--repeats', '1', '--horizon', '100', '--out', str(tmp_path)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads((tmp_path / 'metaworld_speedups.json').read_text())
+    assert [r['env'] for r in rows] == ['push-v3']
+    row = rows[0]
+    assert row['speedup'] == pytest.approx(row['metaworld_us'] / row['speedups_us'])
+    assert 0 < row['physics_fraction_before'] < row['physics_fraction_after']
+    assert '| push-v3 |' in (tmp_path / 'metaworld_speedups.md').read_text()
