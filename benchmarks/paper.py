@@ -68,6 +68,7 @@ import click
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from garage_promp.experiment.plotting import mean_std, read_progress  # noqa: E402
+from garage_promp.validation import OUTPUT_DIR, WORKERS  # noqa: E402
 
 import learning  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -614,10 +615,10 @@ def _figs(figs) -> List[str]:
 
 
 _common = [
-    click.option('--runs-dir', default=None,
+    click.option('--runs-dir', type=OUTPUT_DIR, default=None,
                  help='Run directories (snapshots) [default: $GARAGE_PROMP_RUNS or '
                       '~/garage_promp_runs].'),
-    click.option('--results-dir', default=None,
+    click.option('--results-dir', type=OUTPUT_DIR, default=None,
                  help='Finished runs, figures and report [default: '
                       f'{RESULTS.relative_to(HERE.parent)}; with --quick, '
                       'RUNS_DIR/quick/results].'),
@@ -639,7 +640,7 @@ def cli():
 
 @cli.command()
 @click.argument('figs', nargs=-1, required=True, type=click.Choice(FIGURES))
-@click.option('--parallel', type=click.IntRange(min=1), default=2, show_default=True,
+@click.option('--parallel', type=WORKERS, default=2, show_default=True,
               help='Runs at a time (one core each).')
 @click.option('--time-limit', default=None,
               help='Stop the runs after this long (e.g. 2h, 45m, 1h30m, 600): each keeps its '
@@ -727,7 +728,7 @@ def run_fig8(campaign: Campaign, quick: bool):
 
 @cli.command()
 @click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
-@click.option('--parallel', type=click.IntRange(min=1), default=2, show_default=True,
+@click.option('--parallel', type=WORKERS, default=2, show_default=True,
               help='Runs at a time, for the time estimate.')
 @common
 def status(figs, parallel, runs_dir, results_dir, quick):

@@ -26,6 +26,7 @@ from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
+from garage_promp.validation import EPISODE_LENGTH, OUTPUT_FILE, SEED, WORKERS, count
 
 import click
 import dowel
@@ -204,26 +205,26 @@ def _load_snapshot(log_dir, itr):
 @click.option('--env', type=click.Choice(sorted(ENVS) + sorted(METAWORLD)), default=None,
               help="Test on this env family [default: the experiment's].")
 @click.option('--task', default=None, help='Meta-World ML1 environment, e.g. reach-v3.')
-@click.option('--benchmark-seed', type=click.IntRange(min=0), default=None,
+@click.option('--benchmark-seed', type=SEED, default=None,
               help="Meta-World goals seed [default: the experiment's seed].")
-@click.option('--max-episode-length', type=click.IntRange(min=1), default=None,
+@click.option('--max-episode-length', type=EPISODE_LENGTH, default=None,
               help="[default: the experiment's].")
 @click.option('--reward-function-version', type=click.Choice(REWARD_FUNCTION_VERSIONS),
               default=None, help="Meta-World reward functions [default: the experiment's].")
-@click.option('--n-test-tasks', type=click.IntRange(min=1), default=None,
+@click.option('--n-test-tasks', type=count(), default=None,
               help='Test tasks (goals) [default: 10; Meta-World: a multiple of the test classes].')
-@click.option('--n-exploration-eps', type=click.IntRange(min=1), default=None,
+@click.option('--n-exploration-eps', type=count(), default=None,
               help="Episodes per adaptation step [default: the experiment's episodes_per_task].")
-@click.option('--n-test-episodes', type=click.IntRange(min=1), default=None,
+@click.option('--n-test-episodes', type=count(), default=None,
               help='Evaluation episodes per test task [default: 3 on Meta-World, else 2].')
-@click.option('--seed', type=click.IntRange(min=0), default=1, show_default=True,
+@click.option('--seed', type=SEED, default=1, show_default=True,
               help='Sampling seed.')
 @click.option('--sampler', type=click.Choice(list(garage_promp.sampler.SAMPLER_KINDS)),
               default='local', show_default=True,
               help='Sampler backend for the test tasks (local: no worker process).')
-@click.option('--n-workers', type=click.IntRange(min=1), default=1, show_default=True,
+@click.option('--n-workers', type=WORKERS, default=1, show_default=True,
               help='Sampler workers.')
-@click.option('--csv', 'csv_path', type=click.Path(dir_okay=False), default=None,
+@click.option('--csv', 'csv_path', type=OUTPUT_FILE, default=None,
               help='Where to write the table [default: LOG_DIR/meta_test.csv].')
 @click.option('--protocol', type=click.Choice(sorted(PROTOCOLS)), default='reference',
               show_default=True,
@@ -231,7 +232,7 @@ def _load_snapshot(log_dir, itr):
                    'metaworld-algorithms: 40 goals per class, 10 adaptation episodes, 3 '
                    'deterministic evaluation episodes ending at success, and before '
                    'adaptation too.')
-@click.option('--goals-per-class', type=click.IntRange(min=1), default=None,
+@click.option('--goals-per-class', type=count(), default=None,
               help='Meta-World: test goals per test class (instead of --n-test-tasks).')
 @click.option('--deterministic/--stochastic', default=None,
               help='Evaluation episodes act with the mean action [protocol].')
