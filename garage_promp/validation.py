@@ -421,6 +421,18 @@ def _option_for(message: str, ctx, hints: dict | None) -> str | None:
 
 
 @contextlib.contextmanager
+def _translated(expected, translate):
+    """Raise ``translate(message, click context)`` for the body's ``expected`` errors
+    (click's own errors pass as they are)."""
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except expected as error:
+        raise translate(_message(error), click.get_current_context(silent=True)) from error
+
+
+@contextlib.contextmanager
 def usage_errors(param_hint: str | None = None, expected=(ValueError, ),
                  hints: dict | None = None):
     """The body's ``expected`` errors are about the command line: click's usage error.
@@ -429,17 +441,14 @@ def usage_errors(param_hint: str | None = None, expected=(ValueError, ),
     option of the first argument its message names (see ``hints``:
     argument name -> option, e.g. ``{'clip_eps': '--set'}``).
     """
-    try:
-        yield
-    except click.ClickException:
-        raise
-    except expected as error:
-        message = _message(error)
-        ctx = click.get_current_context(silent=True)
+    def translate(message, ctx):
         hint = param_hint or _option_for(message, ctx, hints)
         if hint is not None:
-            raise click.BadParameter(message, ctx=ctx, param_hint=hint) from error
-        raise click.UsageError(message, ctx) from error
+            return click.BadParameter(message, ctx=ctx, param_hint=hint)
+        return click.UsageError(message, ctx)
+
+    with _translated(expected, translate):
+        yield
 
 
 @contextlib.contextmanager
@@ -452,19 +461,14 @@ def user_errors(subject: str | None = None, expected=(ValueError, OSError)):
     (``--epochs must be more``): then it is click's usage error. ``subject``
     (e.g. ``'--resume'``) starts the message.
     """
-    try:
-        yield
-    except click.ClickException:
-        raise
-    except expected as error:
-        message = _message(error)
-        ctx = click.get_current_context(silent=True)
+    def translate(message, ctx):
         about_options = _names_an_option(message, ctx)
         if subject:
             message = f'{subject}: {message}'
-        if about_options:
-            raise click.UsageError(message, ctx) from error
-        raise click.ClickException(message) from error
+        return click.UsageError(message, ctx) if about_options else click.ClickException(message)
+
+    with _translated(expected, translate):
+        yield
 
 
 def check_run_dir(path: Any) -> str:
