@@ -452,6 +452,31 @@ def _verdict(t: float, p: float, n_more: float) -> str:
     return f'not significant at this budget ({more})'
 
 
+def along_the_way(data, envs: Sequence[str], first: str, second: str,
+                  fractions=(0.125, 0.25, 0.5, 1.)) -> List[str]:
+    """How a comparison develops: ``first`` vs ``second`` post-update at fractions of the
+    steps both reached, on every env with at least 2 seeds of each (the paper's Fig. 2 is
+    about learning speed as much as the final return)."""
+    lines = []
+    for env in envs:
+        matched, finals = compare(data, env, (first, second))
+        if len(finals.get(first, ())) < 2 or len(finals.get(second, ())) < 2:
+            continue
+        if not lines:
+            lines = [f'{first} vs {second} along the way (post-update return, mean ± std over '
+                     "seeds; Welch's t of the difference):", '',
+                     f'| env | env steps | {first} | {second} | t |', '|---|---|---|---|---|']
+        for fraction in fractions:
+            steps = matched * fraction
+            a, b = ([value_at(rows, post_key(rows), steps) for rows in data[(env, algo)].values()]
+                    for algo in (first, second))
+            if any(math.isnan(v) for v in a + b):
+                continue  # before some seed's first logged epoch
+            t, _ = welch(a, b)
+            lines.append(f'| {env} | {steps:,.0f} | {_pm(a)} | {_pm(b)} | {t:+.2f} |')
+    return lines + [''] if lines else []
+
+
 def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str],
                     key: str | None = None, what: str = ''):
     """Claims-table rows: ``winner`` beats each loser on ``env`` in ``key`` (default:
@@ -524,6 +549,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         if missing:
             text += ['Missing: ' + ', '.join(missing), '']
         if fig == 'fig2':
+            text += along_the_way(data, envs, 'ProMP', 'MAML-TRPO')
             for env in envs:
                 claims += comparison_rows(data, 'Fig. 2', env, 'ProMP',
                                           [a for a in ('MAML-TRPO', 'E-MAML-TRPO')

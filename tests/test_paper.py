@@ -255,3 +255,9 @@ def test_each_claim_compares_its_own_pair_at_their_common_steps(paper, tmp_path)
     # The table: each algorithm at its own seeds' steps (ProMP's last 3 rows: 51.5 + 2 ...).
     promp_row = next(x for x in lines if x.startswith('| HalfCheetahFwdBack | ProMP |'))
     assert '| 20,000,000 |' in promp_row and '53.5 ± 0.7' in promp_row
+    # The comparison along the way: none before the first logged epoch (5e6), then the
+    # first row only (post + 0) at 5e6, the mean of the last 3 at 2e7.
+    along = [x for x in lines if x.startswith('| HalfCheetahFwdBack | ') and x.count('|') == 6]
+    assert not any('| 2,500,000 |' in x for x in along)
+    assert '| HalfCheetahFwdBack | 5,000,000 | 51.5 ± 0.7 | 11.5 ± 0.7 |' in along[0]
+    assert '| HalfCheetahFwdBack | 20,000,000 | 53.5 ± 0.7 | 13.5 ± 0.7 |' in along[-1]
