@@ -22,13 +22,13 @@ not bit-identical to an uninterrupted one (garage_promp's runs are).
 import os
 
 import garage_promp  # noqa: F401  (compat layer before garage)
+from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.env_setup import make_env_setup
 from garage_promp.experiment.paper_config import env_config
 from garage_promp.experiment.resume import resume_run
 from garage_promp.validation import (
     OUTPUT_DIR,
     SEED,
-    EnvName,
     check_batch_steps,
     check_output_path,
     check_run_dir,

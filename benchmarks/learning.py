@@ -26,6 +26,7 @@ import sys
 import time
 
 from garage_promp._process import die_with_parent
+from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS, METAWORLD
 from garage_promp.experiment.plotting import mean_std, plot_bands, post_update_key, read_progress
 from garage_promp.validation import (
@@ -33,7 +34,6 @@ from garage_promp.validation import (
     OUTPUT_DIR,
     SECONDS,
     WORKERS,
-    EnvName,
     check_batch_steps,
     count,
     parse_overrides,

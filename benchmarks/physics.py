@@ -33,10 +33,10 @@ import statistics
 import sys
 import time
 
+from garage_promp.experiment.env_names import EnvName
 from garage_promp.validation import (
     OUTPUT_DIR,
     WORKERS,
-    EnvName,
     check_batch_steps,
     count,
     usage_errors,

@@ -12,8 +12,9 @@ import contextlib
 import copy
 import time
 
+from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS, METAWORLD
-from garage_promp.validation import EnvName, count, usage_errors
+from garage_promp.validation import count, usage_errors
 
 import click
 

@@ -37,12 +37,12 @@ import tempfile
 import time
 import warnings
 
+from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS
 from garage_promp.validation import (
     OUTPUT_DIR,
     WORKERS,
     CommaList,
-    EnvName,
     check_device,
     check_output_path,
     count,
