@@ -20,19 +20,6 @@ class RunDirBusy(ValueError):
     """Another live process is writing to this run directory."""
 
 
-def check_writable(path: str, what: str = 'the run directory') -> None:
-    """Raise ValueError unless ``path`` (or, if it does not exist yet, its parent) is writable."""
-    target = path
-    while not os.path.exists(target):
-        parent = os.path.dirname(os.path.abspath(target))
-        if parent == target:
-            break
-        target = parent
-    if not os.path.isdir(target) or not os.access(target, os.W_OK | os.X_OK):
-        raise ValueError(f'{what} {path!r} cannot be written ({target!r} is not a writable '
-                         'directory)')
-
-
 @contextlib.contextmanager
 def owned_run_dir(path: str):
     """Hold ``path``'s lock for the body; raise :class:`RunDirBusy` if another process has it."""

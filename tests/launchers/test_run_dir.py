@@ -1,10 +1,12 @@
 """One writer per run directory, and an unwritable one refused before any work."""
+import contextlib
 import os
 import pathlib
 import subprocess
 import sys
 
-from garage_promp.experiment.run_dir import RunDirBusy, check_writable, owned_run_dir
+from garage_promp.experiment.run_dir import RunDirBusy, owned_run_dir
+from garage_promp.validation import check_output_path
 
 import pytest
 
@@ -12,6 +14,23 @@ ROOT = pathlib.Path(__file__).parents[2]
 TRAIN = [sys.executable, str(ROOT / 'launchers' / 'train.py')]
 TINY = ['--env', 'PointEnvCorner', '--meta-batch-size', '2', '--episodes-per-task', '2',
         '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4']
+
+
+@contextlib.contextmanager
+def _held_by_another_process(log_dir):
+    """A second process that holds ``log_dir``'s lock for the body; yields its pid."""
+    holder = subprocess.Popen([sys.executable, '-c', (
+        'import time\n'
+        'from garage_promp.experiment.run_dir import owned_run_dir\n'
+        f'with owned_run_dir({str(log_dir)!r}):\n'
+        '    print("held", flush=True); time.sleep(60)\n')],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
@@ -29,36 +48,31 @@ def test_resume_is_refused_while_another_process_writes(tmp_path):
     subprocess.run([*TRAIN, *TINY, '--epochs', '1', '--log-dir', str(log_dir)], check=True,
                    capture_output=True, cwd=ROOT, timeout=300)
     rows = (log_dir / 'progress.csv').read_text()
-    holder = subprocess.Popen([sys.executable, '-c', (
-        'import sys, time\n'
-        'from garage_promp.experiment.run_dir import owned_run_dir\n'
-        f'with owned_run_dir({str(log_dir)!r}):\n'
-        '    print("held", flush=True); time.sleep(60)\n')],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert holder.stdout.readline().strip() == 'held'
+    with _held_by_another_process(log_dir) as holder:
         proc = subprocess.run([*TRAIN, '--resume', str(log_dir), '--epochs', '2'],
                               capture_output=True, text=True, cwd=ROOT, timeout=300)
-    finally:
-        holder.kill()
-        holder.wait()
     assert proc.returncode == 1
-    assert f'in use by another run (pid {holder.pid})' in proc.stderr
+    assert f'in use by another run (pid {holder})' in proc.stderr
     assert 'Usage:' not in proc.stderr
     assert (log_dir / 'progress.csv').read_text() == rows  # nothing appended
 
 
 def test_an_unwritable_log_dir_is_refused_before_any_work(tmp_path):
+    """Tried, not read from permission bits: /proc takes no new file even for root, and a
+    read-only directory none for anyone else."""
+    with pytest.raises(ValueError, match='cannot be written'):
+        check_output_path('/proc/garage_promp_run', '--log-dir')
     locked = tmp_path / 'locked'
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        if os.access(locked, os.W_OK):
-            pytest.skip('running as a user who may write anywhere')
-        with pytest.raises(ValueError, match='cannot be written'):
-            check_writable(str(locked / 'run'))
+        if not os.access(locked, os.W_OK):  # root may write here, and rightly passes
+            with pytest.raises(ValueError, match='cannot be written'):
+                check_output_path(str(locked / 'run'), '--log-dir')
     finally:
         locked.chmod(0o700)
+    assert check_output_path(str(tmp_path / 'new' / 'run'), '--log-dir')
+    assert not (tmp_path / 'new').exists()  # nothing left behind
 
 
 def test_a_log_dir_under_a_file_is_refused_before_any_work(tmp_path):
@@ -76,19 +90,9 @@ def test_a_fresh_run_into_a_live_runs_directory_touches_nothing(tmp_path):
     subprocess.run([*TRAIN, *TINY, '--epochs', '1', '--log-dir', str(log_dir)], check=True,
                    capture_output=True, cwd=ROOT, timeout=300)
     before = {p.name: p.read_bytes() for p in log_dir.iterdir() if p.is_file()}
-    holder = subprocess.Popen([sys.executable, '-c', (
-        'import time\n'
-        'from garage_promp.experiment.run_dir import owned_run_dir\n'
-        f'with owned_run_dir({str(log_dir)!r}):\n'
-        '    print("held", flush=True); time.sleep(60)\n')],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert holder.stdout.readline().strip() == 'held'
+    with _held_by_another_process(log_dir):
         proc = subprocess.run([*TRAIN, *TINY, '--epochs', '1', '--log-dir', str(log_dir)],
                               capture_output=True, text=True, cwd=ROOT, timeout=300)
-    finally:
-        holder.kill()
-        holder.wait()
     assert proc.returncode == 1 and 'in use by another run' in proc.stderr
     after = {p.name: p.read_bytes() for p in log_dir.iterdir() if p.is_file()}
     assert {k: v for k, v in after.items() if k != '.lock'} == {
