@@ -194,6 +194,9 @@ class MetaWorldEnv(GymnasiumEnv):
     }
     """Info entries whose mean over all steps :meth:`log_diagnostics` logs."""
 
+    #: Class default: objects pickled before the option existed run to the horizon.
+    _terminate_on_success = False
+
     def __init__(self,
                  task: metaworld.Task,
                  *,
@@ -220,7 +223,7 @@ class MetaWorldEnv(GymnasiumEnv):
     @property
     def terminate_on_success(self) -> bool:
         """bool: Whether an episode ends at its first success."""
-        return self.__dict__.get('_terminate_on_success', False)
+        return self._terminate_on_success
 
     @property
     def task_name(self) -> str:
@@ -333,6 +336,9 @@ class MetaWorldTaskUpdate(EnvUpdate):
 
     """
 
+    #: Class default: objects pickled before the option existed run to the horizon.
+    _terminate_on_success = False
+
     def __init__(self,
                  task: metaworld.Task,
                  *,
@@ -365,7 +371,7 @@ class MetaWorldTaskUpdate(EnvUpdate):
                 and getattr(spec, 'max_episode_length', None) ==
                 self._max_episode_length
                 and getattr(inner, 'terminate_on_success', False) ==
-                self.__dict__.get('_terminate_on_success', False))
+                self._terminate_on_success)
 
     def __call__(self, old_env: Any = None) -> Any:
         """Return ``old_env`` set to the task, or a new env.
@@ -387,8 +393,7 @@ class MetaWorldTaskUpdate(EnvUpdate):
                            max_episode_length=self._max_episode_length,
                            reward_function_version=self._reward_function_version,
                            seed=self._seed,
-                           terminate_on_success=self.__dict__.get('_terminate_on_success',
-                                                                  False))
+                           terminate_on_success=self._terminate_on_success)
         if self._wrapper is not None:
             env = self._wrapper(env, self._task)
         return env
@@ -423,6 +428,9 @@ class MetaWorldTaskSampler(TaskSampler):
             reward_function_version is not 'v1'/'v2', or seed is invalid.
 
     """
+
+    #: Class default: objects pickled before the option existed run to the horizon.
+    _terminate_on_success = False
 
     def __init__(self,
                  benchmark: metaworld.Benchmark,
@@ -547,8 +555,7 @@ class MetaWorldTaskSampler(TaskSampler):
                         reward_function_version=self._reward_function_version,
                         seed=int(self._rng.integers(2**31)),
                         wrapper=self._wrapper,
-                        terminate_on_success=self.__dict__.get('_terminate_on_success',
-                                                               False)))
+                        terminate_on_success=self._terminate_on_success))
         return updates
 
     def _next_goals(self, name: str, count: int,

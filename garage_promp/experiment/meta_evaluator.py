@@ -51,6 +51,10 @@ class MetaEvaluator(GarageMetaEvaluator):
         **kwargs: garage's ``MetaEvaluator`` keyword arguments.
     """
 
+    #: Class defaults: evaluators pickled in snapshots before these options existed.
+    _deterministic = False
+    _before_adaptation = False
+
     def __init__(self, *args, sampler: MetaSampler | None = None,
                  deterministic: bool = False, before_adaptation: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -87,7 +91,7 @@ class MetaEvaluator(GarageMetaEvaluator):
         if isinstance(sampler, MetaSampler):
             adapted_episodes = self._evaluate_batched(
                 algo, sampler, env_updates, num_steps, test_episodes_per_task)
-        elif self.__dict__.get('_deterministic') or self.__dict__.get('_before_adaptation'):
+        elif self._deterministic or self._before_adaptation:
             raise ValueError('deterministic and before_adaptation evaluation need a '
                              'garage_promp MetaSampler (the sampler argument, or the '
                              "algorithm's own)")
@@ -116,8 +120,8 @@ class MetaEvaluator(GarageMetaEvaluator):
         """
         n_tasks = len(env_updates)
         params = [_params(algo.get_exploration_policy()) for _ in env_updates]
-        deterministic = self.__dict__.get('_deterministic', False)
-        before = 1 if self.__dict__.get('_before_adaptation', False) else 0
+        deterministic = self._deterministic
+        before = 1 if self._before_adaptation else 0
         pre_update = [None] * n_tasks
 
         def on_task(step, task, episodes):
