@@ -8,6 +8,10 @@ alike:
 * ``physics``: bare ``mujoco.mj_step(model, data, nstep=frame_skip)`` on the
   env's own model (a fresh ``MjData``, random controls in the control range):
   the cost of the physics of one env step, and nothing else;
+* ``physics, lockstep``: the same bare ``mj_step``, over as many ``MjData``
+  as the sampler steps in lockstep in one process (``M x R / workers``), each
+  advanced once per round: the physics in the sampler's memory access
+  pattern, where a step's working set is every episode's simulation;
 * ``wrapped``: random actions through the garage env the sampler steps
   (garage's ``normalize``, ``GymnasiumEnv``, the env's ``step``), one env:
   ``throughput.py``'s "raw" column;
@@ -94,6 +98,36 @@ def physics_us(env_name, n_steps, seed=0):
     return (time.perf_counter() - start) / n_steps * 1e6
 
 
+def lockstep_physics_us(env_name, n_envs, n_steps, seed=0):
+    """Microseconds of bare ``mj_step`` per env step over ``n_envs`` simulations in turn.
+
+    The sampler's access pattern: each lockstep step advances every episode's
+    own ``MjData`` once, so a step's working set is ``n_envs`` simulations
+    rather than one that stays in the cache.
+    """
+    import mujoco  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    _, _, setup = _setup(env_name)
+    inner = _mujoco_env(setup.train_tasks.sample(1)[0]())
+    model, skip = inner.model, int(inner.frame_skip)
+    datas = [mujoco.MjData(model) for _ in range(n_envs)]
+    for data in datas:
+        mujoco.mj_forward(model, data)
+    rng = np.random.default_rng(seed)
+    low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
+    rounds = max(1, n_steps // n_envs)
+    start = time.perf_counter()
+    for t in range(rounds):
+        controls = rng.uniform(low, high, (n_envs, model.nu))
+        for data, control in zip(datas, controls):
+            data.ctrl[:] = control
+            mujoco.mj_step(model, data, nstep=skip)
+        if t % 100 == 99:
+            for data in datas:
+                mujoco.mj_resetData(model, data)
+    return (time.perf_counter() - start) / (rounds * n_envs) * 1e6
+
+
 def wrapped_us(env_name, n_steps, seed=0):
     """Microseconds per random-action step through the garage env the sampler steps."""
     import numpy as np  # pylint: disable=import-outside-toplevel
@@ -144,10 +178,13 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     """Every column of one env, ``repeats`` times interleaved; medians."""
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
-    columns = {'physics': [], 'wrapped': [], 'sampler_wrapped': [], 'sampler_lean': []}
+    columns = {'physics': [], 'physics_lockstep': [], 'wrapped': [], 'sampler_wrapped': [],
+               'sampler_lean': []}
     for _ in range(repeats):
         columns['physics'].append(physics_us(env_name, n_steps) if n_workers == 1 else
                                   parallel_physics_us(env_name, n_workers, n_steps))
+        columns['physics_lockstep'].append(lockstep_physics_us(
+            env_name, meta_batch_size * episodes_per_task // n_workers, n_steps))
         columns['wrapped'].append(wrapped_us(env_name, n_steps))
         columns['sampler_lean'].append(sampler_us(env_name, True, meta_batch_size,
                                                   episodes_per_task, n_workers))
@@ -157,21 +194,25 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     result.update(env=env_name, workers=n_workers, repeats=repeats,
                   ratio_lean=result['physics'] / result['sampler_lean'],
                   ratio_wrapped=result['physics'] / result['sampler_wrapped'],
-                  ratio_raw=result['physics'] / result['wrapped'])
+                  ratio_raw=result['physics'] / result['wrapped'],
+                  ratio_lean_lockstep=result['physics_lockstep'] / result['sampler_lean'])
     return result
 
 
 def format_table(results, meta_batch_size, episodes_per_task):
     lines = [f'Microseconds per env step ({meta_batch_size} tasks x {episodes_per_task} '
              'episodes, every sampling round; medians), and physics / column:', '',
-             '| env | workers | physics `mj_step` | wrapped env.step | sampler, wrapped | '
-             'sampler, lean | physics / wrapped env | physics / sampler wrapped | '
-             'physics / sampler lean |', '|---|---|---|---|---|---|---|---|---|']
+             '| env | workers | physics `mj_step` | physics, lockstep | wrapped env.step | '
+             'sampler, wrapped | sampler, lean | physics / wrapped env | '
+             'physics / sampler wrapped | physics / sampler lean | '
+             'lockstep physics / sampler lean |', '|---|---|---|---|---|---|---|---|---|---|---|']
     for r in results:
-        lines.append(f"| {r['env']} | {r['workers']} | {r['physics']:.1f} | {r['wrapped']:.1f} | "
-                     f"{r['sampler_wrapped']:.1f} | {r['sampler_lean']:.1f} | "
-                     f"{r['ratio_raw']:.2f} | {r['ratio_wrapped']:.2f} | "
-                     f"**{r['ratio_lean']:.2f}** |")
+        lockstep = r.get('physics_lockstep', float('nan'))
+        lines.append(f"| {r['env']} | {r['workers']} | {r['physics']:.1f} | {lockstep:.1f} | "
+                     f"{r['wrapped']:.1f} | {r['sampler_wrapped']:.1f} | "
+                     f"{r['sampler_lean']:.1f} | {r['ratio_raw']:.2f} | "
+                     f"{r['ratio_wrapped']:.2f} | **{r['ratio_lean']:.2f}** | "
+                     f"{r.get('ratio_lean_lockstep', float('nan')):.2f} |")
     return '\n'.join(lines)
 
 

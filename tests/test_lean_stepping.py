@@ -4,7 +4,7 @@ import pathlib
 import subprocess
 import sys
 
-from garage_promp.envs.walker_fwd_back import WalkerFwdBackGym
+from garage_promp.envs._mujoco import MujocoMetaEnv
 from garage_promp.experiment.builder import build_experiment
 from garage_promp.experiment.paper_config import ENVS, normalize_actions
 from garage_promp.sampler.lean import LeanStepper
@@ -90,31 +90,48 @@ def test_lean_path_refuses_non_finite_actions_as_the_wrapped_path(monkeypatch):
     assert 'action is not finite' in str(lean.value)
 
 
+#: Every gymnasium env class with a vectorised ``batch_step``, and an action scale large
+#: enough that some episodes end (the walkers fall; Ant and Humanoid leave their heights).
+VECTORISED = [('HalfCheetahFwdBack', 1.), ('WalkerFwdBack', 1.), ('WalkerRandParams', 1.),
+              ('HopperRandParams', 1.), ('AntFwdBack', 1.), ('AntRandDirec', 1.),
+              ('HumanoidFwdBack', 0.4), ('HumanoidRandDirec', 0.4)]
+
+
 @pytest.mark.mujoco
-def test_batch_step_rows_equal_step_env_by_env():
-    """The vectorised ``batch_step`` of the planar walkers against ``step``, on
-    random actions large enough that some walkers fall mid-way."""
+@pytest.mark.parametrize('name,scale', VECTORISED)
+def test_batch_step_rows_equal_step_env_by_env(name, scale, monkeypatch):
+    """The vectorised ``batch_step`` against ``step`` env by env, bit for bit, on random
+    actions; the env-by-env fallback is disabled, so the test fails if it is taken."""
+    gym_cls = ENVS[name]['env'].gym_env_cls
     rng = np.random.default_rng(0)
-    envs_a = [WalkerFwdBackGym(seed=i) for i in range(4)]
-    envs_b = [WalkerFwdBackGym(seed=i) for i in range(4)]
+    envs_a = [gym_cls(seed=i) for i in range(4)]
+    envs_b = [gym_cls(seed=i) for i in range(4)]
     for i, (a, b) in enumerate(zip(envs_a, envs_b)):
         task = a.sample_tasks(1)[0]
         a.set_task(task)
         b.set_task(task)
         a.reset(seed=i)
         b.reset(seed=i)
-    fell = False
+    monkeypatch.setattr(MujocoMetaEnv, 'batch_step', classmethod(_no_fallback))
+    ended = False
     for _ in range(30):
-        actions = rng.uniform(-1, 1, (4, 6)).astype(np.float32)
-        obs, rewards, terminated, _, infos = WalkerFwdBackGym.batch_step(envs_b, actions)
+        actions = scale * rng.uniform(-1, 1, (4, gym_cls(seed=0).action_space.shape[0]))
+        obs, rewards, terminated, truncated, infos = gym_cls.batch_step(envs_b, actions)
         for n, (env, action) in enumerate(zip(envs_a, actions)):
-            o, r, term, _, info = env.step(action)
+            o, r, term, trunc, info = env.step(action)
             np.testing.assert_array_equal(o, obs[n])
-            assert r == rewards[n] and term == terminated[n]
+            assert obs.dtype == o.dtype
+            assert r == rewards[n] and term == terminated[n] and trunc == truncated[n]
+            assert list(info) == list(infos)
             for key, value in info.items():
-                np.testing.assert_array_equal(value, infos[key][n])
-        fell |= bool(terminated.any())
-    assert fell
+                np.testing.assert_array_equal(value, infos[key][n], err_msg=key)
+        ended |= bool(terminated.any())
+    if not name.startswith('HalfCheetah'):
+        assert ended, 'the test should see episodes end'
+
+
+def _no_fallback(cls, envs, actions):
+    raise AssertionError(f'{cls.__name__}.batch_step stepped env by env')
 
 
 @pytest.mark.mujoco

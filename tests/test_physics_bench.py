@@ -19,9 +19,11 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
     assert result.exit_code == 0, result.output
     row = json.loads((tmp_path / 'physics.json').read_text())['results'][0]
     assert row['env'] == 'HalfCheetahFwdBack' and row['workers'] == 1
-    for key in ('physics', 'wrapped', 'sampler_wrapped', 'sampler_lean'):
+    for key in ('physics', 'physics_lockstep', 'wrapped', 'sampler_wrapped', 'sampler_lean'):
         assert row[key] > 0
     assert row['ratio_lean'] == pytest.approx(row['physics'] / row['sampler_lean'])
+    assert row['ratio_lean_lockstep'] == pytest.approx(row['physics_lockstep']
+                                                       / row['sampler_lean'])
     assert f"**{row['ratio_lean']:.2f}**" in (tmp_path / 'physics.md').read_text()
 
 
@@ -30,3 +32,16 @@ def test_physics_model_is_found_under_the_wrappers():
     _, _, setup = physics._setup('HopperRandParams')
     inner = physics._mujoco_env(setup.train_tasks.sample(1)[0]())
     assert inner.frame_skip == 4 and inner.model.opt.timestep == pytest.approx(0.004)
+
+
+def test_lockstep_physics_steps_every_simulation(monkeypatch):
+    """The lockstep column advances ``n_envs`` distinct simulations once per round."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    import mujoco  # pylint: disable=import-outside-toplevel
+    stepped = []
+    real = mujoco.mj_step
+    monkeypatch.setattr(mujoco, 'mj_step', lambda m, d, nstep: (stepped.append(id(d)),
+                                                                   real(m, d, nstep=nstep)))
+    assert physics.lockstep_physics_us('HalfCheetahFwdBack', 4, 12) > 0
+    assert len(stepped) == 12 and len(set(stepped)) == 4
+    assert stepped[:4] == stepped[4:8]

@@ -133,15 +133,21 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
                    for name in names)
 
     @staticmethod
-    def _simulate(envs: Sequence['MujocoMetaEnv'], actions: np.ndarray) -> None:
-        """``do_simulation`` of every env, for a ``batch_step`` whose outputs need no
-        ``cfrc_ext``: gymnasium's ``mj_rnePostConstraint`` after the step fills
-        only the contact-force outputs (``cacc``, ``cfrc_int``, ``cfrc_ext``),
-        which the next ``mj_step`` neither reads nor keeps, so it is left out.
+    def _simulate(envs: Sequence['MujocoMetaEnv'], actions: np.ndarray,
+                  contact_forces: bool = False) -> None:
+        """``do_simulation`` of every env (controls, ``mj_step`` with ``nstep=frame_skip``).
+
+        gymnasium's ``mj_rnePostConstraint`` after the step fills only the
+        contact-force outputs (``cacc``, ``cfrc_int``, ``cfrc_ext``), which
+        the next ``mj_step`` neither reads nor keeps: it runs only with
+        ``contact_forces``, for the envs whose observation or reward reads
+        ``cfrc_ext`` (Ant, Humanoid).
         """
         for env, action in zip(envs, actions):
             env.data.ctrl[:] = action
             mujoco.mj_step(env.model, env.data, nstep=env.frame_skip)
+            if contact_forces:
+                mujoco.mj_rnePostConstraint(env.model, env.data)
 
     @classmethod
     def _batch_advance(cls, envs: Sequence['MujocoMetaEnv'], actions: np.ndarray
@@ -165,9 +171,14 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
 
     @classmethod
     def _vectorised(cls, envs) -> bool:
-        """Whether a vectorised ``batch_step`` may compute these envs' rows: 1-D or no
-        direction task (2-D directions step env by env)."""
+        """Whether :meth:`_batch_advance` may compute these envs' forward velocity: 1-D
+        or no direction task (2-D directions take :meth:`DirectionTasks._batch_progress`)."""
         return getattr(envs[0], 'direction_dims', 1) == 1
+
+    @staticmethod
+    def _stack(envs: Sequence['MujocoMetaEnv'], field: str) -> np.ndarray:
+        """``data.<field>`` of every env, one row each (flattened, copied)."""
+        return np.stack([getattr(env.data, field) for env in envs]).reshape(len(envs), -1)
 
     def _info(self, forward_vel: float, ctrl_cost: float,
               **extra: float) -> Dict[str, Any]:
@@ -220,6 +231,21 @@ class DirectionTasks:
     def _progress(self, before: np.ndarray, after: np.ndarray) -> float:
         dims = self.direction_dims
         return float(self._task_vector @ (after[:dims] - before[:dims]))
+
+    @staticmethod
+    def _batch_progress(envs: Sequence[Any], before: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """:meth:`_progress` of every env (rows of ``before`` and ``after``).
+
+        The same float operations as ``_progress``, row by row: the
+        difference elementwise, then one product for a 1-D task and numpy's
+        own dot product of each row for a 2-D one (a dot of two terms may be
+        rounded as one fused multiply-add, so it is not rewritten as a sum).
+        """
+        dims = envs[0].direction_dims
+        diff = after[:, :dims] - before[:, :dims]
+        if dims == 1:
+            return np.array([env._task_vector[0] for env in envs]) * diff[:, 0]
+        return np.array([env._task_vector @ row for env, row in zip(envs, diff)])
 
 
 class RandParamsTasks:

@@ -75,6 +75,37 @@ class AntDirectionBase(DirectionTasks, AntBase):
         return (self._get_obs(), reward, not healthy, False,
                 self._info(forward_vel, ctrl_cost, contact_cost=contact_cost))
 
+    @classmethod
+    def batch_step(cls, envs, actions):
+        """``step`` of every env, the rows computed together (see ``MujocoMetaEnv.batch_step``).
+
+        Every term is the float operation of ``step``, on rows; the torso
+        progress of a 2-D direction row by row
+        (:meth:`~garage_promp.envs._mujoco.DirectionTasks._batch_progress`). A
+        subclass that replaces a part of ``step`` steps env by env.
+        """
+        if cls._overrides_any(AntDirectionBase, ('step', '_get_obs', '_progress', '_info',
+                                                 '_torso_xy', '_contact_cost', '_simulate')):
+            return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
+        before = np.stack([env.data.xpos[env._torso, :2] for env in envs])
+        cls._simulate(envs, actions, contact_forces=True)
+        after = np.stack([env.data.xpos[env._torso, :2] for env in envs])
+        forward_vel = cls._batch_progress(envs, before, after) / envs[0].dt
+        ctrl_cost = 0.5 * np.square(actions).sum(axis=1).astype(np.float64)
+        contacts = np.clip(cls._stack(envs, 'cfrc_ext'), -1, 1)
+        contact_cost = 0.5e-3 * np.square(contacts).sum(axis=1)
+        reward = forward_vel - ctrl_cost - contact_cost + 1.0
+        qpos, qvel = cls._stack(envs, 'qpos'), cls._stack(envs, 'qvel')
+        height = qpos[:, 2]
+        healthy = (np.isfinite(np.concatenate([qpos, qvel], axis=1)).all(axis=1)
+                   & (0. <= height) & (height <= 1.))
+        obs = np.concatenate([qpos if cls.full_qpos_obs else qpos[:, 2:], qvel, contacts],
+                             axis=1, dtype=np.float32)
+        info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
+                    task=np.stack([env._task_vector for env in envs]),
+                    contact_cost=contact_cost)
+        return obs, reward, ~healthy, np.zeros(len(envs), dtype=bool), info
+
 
 class HumanoidDirectionBase(DirectionTasks, MujocoMetaEnv):
     """gym-v2 Humanoid running in a task direction (HumanoidRandDirec[2D]Env).
@@ -124,6 +155,37 @@ class HumanoidDirectionBase(DirectionTasks, MujocoMetaEnv):
                 self._info(progress / self.dt,
                            ctrl_cost,
                            impact_cost=impact_cost))
+
+    @classmethod
+    def batch_step(cls, envs, actions):
+        """``step`` of every env, the rows computed together (see ``MujocoMetaEnv.batch_step``).
+
+        The mass centres env by env (:meth:`_mass_center`, as ``step``), the
+        rest on rows with ``step``'s float operations. A subclass that
+        replaces a part of ``step`` steps env by env.
+        """
+        if cls._overrides_any(HumanoidDirectionBase, ('step', '_get_obs', '_progress', '_info',
+                                                      '_mass_center', '_simulate')):
+            return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
+        before = np.stack([env._mass_center() for env in envs])
+        cls._simulate(envs, actions, contact_forces=True)
+        after = np.stack([env._mass_center() for env in envs])
+        progress = cls._batch_progress(envs, before, after)
+        forward_reward = 0.25 * progress / envs[0].model.opt.timestep
+        ctrl_cost = 0.1 * np.square(cls._stack(envs, 'ctrl')).sum(axis=1)
+        contacts = cls._stack(envs, 'cfrc_ext')
+        impact_cost = np.minimum(0.5e-6 * np.square(contacts).sum(axis=1), 10.)
+        reward = forward_reward - ctrl_cost - impact_cost + 5.0
+        qpos = cls._stack(envs, 'qpos')
+        height = qpos[:, 2]
+        obs = np.concatenate([qpos[:, 2:], cls._stack(envs, 'qvel'), cls._stack(envs, 'cinert'),
+                              cls._stack(envs, 'cvel'), cls._stack(envs, 'qfrc_actuator'),
+                              contacts], axis=1, dtype=np.float32)
+        info = dict(forward_vel=progress / envs[0].dt, ctrl_cost=ctrl_cost,
+                    task=np.stack([env._task_vector for env in envs]),
+                    impact_cost=impact_cost)
+        return (obs, reward, (height < 1.0) | (height > 2.0), np.zeros(len(envs), dtype=bool),
+                info)
 
 
 class PlanarBase(MujocoMetaEnv):
