@@ -102,6 +102,21 @@ def _stop_on_signal(signum, frame):
     raise Stopped(signal.Signals(signum).name)
 
 
+def ended_message(name, returncode, log):
+    """The runner's line for a run that ended: done, failed, or killed by a signal."""
+    if returncode == 0:
+        return f'done {name}'
+    if returncode < 0:
+        try:
+            how = signal.Signals(-returncode).name
+        except ValueError:
+            how = f'signal {-returncode}'
+        hint = ' (the kernel\'s out-of-memory killer sends it)' if how == 'SIGKILL' else ''
+        return (f'FAILED {name}: killed by {how}{hint}; its last snapshot stays and the next '
+                f'run continues it; log: {log}')
+    return f'FAILED {name} (exit {returncode}); log: {log}'
+
+
 def run_all(specs, parallel, deadline, on_done=None):
     """Run the specs' commands, ``parallel`` at a time, until done or the deadline.
 
@@ -117,7 +132,7 @@ def run_all(specs, parallel, deadline, on_done=None):
     SIGTERM if the runner is killed outright. Returns True when every command
     ran to its end.
     """
-    pending, running = list(specs), []
+    pending, running, logs = list(specs), [], {}
     env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
     # SIGHUP only if it is not ignored: under nohup the runs must survive a hang-up too.
     stops = [signal.SIGTERM] + ([signal.SIGHUP] if signal.getsignal(signal.SIGHUP)
@@ -127,6 +142,7 @@ def run_all(specs, parallel, deadline, on_done=None):
         while pending or running:
             while pending and len(running) < parallel:
                 name, command, log = pending.pop(0)
+                logs[name] = log
                 click.echo(f'start {name}', err=True)
                 with open(log, 'a') as out:
                     running.append((name, subprocess.Popen(
@@ -135,7 +151,7 @@ def run_all(specs, parallel, deadline, on_done=None):
             time.sleep(1)
             for name, proc in list(running):
                 if proc.poll() is not None:
-                    click.echo(f'done {name} (exit {proc.returncode})', err=True)
+                    click.echo(ended_message(name, proc.returncode, logs[name]), err=True)
                     running.remove((name, proc))
                     if on_done is not None:
                         on_done(name, proc.returncode)

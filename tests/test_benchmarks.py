@@ -153,3 +153,20 @@ def test_metaworld_speedups_benchmark_side_by_side(tmp_path):
     assert row['speedup'] == pytest.approx(row['metaworld_us'] / row['speedups_us'])
     assert 0 < row['physics_fraction_before'] < row['physics_fraction_after']
     assert '| push-v3 |' in (tmp_path / 'metaworld_speedups.md').read_text()
+
+
+def test_the_runner_reports_a_killed_run_as_failed_not_done(tmp_path, capsys):
+    """A run killed by a signal (the out-of-memory killer sends SIGKILL) or ending in an
+    error is reported as FAILED with its log, and ``on_done`` still gets its exit code."""
+    learning = load_script(ROOT / 'benchmarks' / 'learning.py', 'learning_bench')
+    specs = [('ok', [sys.executable, '-c', 'pass'], tmp_path / 'ok.log'),
+             ('killed', [sys.executable, '-c', 'import os, signal; os.kill(os.getpid(), 9)'],
+              tmp_path / 'killed.log'),
+             ('error', [sys.executable, '-c', 'raise SystemExit(3)'], tmp_path / 'error.log')]
+    codes = {}
+    assert learning.run_all(specs, 3, None, on_done=codes.__setitem__)
+    assert codes == {'ok': 0, 'killed': -9, 'error': 3}
+    err = capsys.readouterr().err
+    assert 'done ok' in err and 'done killed' not in err and 'done error' not in err
+    assert "FAILED killed: killed by SIGKILL" in err and str(tmp_path / 'killed.log') in err
+    assert f"FAILED error (exit 3); log: {tmp_path / 'error.log'}" in err
