@@ -11,7 +11,15 @@ import garage_promp
 from garage_promp.envs import PointEnvCorner
 from garage_promp.envs._tasks import CORNERS
 from garage_promp.policies import AdaptedPolicy
-from garage_promp.sampler import MetaSampler, SamplerWorkerError, split_episodes
+from garage_promp.sampler import (
+    InProcessBackend,
+    MetaSampler,
+    ProcessPoolBackend,
+    RayBackend,
+    RolloutWorker,
+    SamplerWorkerError,
+    split_episodes,
+)
 
 from garage import EnvStep
 from garage.experiment.task_sampler import SetTaskSampler
@@ -307,6 +315,83 @@ def test_arguments_are_checked_before_any_worker_starts():
                          (dict(batched='yes'), 'batched')):
         with pytest.raises(ValueError, match=name):
             garage_promp.make_sampler(policy, env, **kwargs)
+    assert not _children()
+
+
+def _worker_config(**changes):
+    env = ShortPointEnv()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4, ))
+    return dict(dict(policy=policy, env=env, seed=0, max_episode_length=HORIZON), **changes)
+
+
+#: (constructor, arguments, the argument the error must name); the value must be named too.
+BAD_CONSTRUCTIONS = [
+    (RolloutWorker, lambda: _worker_config(seed=-1), 'seed'),
+    (RolloutWorker, lambda: _worker_config(seed=1.5), 'seed'),
+    (RolloutWorker, lambda: _worker_config(max_episode_length=0), 'max_episode_length'),
+    (RolloutWorker, lambda: _worker_config(max_episode_length=10 ** 9), 'max_episode_length'),
+    (RolloutWorker, lambda: _worker_config(envs_per_task=0), 'envs_per_task'),
+    (RolloutWorker, lambda: _worker_config(max_envs_per_worker=-2), 'max_envs_per_worker'),
+    (RolloutWorker, lambda: _worker_config(batched='no'), 'batched'),
+    (RolloutWorker, lambda: _worker_config(lean=None), 'lean'),
+] + [
+    (backend, args, name)
+    for backend in (InProcessBackend, ProcessPoolBackend, RayBackend)
+    for args, name in (
+        (lambda: (_worker_config(), -1), 'n_workers'),
+        (lambda: (_worker_config(), 0), 'n_workers'),
+        (lambda: (_worker_config(), 2.), 'n_workers'),
+        (lambda: (_worker_config(seed=-1), 2), 'seed'),
+        (lambda: (_worker_config(max_episode_length=-5), 2), 'max_episode_length'),
+        (lambda: (_worker_config(envs_per_task=0), 2), 'envs_per_task'),
+        (lambda: (_worker_config(), 2, -1.), 'worker_timeout'),
+        (lambda: (_worker_config(), 2, float('inf')), 'worker_timeout'),
+        (lambda: ([1, 2], 2), 'config'),
+    )
+] + [
+    (backend, args, name)  # refused in the main process, not by each spawned worker
+    for backend in (ProcessPoolBackend, RayBackend)
+    for args, name in ((lambda: ({}, 2), 'policy'),  # RolloutWorker's required arguments
+                       (lambda: (_worker_config(bogus=1), 2), 'bogus'))
+] + [
+    (ProcessPoolBackend, lambda: (_worker_config(), 10 ** 6), 'n_workers'),
+    (InProcessBackend, lambda: (_worker_config(), 10 ** 6), 'n_workers'),
+]
+
+
+def _call(constructor, args):
+    args = args()
+    if isinstance(args, dict):
+        return constructor(**args)
+    return constructor(*args)
+
+
+@pytest.mark.parametrize('constructor,args,name', [
+    pytest.param(c, a, n, id=f'{c.__name__}-{n}-{i}')
+    for i, (c, a, n) in enumerate(BAD_CONSTRUCTIONS)])
+def test_every_sampler_constructor_refuses_nonsense_before_spawning(constructor, args, name):
+    import sys
+    with pytest.raises((ValueError, TypeError), match=re.escape(name)) as error:
+        _call(constructor, args)
+    if name not in ('policy', 'bogus', 'config'):  # the argument and its value
+        assert re.search(rf'{name} must be .*, got ', str(error.value)), error.value
+    assert not _children()  # nothing spawned
+    if 'ray' in sys.modules:  # not started either
+        assert not sys.modules['ray'].is_initialized()
+
+
+def test_make_sampler_and_split_episodes_refuse_nonsense_counts():
+    env, policy, _, _ = make_setup(1)
+    for kwargs, name in ((dict(max_episode_length=10 ** 9), 'max_episode_length'),
+                         (dict(n_workers=10 ** 6, kind='multiprocessing'), 'n_workers'),
+                         (dict(worker_timeout=1e300), 'worker_timeout'),
+                         (dict(seed=2.5), 'seed')):
+        with pytest.raises(ValueError, match=rf'{name} must be .*, got '):
+            garage_promp.make_sampler(policy, env, **kwargs)
+    for counts, n_workers, name in (([3, 2], 0, 'n_workers'), ([3, 2], -1, 'n_workers'),
+                                    ([3, -2], 2, r'counts\[1\]')):
+        with pytest.raises(ValueError, match=name):
+            split_episodes(counts, n_workers)
     assert not _children()
 
 

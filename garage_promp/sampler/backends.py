@@ -33,6 +33,7 @@ import atexit
 import builtins
 import collections
 import dataclasses
+import inspect
 from multiprocessing import connection
 import os
 import pickle
@@ -46,7 +47,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 import weakref
 
 from garage_promp._console import phase
+from garage_promp.sampler.options import check_sampler_options
 from garage_promp.sampler.rollout import Context, EpisodeArrays, Job, RolloutWorker
+from garage_promp.validation import MAX_COUNT, MAX_WORKERS
 
 import cloudpickle
 
@@ -135,6 +138,40 @@ def _sample_or_report(worker: RolloutWorker, worker_id: int, job: Job):
         return _report(worker_id, exc, worker.context)
 
 
+def check_backend_arguments(config: Any, n_workers: Any, worker_timeout: Any,
+                            max_workers: int = MAX_WORKERS
+                            ) -> Tuple[Dict[str, Any], int, float | None]:
+    """A backend's arguments, checked before it makes or spawns a worker.
+
+    ``config`` must be ``RolloutWorker``'s arguments by name (each option
+    checked as ``RolloutWorker`` checks it, so a pool worker cannot be
+    spawned only to fail), ``n_workers`` an int in [1, max_workers] and
+    ``worker_timeout`` None or seconds > 0.
+
+    Returns:
+        tuple: ``(config, n_workers, worker_timeout)`` in canonical form.
+
+    Raises:
+        TypeError: If ``config`` is not a dict that fits ``RolloutWorker``
+            (naming the missing or unknown argument).
+        ValueError: Naming a bad option and its value.
+
+    """
+    if not isinstance(config, dict):
+        raise TypeError(f'config must be a dict of RolloutWorker arguments, got {config!r}')
+    try:
+        inspect.signature(RolloutWorker).bind(**config)
+    except TypeError as error:
+        raise TypeError(f'config does not fit RolloutWorker: {error} (config keys: '
+                        f'{sorted(map(str, config))})') from None
+    options = {k: v for k, v in config.items() if k not in ('policy', 'env')}
+    checked = check_sampler_options(max_workers=max_workers, n_workers=n_workers,
+                                    worker_timeout=worker_timeout, **options)
+    n_workers = checked.pop('n_workers')
+    worker_timeout = checked.pop('worker_timeout')
+    return dict(config, **checked), n_workers, worker_timeout
+
+
 class Backend:
     """What every backend provides; ``run`` is built on ``submit``/``collect``."""
 
@@ -175,11 +212,16 @@ class InProcessBackend(Backend):
     Args:
         config (dict): ``RolloutWorker`` arguments.
         n_workers (int): Number of workers.
+        worker_timeout (float or None): Checked, not used: the envs step in
+            this thread, so there is no other worker to watch.
+
+    Raises:
+        TypeError, ValueError: For bad arguments (:func:`check_backend_arguments`).
 
     """
 
     def __init__(self, config: Dict[str, Any], n_workers: int, worker_timeout=None):
-        del worker_timeout  # nothing to watch: the envs step in this thread
+        config, n_workers, _ = check_backend_arguments(config, n_workers, worker_timeout)
         self._workers = [RolloutWorker(**config) for _ in range(n_workers)]
         self._queue = collections.deque()
 
@@ -302,6 +344,12 @@ class ProcessPoolBackend(Backend):
     Args:
         config (dict): ``RolloutWorker`` arguments.
         n_workers (int): Number of processes.
+        worker_timeout (float or None): Seconds a busy worker may make no
+            progress before the run ends naming it; None: wait forever.
+
+    Raises:
+        TypeError, ValueError: For bad arguments (:func:`check_backend_arguments`),
+            before any process is spawned.
 
     """
 
@@ -309,6 +357,8 @@ class ProcessPoolBackend(Backend):
 
     def __init__(self, config: Dict[str, Any], n_workers: int,
                  worker_timeout: float | None = None):
+        config, n_workers, worker_timeout = check_backend_arguments(config, n_workers,
+                                                                    worker_timeout)
         config_bytes = cloudpickle.dumps(config)
         self._procs, self._conns = [], []
         self._busy = set()
@@ -522,11 +572,17 @@ class RayBackend(Backend):
 
     Args:
         config (dict): ``RolloutWorker`` arguments.
-        n_workers (int): Number of actors.
+        n_workers (int): Number of actors (they may be spread over a cluster).
+
+    Raises:
+        TypeError, ValueError: For bad arguments (:func:`check_backend_arguments`),
+            before Ray is started or an actor made.
 
     """
 
     def __init__(self, config: Dict[str, Any], n_workers: int, worker_timeout=None):
+        config, n_workers, _ = check_backend_arguments(config, n_workers, worker_timeout,
+                                                       max_workers=MAX_COUNT)
         del worker_timeout  # Ray reports its own actors' deaths; progress is not watched
         import ray
         init_ray()

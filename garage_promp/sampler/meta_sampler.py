@@ -43,13 +43,15 @@ import collections
 import contextlib
 import copy
 import math
+import numbers
 from typing import Any, Callable, Dict, List, Sequence
 
 from garage_promp._threads import learner_cores_while_sampling
 from garage_promp.policies import AdaptedPolicy
 from garage_promp.sampler.backends import BACKENDS, DEFAULT_WORKER_TIMEOUT
+from garage_promp.sampler.options import check_sampler_options
 from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
-from garage_promp.validation import check_bool, check_float, check_int
+from garage_promp.validation import MAX_COUNT, MAX_WORKERS, check_bool, check_choice, check_int
 
 from garage import EpisodeBatch, StepType
 from garage.sampler import Sampler
@@ -89,7 +91,12 @@ def split_episodes(counts: Sequence[int], n_workers: int
         list[list[tuple]]: For each worker that gets episodes, its
             ``(task, first, count)`` pieces, in task-major order.
 
+    Raises:
+        ValueError: If a count is negative or ``n_workers`` is not >= 1.
+
     """
+    counts = [check_int(count, f'counts[{task}]', 0) for task, count in enumerate(counts)]
+    n_workers = check_int(n_workers, 'n_workers', 1)
     total = sum(counts)
     bounds = np.linspace(0, total, min(n_workers, total) + 1).round()
     offsets = np.concatenate(([0], np.cumsum(counts)))
@@ -135,6 +142,11 @@ class MetaSampler(Sampler):
             same episodes, bit for bit); False keeps the wrapped path for
             every env (for reference and benchmarks).
 
+    Raises:
+        ValueError: Naming a bad option and its value
+            (:func:`~garage_promp.sampler.options.check_sampler_options`);
+            nothing is started.
+
     """
 
     def __init__(self, policy, env, *, kind: str = 'local',
@@ -145,35 +157,31 @@ class MetaSampler(Sampler):
                  worker_timeout: float | None = DEFAULT_WORKER_TIMEOUT):
         # pylint: disable=super-init-not-called
         # (garage's Sampler.__init__(algo, env) is deprecated.)
-        if kind not in BACKENDS:
-            raise ValueError(f'kind must be one of {sorted(BACKENDS)}, got '
-                             f'{kind!r}')
+        kind = check_choice(kind, 'kind', BACKENDS)
         if max_episode_length is None:
-            max_episode_length = getattr(env.spec, 'max_episode_length', None)
-        if max_episode_length is None or not np.isfinite(max_episode_length):
-            raise ValueError('max_episode_length must be finite: the env has '
-                             f'max_episode_length={max_episode_length!r}; '
-                             'give the env (or the sampler) a horizon')
-        self._max_episode_length = check_int(max_episode_length,
-                                             'max_episode_length', 1)
-        self._n_workers = check_int(n_workers, 'n_workers', 1)
-        self._seed = check_int(seed, 'seed', 0)
-        if envs_per_task is not None:
-            envs_per_task = check_int(envs_per_task, 'envs_per_task', 1)
-        if max_envs_per_worker is not None:
-            max_envs_per_worker = check_int(max_envs_per_worker,
-                                            'max_envs_per_worker', 1)
-        batched = check_bool(batched, 'batched')
-        self._lean = check_bool(lean, 'lean')
-        if worker_timeout is not None:
-            worker_timeout = check_float(worker_timeout, 'worker_timeout', 0., low_open=True)
-        self._worker_timeout = worker_timeout
+            horizon = getattr(env.spec, 'max_episode_length', None)
+            if horizon is None or (isinstance(horizon, numbers.Real)
+                                   and not math.isfinite(horizon)):
+                raise ValueError('max_episode_length must be finite: the env has '
+                                 f'max_episode_length={horizon!r}; '
+                                 'give the env (or the sampler) a horizon')
+            max_episode_length = horizon
+        options = check_sampler_options(
+            max_workers=MAX_COUNT if kind == 'ray' else MAX_WORKERS,
+            n_workers=n_workers, seed=seed, max_episode_length=max_episode_length,
+            envs_per_task=envs_per_task, max_envs_per_worker=max_envs_per_worker,
+            batched=batched, lean=lean, worker_timeout=worker_timeout)
+        self._max_episode_length = options['max_episode_length']
+        self._n_workers = options['n_workers']
+        self._seed = options['seed']
+        self._lean = options['lean']
+        self._worker_timeout = options['worker_timeout']
         self._kind = kind
         self._policy = policy
         self._env = env
-        self._envs_per_task = envs_per_task
-        self._batched = batched
-        self._max_envs_per_worker = max_envs_per_worker
+        self._envs_per_task = options['envs_per_task']
+        self._batched = options['batched']
+        self._max_envs_per_worker = options['max_envs_per_worker']
         self._round = 0
         self._backend = None
 

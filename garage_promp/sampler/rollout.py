@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from garage_promp.policies import BatchedGaussianMLP, distribution_params
 from garage_promp.sampler.lean import _TERMINAL, LeanStepper
+from garage_promp.sampler.options import check_sampler_options
 
 import numpy as np
 import torch
@@ -195,21 +196,28 @@ class RolloutWorker:
         lean (bool): Step envs that allow it together, without the per-step
             wrapper layers (:mod:`garage_promp.sampler.lean`; same episodes).
 
+    Raises:
+        ValueError: If an option is out of range, naming it
+            (:func:`~garage_promp.sampler.options.check_sampler_options`).
+
     """
 
     def __init__(self, policy, env, seed: int, max_episode_length: int,
                  envs_per_task: int | None = None, batched: bool = True,
                  max_envs_per_worker: int | None = None, lean: bool = True):
+        options = check_sampler_options(
+            seed=seed, max_episode_length=max_episode_length, envs_per_task=envs_per_task,
+            batched=batched, max_envs_per_worker=max_envs_per_worker, lean=lean)
         self._policy = policy
-        self._lean = bool(lean)
+        self._lean = options['lean']
         #: Env steps and resets done so far (read by a pool worker's progress reports).
         self.progress = 0
         self._template = env
-        self._seed = int(seed)
-        self._max_episode_length = int(max_episode_length)
-        self._envs_per_task = envs_per_task
-        self._batched = bool(batched)
-        self._max_envs_per_worker = max_envs_per_worker
+        self._seed = options['seed']
+        self._max_episode_length = options['max_episode_length']
+        self._envs_per_task = options['envs_per_task']
+        self._batched = options['batched']
+        self._max_envs_per_worker = options['max_envs_per_worker']
         self._pool: List[Any] = []
         self._where = None
         self._fast = self._checked_fast_forward() if self._batched else None
