@@ -16,6 +16,7 @@ import warnings
 from garage_promp._garage_compat import TRAINING_SNAPSHOT_KEYS, NotASnapshotError
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.run_dir import owned_run_dir
+from garage_promp.validation import check_run_dir
 
 import dowel
 from dowel import CsvOutput, logger
@@ -146,10 +147,15 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
         float: The last epoch's average return.
 
     Raises:
+        ValueError: If ``log_dir`` is not a directory holding a snapshot
+            (``params.pkl`` or ``itr_N.pkl``), naming it; nothing is written
+            there (not even the lock file).
         RunDirBusy: If another process is writing to ``log_dir``
             (:func:`~garage_promp.experiment.run_dir.owned_run_dir`).
 
     """
+    # Before the lock: owned_run_dir creates the directory and its .lock file.
+    log_dir = check_run_dir(log_dir)
     with owned_run_dir(log_dir):
         return _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps)
 

@@ -5,6 +5,7 @@ import pathlib
 import subprocess
 import sys
 
+from garage_promp.experiment.resume import resume_run
 from garage_promp.experiment.run_dir import RunDirBusy, owned_run_dir
 from garage_promp.validation import check_output_path
 
@@ -41,6 +42,26 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
                 pass
     with owned_run_dir(str(tmp_path)):  # released when the holder is done
         pass
+
+
+@pytest.mark.parametrize('content', ['nothing', 'no snapshot'])
+def test_resume_run_refuses_a_directory_without_a_snapshot_and_writes_nothing(tmp_path,
+                                                                              content):
+    log_dir = tmp_path / 'run'
+    log_dir.mkdir()
+    if content == 'no snapshot':
+        (log_dir / 'progress.csv').write_text('Epoch\n0\n')
+    before = sorted(p.name for p in log_dir.iterdir())
+    with pytest.raises(ValueError, match=f'{str(log_dir)!r} holds no snapshot'):
+        resume_run(str(log_dir), n_epochs=2)
+    assert sorted(p.name for p in log_dir.iterdir()) == before  # no .lock either
+
+
+def test_resume_run_refuses_a_missing_directory_and_creates_nothing(tmp_path):
+    missing = tmp_path / 'no' / 'run'
+    with pytest.raises(ValueError, match=f'{str(missing)!r} is not a directory'):
+        resume_run(str(missing), n_epochs=2)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_resume_is_refused_while_another_process_writes(tmp_path):
