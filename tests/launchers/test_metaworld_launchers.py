@@ -171,3 +171,28 @@ def test_terminate_on_success_ends_the_episode_at_the_first_success(monkeypatch)
         # A pickled copy keeps the setting.
         import pickle  # pylint: disable=import-outside-toplevel
         assert pickle.loads(pickle.dumps(env)).terminate_on_success is terminate
+
+
+@pytest.mark.metaworld
+@pytest.mark.slow
+def test_ml45_trains_and_meta_tests_with_a_tiny_budget(tmp_path):
+    """ML45 through the same tooling: one epoch over all 45 training classes (one task
+    each), a budget of env steps, the meta-test on one goal of each of the 5 held-out
+    classes, and the protocol evaluation of the snapshot."""
+    log_dir = tmp_path / 'ml45'
+    result = _invoke('train', '--env', 'ML45', '--algo', 'ProMP', '--max-env-steps', 450,
+                     '--meta-batch-size', 45, '--episodes-per-task', 1,
+                     '--max-episode-length', 5, '--n-test-tasks', 5, '--hidden-sizes', 8,
+                     '--log-dir', log_dir)
+    assert result.exit_code == 0, result.output
+    rows = _read_csv(log_dir / 'progress.csv')
+    assert len(rows) == 1 and int(rows[0]['TotalEnvSteps']) == 45 * 1 * 5 * 2
+    held_out = sorted(ML45_V3['test'])
+    assert len(held_out) == 5
+    for name in held_out:
+        assert 0. <= float(rows[0][f'MetaTest/{name}/SuccessRate']) <= 1., name
+    out = tmp_path / 'ml45.csv'
+    result = _invoke('meta_test', log_dir, '--protocol', 'metaworld-algorithms',
+                     '--goals-per-class', 1, '--n-exploration-eps', 1, '--csv', out)
+    assert result.exit_code == 0, result.output
+    assert sorted(r['task'] for r in _read_csv(out)[:-1]) == held_out
