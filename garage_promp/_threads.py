@@ -24,6 +24,14 @@ def available_cores() -> int:
 
 _CAP = [None]  # the learner's thread cap while workers sample, or None
 
+#: torch threads of an inner step (an adaptation), in training and at meta-test
+#: alike. Inner steps run task by task while workers sample other tasks, so the
+#: cores free then depend on the sampler, and torch's reductions round
+#: differently with other thread counts: on a fixed count, an adapted policy
+#: depends neither on the sampler nor on the machine, and meta-test adapts as
+#: training does.
+ADAPTATION_THREADS = 1
+
 
 @contextlib.contextmanager
 def learner_cores_while_sampling(n_workers: int):

@@ -15,7 +15,7 @@ import collections
 from typing import List
 
 from garage_promp._console import phase
-from garage_promp._threads import learner_threads
+from garage_promp._threads import ADAPTATION_THREADS, learner_threads
 from garage_promp.algos._batch import MetaBatch, concatenate_tasks, process_episodes
 from garage_promp.policies import Params, named_params, stack_params, unstack_params
 
@@ -58,13 +58,12 @@ class MetaBatchSampling:
             # Task by task, while the workers sample the other tasks: process
             # D_k of this task and take its inner step (one task at a time,
             # so the result does not depend on how the work was split), on
-            # one torch thread: torch's reductions round differently with
-            # other thread counts, and the cores free here depend on the
-            # sampler (none beside busy workers, all with the in-process one).
+            # ADAPTATION_THREADS torch threads, as meta-test adapts (the
+            # cores free here depend on the sampler).
             if done[k] == 0 and k + 1 < n_rounds:  # round k + 1 is starting
                 phase(f'sampling round {k + 2}/{n_rounds}')
             done[k] += 1
-            with learner_threads(1):
+            with learner_threads(ADAPTATION_THREADS):
                 batch = process_episodes(episodes, 1, self._episodes_per_task,
                                          self._horizon, self._processing, first_task=task)
                 parts[k][task] = batch

@@ -12,7 +12,7 @@ constructor (``_policy``, ``_sampler``, ``_inner_lr``, ... ; see there).
 import collections
 from typing import List, Sequence
 
-from garage_promp._threads import learner_threads
+from garage_promp._threads import ADAPTATION_THREADS, learner_threads
 from garage_promp.algos._batch import process_episodes
 from garage_promp.policies import AdaptedPolicy, Params, named_params, stack_params, unstack_params
 
@@ -74,8 +74,12 @@ class MetaTestAPI:
         Returns:
             list[dict]: The adapted (detached) parameters of each task.
 
+        It runs on the torch threads of training's inner steps
+        (``ADAPTATION_THREADS``, not the outer step's ``learner_threads``),
+        and leaves the thread count as it found it.
+
         """
-        with learner_threads(self._learner_thread_count()):
+        with learner_threads(ADAPTATION_THREADS):
             batch = process_episodes(episodes, len(params), episodes_per_task,
                                      self._horizon, self._processing)
             stacked = stack_params([

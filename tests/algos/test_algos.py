@@ -271,6 +271,44 @@ def test_learner_uses_its_threads_only_while_workers_wait(monkeypatch):
     assert seen == [3] and torch.get_num_threads() == before
 
 
+@pytest.mark.parametrize('kind', ['local', 'multiprocessing'])
+def test_meta_test_adapts_on_the_threads_training_adapts_on_and_restores_them(monkeypatch,
+                                                                              kind):
+    """Not the outer step's learner_threads (3 here): the adapted policy would depend on them."""
+    _, algo = make_algo('ProMP', evaluator=True, learner_threads=3,
+                        setup_kwargs=dict(kind=kind, n_workers=2))
+    seen = []
+    inner_step = algo._inner_step
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return inner_step(*args, **kwargs)
+
+    monkeypatch.setattr(algo, '_inner_step', spy)
+    before = torch.get_num_threads()
+    try:
+        batches = algo.sample_meta_batch(0)  # training's inner steps
+        training = set(seen)
+        assert len(training) == 1 and torch.get_num_threads() == before
+        seen.clear()
+        algo._meta_evaluator.evaluate(algo)  # meta-test, pipelined through the sampler
+        algo.adapt_policy(algo.get_exploration_policy(), batches[0].episodes)  # garage's API
+        assert seen and set(seen) == training
+        assert torch.get_num_threads() == before
+
+        def failing(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            raise RuntimeError('inner step failed')
+
+        monkeypatch.setattr(algo, '_inner_step', failing)
+        seen.clear()
+        with pytest.raises(RuntimeError, match='inner step failed'):
+            algo.adapt_many([dict(algo.policy.named_parameters())], batches[0].episodes, 6)
+        assert set(seen) == training and torch.get_num_threads() == before
+    finally:
+        algo.sampler.shutdown_worker()
+
+
 def test_default_learner_threads_leave_an_in_process_run_alone(monkeypatch):
     import garage_promp._threads as threads
     monkeypatch.setattr(threads, 'available_cores', lambda: 7)
