@@ -528,9 +528,9 @@ class _HangingGoalEnv(_SlowGoalEnv):
     DELAY = 3600.
 
 
-def _sampler_with_timeout(env_class, timeout):
-    env, policy, _, _ = make_setup(7, n_workers=2, kind='multiprocessing', env_class=env_class)
-    sampler = garage_promp.make_sampler(policy, env, kind='multiprocessing', n_workers=2,
+def _sampler_with_timeout(env_class, timeout, kind='multiprocessing'):
+    env, policy, _, _ = make_setup(7, n_workers=2, kind=kind, env_class=env_class)
+    sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=2,
                                         worker_timeout=timeout, seed=7)
     return policy, sampler
 
@@ -547,6 +547,53 @@ def test_a_hung_env_ends_the_run_naming_the_worker():
     assert 'sampler worker 1' in message and 'made no progress' in message
     assert 'task slot 2' in message and 'step 1' in message and '_HangingGoalEnv' in message
     _assert_no_children()
+
+
+class _StallingGoalEnv(LongPointEnv):
+    """Stalls ``DELAY`` s (the GIL released) in the first step of task 2's episodes.
+
+    Long past a 2 s ``worker_timeout``; short enough that a sampler that does
+    not watch its workers returns (with no error) instead of hanging the test.
+    """
+
+    DELAY = 15.
+
+    def step(self, action):
+        if self._goal[1] == -0.1 and self._step_cnt == 0:
+            time.sleep(self.DELAY)
+        return super().step(action)
+
+
+def _gone(pid):
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_hung_env_under_ray_ends_the_run_and_kills_its_actor():
+    import ray
+    garage_promp.sampler.init_ray(num_cpus=2)
+    try:
+        policy, sampler = _sampler_with_timeout(_StallingGoalEnv, 2., kind='ray')
+        tasks, params = _early_ending_tasks()[:4], _noisy_params(policy, 4)
+        start = time.monotonic()
+        with pytest.raises(SamplerWorkerError) as error:
+            sampler.obtain_meta_batch(tasks, params, 2)
+        assert 2. < time.monotonic() - start < 60.  # the actors' start (not timed) included
+        message = str(error.value)
+        assert 'sampler worker 1 (Ray actor, pid ' in message and 'made no progress' in message
+        assert 'task slot 2' in message and 'step 1' in message and '_StallingGoalEnv' in message
+        assert error.value.worker == 1
+        pid = int(re.search(r'pid (\d+)', message).group(1))
+        deadline = time.monotonic() + 20
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _gone(pid)  # the stuck actor is killed, not left hanging in its env
+    finally:
+        ray.shutdown()
 
 
 def test_a_stopped_worker_ends_the_run_naming_it():

@@ -23,11 +23,12 @@ Errors: an exception in a worker is re-raised in the main process as a
 exception's type when possible (``except ValueError`` still works); its
 message names the worker, env, task, slot and step, and carries the worker's
 traceback. A worker that dies (SIGKILL, segfault, out of memory) is noticed
-within a second (its end of the socket closes). Either way every worker is
-stopped before the error propagates, and no worker outlives the main process
-(workers ignore SIGINT so that Ctrl-C is handled by the main process alone,
-exit when the main process's end of their socket closes, and are stopped at
-interpreter exit).
+within a second (its end of the socket closes); a pool worker or Ray actor
+that makes no progress for ``worker_timeout`` seconds ends the run, naming
+it. Either way every worker is stopped before the error propagates, and no
+worker outlives the main process (workers ignore SIGINT so that Ctrl-C is
+handled by the main process alone, exit when the main process's end of their
+socket closes, and are stopped at interpreter exit).
 """
 import atexit
 import builtins
@@ -255,6 +256,80 @@ STALL_NOTICE_SECONDS = 30.
 DEFAULT_WORKER_TIMEOUT = 600.
 
 
+class _Watchdog:
+    """Busy workers' progress: the run ends when one stands still too long.
+
+    A backend tells it when a worker starts a job (:meth:`started`) and each
+    progress report it hears (:meth:`note`: the worker's step counter,
+    ``RolloutWorker.progress``, and where it is), and calls :meth:`check`
+    between waits. A busy worker whose counter has not moved for ``timeout``
+    seconds (or that reports nothing: stopped, or stuck in native code) ends
+    the run with a ``SamplerWorkerError`` naming it, its env, task slot,
+    episode and step; after STALL_NOTICE_SECONDS the console says which
+    worker the run waits for.
+
+    Args:
+        timeout (float or None): ``worker_timeout``; None: wait forever.
+        poll_seconds (float): How often the backend calls :meth:`check`.
+
+    """
+
+    def __init__(self, timeout: float | None, poll_seconds: float):
+        self.timeout = timeout
+        self._poll_seconds = poll_seconds
+        self._progress = {}  # worker -> (its step counter, where, when it last moved)
+        self._last_check = None
+
+    def started(self, worker_id: int):
+        """Worker ``worker_id`` has just been given a job."""
+        self._progress[worker_id] = (None, 'its job start', time.monotonic())
+
+    def note(self, worker_id: int, count: int, where: str):
+        """A progress report: the worker's step counter and where it is."""
+        last = self._progress.get(worker_id)
+        moved = last is None or last[0] != count
+        self._progress[worker_id] = (count, where, time.monotonic() if moved else last[2])
+
+    def check(self, busy, describe):
+        """Say which of the ``busy`` workers the run waits for; raise if one is stuck.
+
+        Args:
+            busy (iterable[int]): The workers with a job.
+            describe (callable): ``worker -> str`` naming it, e.g.
+                ``'sampler worker 1 (pid 123)'``.
+
+        Raises:
+            SamplerWorkerError: If a busy worker has made no progress for
+                ``timeout`` seconds.
+
+        """
+        now = time.monotonic()
+        gap = now - (now if self._last_check is None else self._last_check)
+        self._last_check = now
+        if gap > 5 * self._poll_seconds:  # this process was not running (stopped, suspended)
+            self._progress = {w: (c, where, since + gap)
+                              for w, (c, where, since) in self._progress.items()}
+        for worker_id in sorted(busy):
+            _, where, since = self._progress.get(worker_id, (None, '?', now))
+            idle = now - since
+            if idle >= STALL_NOTICE_SECONDS:
+                phase(f'waiting for {describe(worker_id)}, no progress for {idle:.0f} s at '
+                      f'{where}')
+            if self.timeout is not None and idle > self.timeout:
+                raise SamplerWorkerError(
+                    f'{describe(worker_id)} made no progress for {idle:.0f} s '
+                    f'(worker_timeout={self.timeout:g}) at {where}: an env stuck in step or '
+                    'reset, or a stopped worker; every worker is stopped', worker_id)
+
+
+def _where(worker: RolloutWorker) -> str:
+    """Where ``worker`` is, for a progress report; read from another thread."""
+    try:
+        return worker.context.describe()
+    except Exception:  # pylint: disable=broad-except  (a user env's odd task)
+        return '?'
+
+
 def _heartbeat(conn, lock, state):
     """A pool worker's reporter thread: while a job runs, its progress every beat.
 
@@ -270,11 +345,7 @@ def _heartbeat(conn, lock, state):
             if worker is None:
                 continue
             try:
-                where = worker.context.describe()
-            except Exception:  # pylint: disable=broad-except  (a user env's odd task)
-                where = '?'
-            try:
-                conn.send_bytes(pickle.dumps(('progress', (worker.progress, where))))
+                conn.send_bytes(pickle.dumps(('progress', (worker.progress, _where(worker)))))
             except (EOFError, OSError, ValueError):
                 return
 
@@ -362,9 +433,8 @@ class ProcessPoolBackend(Backend):
         config_bytes = cloudpickle.dumps(config)
         self._procs, self._conns = [], []
         self._busy = set()
-        self._worker_timeout = worker_timeout
+        self._watchdog = _Watchdog(worker_timeout, self.POLL_SECONDS)
         self.started = False  # every worker has reported in
-        self._progress = {}  # worker -> (its step counter, where, when it last moved)
         _LIVE_POOLS.add(self)
         env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
                    OPENBLAS_NUM_THREADS='1')
@@ -400,7 +470,7 @@ class ProcessPoolBackend(Backend):
             except OSError:  # it died while idle (e.g. killed for memory)
                 raise self._death(worker_id, 'receiving its job') from None
             self._busy.add(worker_id)
-            self._progress[worker_id] = (None, 'its job start', time.monotonic())
+            self._watchdog.started(worker_id)
         except BaseException:
             self.close()
             raise
@@ -440,46 +510,17 @@ class ProcessPoolBackend(Backend):
                 if status == 'error':
                     raise worker_error(payload)
                 if status == 'progress':
-                    self._note_progress(worker_id, *payload)
+                    self._watchdog.note(worker_id, *payload)
                     continue
                 return worker_id, payload
-            self._check_progress(pending)
+            self._watchdog.check(pending & self._busy, self._describe)
             for worker_id in sorted(pending):
                 if self._procs[worker_id].poll() is not None and \
                         not self._conns[worker_id].poll():
                     raise self._death(worker_id, doing)
 
-    def _note_progress(self, worker_id: int, count: int, where: str):
-        last = self._progress.get(worker_id)
-        moved = last is None or last[0] != count
-        self._progress[worker_id] = (count, where, time.monotonic() if moved else last[2])
-
-    def _check_progress(self, pending):
-        """Say which busy worker the run waits for; end the run if one is stuck.
-
-        A busy worker whose step counter has not moved for ``worker_timeout``
-        seconds (or that sends nothing: stopped, or stuck in native code)
-        ends the run with a ``SamplerWorkerError`` naming it, its env, task
-        slot, episode and step; ``close`` then stops every worker.
-        """
-        now = time.monotonic()
-        gap = now - getattr(self, '_last_check', now)
-        self._last_check = now
-        if gap > 5 * self.POLL_SECONDS:  # this process was not running (stopped, suspended)
-            self._progress = {w: (c, where, since + gap)
-                              for w, (c, where, since) in self._progress.items()}
-        for worker_id in sorted(pending & self._busy):
-            _, where, since = self._progress.get(worker_id, (None, '?', now))
-            idle = now - since
-            if idle >= STALL_NOTICE_SECONDS:
-                phase(f'waiting for sampler worker {worker_id} (pid '
-                      f'{self._procs[worker_id].pid}), no progress for {idle:.0f} s at {where}')
-            if self._worker_timeout is not None and idle > self._worker_timeout:
-                raise SamplerWorkerError(
-                    f'sampler worker {worker_id} (pid {self._procs[worker_id].pid}) made no '
-                    f'progress for {idle:.0f} s (worker_timeout={self._worker_timeout:g}) at '
-                    f'{where}: an env stuck in step or reset, or a stopped worker; every '
-                    'worker is stopped', worker_id)
+    def _describe(self, worker_id: int) -> str:
+        return f'sampler worker {worker_id} (pid {self._procs[worker_id].pid})'
 
     def _death(self, worker_id: int, doing: str) -> SamplerWorkerError:
         proc = self._procs[worker_id]
@@ -551,7 +592,11 @@ def init_ray(**kwargs):
 
 
 class _RayWorker:
-    """The body of a Ray actor: a RolloutWorker that reports failures."""
+    """The body of a Ray actor: a RolloutWorker that reports failures and progress.
+
+    The actor runs two calls at once (``max_concurrency=2``): ``progress``
+    answers while ``sample`` runs, as a pool worker's reporter thread does.
+    """
 
     def __init__(self, worker_id: int, config_bytes: bytes):
         import torch
@@ -563,6 +608,10 @@ class _RayWorker:
         return _sample_or_report(self._worker, self._worker_id,
                                  cloudpickle.loads(job_bytes))
 
+    def progress(self) -> Tuple[int, str, int]:
+        """The worker's step counter, where it is, and the actor's pid."""
+        return self._worker.progress, _where(self._worker), os.getpid()
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -570,9 +619,19 @@ class _RayWorker:
 class RayBackend(Backend):
     """One Ray actor per worker (starts Ray if it is not running).
 
+    Stuck actors are watched as pool workers are: while an actor samples, the
+    main process asks it for its progress every ``POLL_SECONDS``; an actor
+    whose step counter has not moved for ``worker_timeout`` seconds, or that
+    does not answer (stopped, or stuck in native code holding the GIL), ends
+    the run with a ``SamplerWorkerError`` naming it, and every actor is killed.
+    The clock starts when the actor has answered once: as a pool's start, an
+    actor's start (Ray may wait for a node with a free CPU) is not timed.
+
     Args:
         config (dict): ``RolloutWorker`` arguments.
         n_workers (int): Number of actors (they may be spread over a cluster).
+        worker_timeout (float or None): Seconds a busy actor may make no
+            progress before the run ends naming it; None: wait forever.
 
     Raises:
         TypeError, ValueError: For bad arguments (:func:`check_backend_arguments`),
@@ -580,22 +639,28 @@ class RayBackend(Backend):
 
     """
 
+    POLL_SECONDS = 0.5
+
     def __init__(self, config: Dict[str, Any], n_workers: int, worker_timeout=None):
-        config, n_workers, _ = check_backend_arguments(config, n_workers, worker_timeout,
-                                                       max_workers=MAX_COUNT)
-        del worker_timeout  # Ray reports its own actors' deaths; progress is not watched
+        config, n_workers, worker_timeout = check_backend_arguments(
+            config, n_workers, worker_timeout, max_workers=MAX_COUNT)
         import ray
         init_ray()
-        actor = ray.remote(num_cpus=1)(_RayWorker)
+        actor = ray.remote(num_cpus=1, max_concurrency=2)(_RayWorker)
         config_bytes = cloudpickle.dumps(config)
         self._actors = [actor.remote(w, config_bytes) for w in range(n_workers)]
-        self._pending = {}  # object ref -> worker
+        self._pending = {}  # object ref of a job's result -> worker
+        self._probes = {}  # worker -> object ref of its outstanding progress call
+        self._pids = {}  # worker -> its actor's pid, once it has answered (it is up)
+        self._watchdog = _Watchdog(worker_timeout, self.POLL_SECONDS)
 
     def submit(self, worker_id: int, job: Job):
         """Start ``job`` on actor ``worker_id``."""
         try:
             self._pending[self._actors[worker_id].sample.remote(cloudpickle.dumps(job))] = \
                 worker_id
+            if worker_id in self._pids:  # else when it first answers
+                self._watchdog.started(worker_id)
         except BaseException:
             self.close()
             raise
@@ -606,14 +671,22 @@ class RayBackend(Backend):
         try:
             if not self._pending:
                 raise RuntimeError('collect() without a submitted job')
-            ready, _ = ray.wait(list(self._pending), num_returns=1)
+            while True:
+                ready, _ = ray.wait(list(self._pending), num_returns=1,
+                                    timeout=self.POLL_SECONDS)
+                if ready:
+                    break
+                self._probe()
+                self._watchdog.check(set(self._pending.values()) & set(self._pids),
+                                     self._describe)
             ref = ready[0]
             worker_id = self._pending.pop(ref)
             try:
                 result = ray.get(ref)
             except ray.exceptions.RayActorError as exc:
                 raise SamplerWorkerError(
-                    f'a Ray sampler actor died while sampling: {exc}') from exc
+                    f'{self._describe(worker_id)} died while sampling: {exc}',
+                    worker_id) from exc
             if isinstance(result, FailureReport):
                 raise worker_error(result)
             return worker_id, result
@@ -621,14 +694,45 @@ class RayBackend(Backend):
             self.close()
             raise
 
+    def _probe(self):
+        """Hear the progress calls that have answered; ask every busy actor again."""
+        import ray
+        busy = set(self._pending.values())
+        if self._probes:
+            answered, _ = ray.wait(list(self._probes.values()), num_returns=len(self._probes),
+                                   timeout=0)
+            answered = set(answered)
+            for worker_id, ref in list(self._probes.items()):
+                if ref not in answered:
+                    continue  # no answer yet: the watchdog counts the silence
+                del self._probes[worker_id]
+                try:
+                    count, where, pid = ray.get(ref)
+                except ray.exceptions.RayError:
+                    continue  # a dead actor: its job's result says so
+                if worker_id not in self._pids:  # up now: its clock starts
+                    self._pids[worker_id] = pid
+                    self._watchdog.started(worker_id)
+                if worker_id in busy:
+                    self._watchdog.note(worker_id, count, where)
+        for worker_id in busy:
+            if worker_id not in self._probes:
+                self._probes[worker_id] = self._actors[worker_id].progress.remote()
+
+    def _describe(self, worker_id: int) -> str:
+        pid = self._pids.get(worker_id)
+        return (f'sampler worker {worker_id} (Ray actor' +
+                (f', pid {pid})' if pid is not None else ')'))
+
     def close(self):
-        """Kill the actors."""
+        """Kill the actors (also one stuck in an env)."""
         import ray
         if ray.is_initialized():
             for actor in self._actors:
                 ray.kill(actor)
         self._actors = []
         self._pending = {}
+        self._probes = {}
 
 
 BACKENDS = {
