@@ -26,6 +26,11 @@ a quarter of the paper's 40 x 20):
 - ``fig8``: seconds per iteration on HumanoidRandDirec for ProMP, LVC-VPG and
   MAML-TRPO at the paper batch, split into sampling and update
   (``benchmarks/throughput.py``), as stacked bars.
+- ``stepsize`` (not in the paper): ProMP with learned inner step sizes
+  (``trainable_inner_step_size``, one per parameter entry, Meta-SGD) against
+  ProMP with the fixed step, on HalfCheetahFwdBack at Fig. 2's budget: the
+  fixed-step arm is Fig. 2's own three ProMP runs, so only the three learned
+  runs are new.
 - ``ml10`` (not in the paper): Meta-World ML10, ProMP vs MAML-TRPO at the
   maintained Meta-World baselines' budget (2e7 env steps, 20 tasks x 10
   episodes, their MAML-TRPO settings), 2 seeds, meta-tested every 10 epochs on
@@ -79,7 +84,7 @@ FIG2_ENVS = ('HalfCheetahFwdBack', 'WalkerFwdBack', 'AntRandDirec', 'HopperRandP
 FIG3_ALGOS = ('LVC-VPG', 'DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG')
 FIG5_ALGOS = ('LVC-TRPO', 'MAML-TRPO', 'E-MAML-TRPO')
 FIG8_ALGOS = ('ProMP', 'LVC-VPG', 'MAML-TRPO')
-FIGURES = ('fig2', 'fig3', 'fig5', 'fig6', 'fig8', 'ml10')
+FIGURES = ('fig2', 'fig3', 'fig5', 'fig6', 'fig8', 'ml10', 'stepsize')
 #: Figures that are one script's output rather than training runs.
 SCRIPTED = {'fig6': 'fig6.json', 'fig8': 'throughput.json'}
 #: Tasks per iteration and episodes per task (a quarter of the paper's 40 x 20).
@@ -98,10 +103,17 @@ class Run:
     options: Tuple[str, ...] = ()
     """Further ``train.py`` options (e.g. ``--set reward_type=sparse``)."""
     batch: Tuple[int, int] = BATCH
+    label: str = ''
+    """What the run is called in names, tables and figures (default: the algorithm),
+    for a variant of an algorithm set by ``options``."""
+
+    @property
+    def tag(self) -> str:
+        return self.label or self.algo
 
     @property
     def name(self) -> str:
-        return f'{self.fig}/{self.env}/{self.algo}_seed={self.seed}'
+        return f'{self.fig}/{self.env}/{self.tag}_seed={self.seed}'
 
 
 def fig2_runs() -> List[Run]:
@@ -149,7 +161,22 @@ def ml10_runs() -> List[Run]:
             for seed in (1, 2) for algo in ('ProMP', 'MAML-TRPO')]
 
 
-TRAINING_FIGURES = {'fig2': fig2_runs, 'fig3': fig3_runs, 'fig5': fig5_runs, 'ml10': ml10_runs}
+#: The learned-step-size variant of ProMP (the reference's ``trainable_inner_step_size``).
+LEARNED_STEP = 'ProMP-learned-step'
+
+
+def stepsize_runs() -> List[Run]:
+    """ProMP with and without learned inner step sizes on HalfCheetahFwdBack: Fig. 2's
+    three 2e7-step ProMP runs, and the same three seeds with the step sizes trained."""
+    fixed = [r for r in fig2_runs() if r.env == 'HalfCheetahFwdBack' and r.algo == 'ProMP'
+             and r.seed in (1, 2, 3)]
+    return fixed + [dataclasses.replace(r, fig='stepsize', label=LEARNED_STEP,
+                                        options=('--set', 'trainable_inner_step_size=true'))
+                    for r in fixed]
+
+
+TRAINING_FIGURES = {'fig2': fig2_runs, 'fig3': fig3_runs, 'fig5': fig5_runs, 'ml10': ml10_runs,
+                    'stepsize': stepsize_runs}
 
 
 def quick_runs(fig: str) -> List[Run]:
@@ -157,7 +184,7 @@ def quick_runs(fig: str) -> List[Run]:
     full = TRAINING_FIGURES[fig]()
     seen, runs = set(), []
     for run in full:
-        key = (run.env, run.algo)
+        key = (run.env, run.tag)
         if run.seed == 1 and key not in seen and len({e for e, _ in seen} | {run.env}) <= 2:
             seen.add(key)
             horizon = 10
@@ -359,7 +386,7 @@ def load(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, str], Dict[
     for run in runs:
         rows = read_progress(campaign.result_dir(run)) or read_progress(campaign.run_dir(run))
         if rows:
-            data.setdefault((run.env, run.algo), {})[run.seed] = rows
+            data.setdefault((run.env, run.tag), {})[run.seed] = rows
     return data
 
 
@@ -439,14 +466,17 @@ def _pm(values: Sequence[float]) -> str:
     return f'{mean:.1f} ± {std:.1f}' if len(values) > 1 else f'{mean:.1f}'
 
 
-def _verdict(t: float, p: float, n_more: float) -> str:
-    """The verdict on "a > b" from Welch's t and its one-sided p-value."""
+def _verdict(t: float, p: float, n_more: float, paper: bool = True) -> str:
+    """The verdict on "a > b" from Welch's t and its one-sided p-value; ``paper``: the
+    claim is the paper's (reproduced or not), else a measurement of this package's (holds
+    or not)."""
     if math.isnan(t):
         return 'not measured yet (needs ≥ 2 seeds of each)'
     if p < 0.05:
-        return 'reproduced (one-sided p < 0.05)'
+        return ('reproduced' if paper else 'holds') + ' (one-sided p < 0.05)'
     if 1 - p < 0.05:
-        return 'not reproduced: the opposite is significant (one-sided p < 0.05)'
+        return (('not reproduced: ' if paper else 'does not hold: ')
+                + 'the opposite is significant (one-sided p < 0.05)')
     more = (f'≈ {n_more:.0f} seeds each would decide it' if math.isfinite(n_more)
             else 'no difference')
     return f'not significant at this budget ({more})'
@@ -478,9 +508,10 @@ def along_the_way(data, envs: Sequence[str], first: str, second: str,
 
 
 def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str],
-                    key: str | None = None, what: str = ''):
+                    key: str | None = None, what: str = '', paper: bool = True):
     """Claims-table rows: ``winner`` beats each loser on ``env`` in ``key`` (default:
-    the post-update return; ``what`` names another key in the claim)."""
+    the post-update return; ``what`` names another key in the claim); ``paper``: whether
+    the claim is the paper's (see :func:`_verdict`)."""
     rows = []
     for loser in losers:
         # Each pair at the env steps all runs of both reached.
@@ -495,7 +526,7 @@ def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]
         measured = (f'{_pm(a)} ({len(a)} seeds) vs {_pm(b)} ({len(b)}) '
                     f'at {matched:,.0f} env steps{stats}')
         rows.append((claim, measured,
-                     _verdict(t, p, seeds_needed(a, b))))
+                     _verdict(t, p, seeds_needed(a, b), paper)))
     return rows
 
 
@@ -520,12 +551,14 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         runs = runs_of(fig, quick)
         data = load(campaign, runs)
         envs = list(dict.fromkeys(r.env for r in runs))
-        algos = list(dict.fromkeys(r.algo for r in runs))
+        algos = list(dict.fromkeys(r.tag for r in runs))
         missing = [r.name for r in runs if campaign.state(r)[0] != 'done']
         title = {'fig2': 'Fig. 2: post-update return (ProMP vs MAML-TRPO vs E-MAML-TRPO)',
                  'fig3': "Fig. 3: VPG with each meta-gradient estimator",
                  'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward',
-                 'ml10': 'Meta-World ML10 (not in the paper): ProMP vs MAML-TRPO'}[fig]
+                 'ml10': 'Meta-World ML10 (not in the paper): ProMP vs MAML-TRPO',
+                 'stepsize': 'Learned inner step sizes (not in the paper): ProMP with and '
+                             'without, HalfCheetahFwdBack'}[fig]
         (out / fig).mkdir(parents=True, exist_ok=True)
         draw_panels(out / fig / f'{fig}.png', data, envs, algos,
                     f'{title} — {len(runs) - len(missing)}/{len(runs)} runs done',
@@ -562,7 +595,10 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
             for key, what in (('MetaTest/Average/SuccessRate', ' held-out success'),
                               ('Step_1-SuccessRate', ' training-class success, post-update')):
                 claims += comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'],
-                                          key, what)
+                                          key, what, paper=False)
+        elif fig == 'stepsize':
+            claims += comparison_rows(data, 'Learned step sizes', 'HalfCheetahFwdBack',
+                                      LEARNED_STEP, ['ProMP'], paper=False)
         elif fig == 'fig5':
             claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
                                       ['MAML-TRPO', 'E-MAML-TRPO'])

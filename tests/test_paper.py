@@ -142,6 +142,9 @@ def test_report_on_partial_results_draws_what_exists(paper, tmp_path):
 def test_verdicts(paper):
     assert paper._verdict(3., 0.01, 3).startswith('reproduced')
     assert paper._verdict(-3., 0.99, 3).startswith('not reproduced')
+    # A claim of the package's own (not the paper's) holds or does not.
+    assert paper._verdict(3., 0.01, 3, paper=False).startswith('holds')
+    assert paper._verdict(-3., 0.99, 3, paper=False).startswith('does not hold')
     assert '8 seeds' in paper._verdict(1., 0.2, 8)
     t, p = paper.welch([3., 4., 5.], [0., 1., 2.])
     assert t == pytest.approx(3 / (2 / 3) ** 0.5) and p < 0.05
@@ -185,7 +188,7 @@ def test_an_interrupted_run_continues_with_the_rows_of_an_uninterrupted_one(pape
 
 @pytest.mark.slow
 @pytest.mark.mujoco
-@pytest.mark.parametrize('fig', ['fig2', 'fig3', 'fig5',
+@pytest.mark.parametrize('fig', ['fig2', 'fig3', 'fig5', 'stepsize',
                                  pytest.param('ml10', marks=pytest.mark.metaworld)])
 def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
     args = ['--quick', '--runs-dir', str(tmp_path)]
@@ -203,6 +206,14 @@ def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
         variant = json.loads((tmp_path / 'quick' / 'results' / run.name / 'variant.json')
                              .read_text())
         assert variant['algo'] == run.algo and variant['max_env_steps'] == run.steps
+    if fig == 'stepsize':  # the learned arm trains its step sizes; the fixed arm is Fig. 2's
+        learned = [r for r in paper.quick_runs(fig) if r.label]
+        assert learned and all(r.name.startswith('stepsize/') for r in learned)
+        for run in learned:
+            variant = json.loads((tmp_path / 'quick' / 'results' / run.name / 'variant.json')
+                                 .read_text())
+            assert variant['overrides'] == {'trainable_inner_step_size': True}
+        assert f'| Learned step sizes HalfCheetahFwdBack: {paper.LEARNED_STEP} > ProMP |' in report
     if fig == 'ml10':  # the success claims, measured on the meta-test's held-out classes
         assert '| Meta-World ML10 held-out success: ProMP > MAML-TRPO |' in report
         assert 'not run yet' not in report.split('## Claims')[1]
@@ -261,3 +272,18 @@ def test_each_claim_compares_its_own_pair_at_their_common_steps(paper, tmp_path)
     assert not any('| 2,500,000 |' in x for x in along)
     assert '| HalfCheetahFwdBack | 5,000,000 | 51.5 ± 0.7 | 11.5 ± 0.7 |' in along[0]
     assert '| HalfCheetahFwdBack | 20,000,000 | 53.5 ± 0.7 | 13.5 ± 0.7 |' in along[-1]
+
+
+def test_stepsize_reuses_fig2s_fixed_step_runs(paper):
+    """The fixed-step arm is Fig. 2's ProMP on HalfCheetahFwdBack (seeds 1-3, same budget
+    and batch), so only the learned runs are new; they differ by the option alone."""
+    runs = paper.stepsize_runs()
+    fig2 = {r.name: r for r in paper.fig2_runs()}
+    fixed = [r for r in runs if not r.label]
+    learned = [r for r in runs if r.label]
+    assert [fig2[r.name] for r in fixed] == fixed and len(fixed) == 3
+    assert [r.seed for r in learned] == [1, 2, 3]
+    for a, b in zip(fixed, learned):
+        assert (a.env, a.algo, a.steps, a.batch) == (b.env, b.algo, b.steps, b.batch)
+        assert b.options == ('--set', 'trainable_inner_step_size=true')
+        assert b.name == f'stepsize/HalfCheetahFwdBack/{paper.LEARNED_STEP}_seed={b.seed}'
