@@ -29,10 +29,8 @@ run the physics loop at once against the sampler with N worker processes
     python benchmarks/physics.py --env HalfCheetahFwdBack --repeats 3
     python benchmarks/physics.py --workers 2 --out benchmarks/results
 """
-import json
 import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
@@ -41,16 +39,14 @@ from garage_promp.experiment.env_names import EnvName
 from garage_promp.validation import (
     OUTPUT_DIR,
     WORKERS,
-    check_batch_steps,
     count,
-    usage_errors,
-    user_errors,
 )
 
 import click
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from bench_io import check_env_batches, write_results  # noqa: E402  pylint: disable=wrong-import-position
 from throughput import at_barrier  # noqa: E402  pylint: disable=wrong-import-position
 
 DEFAULT_ENVS = ('HalfCheetahFwdBack', 'HopperRandParams', 'WalkerFwdBack', 'AntRandDirec',
@@ -230,14 +226,9 @@ def format_table(results, meta_batch_size, episodes_per_task):
 def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_steps, out):
     """Print the physics table of ENVS."""
     os.environ.setdefault('OMP_NUM_THREADS', '1')
-    for env_name in envs:  # every env is checked before any is measured
-        with user_errors(f'--env {env_name}'):
-            setup = _setup(env_name)[2]
-            _mujoco_env(setup.train_tasks.sample(1)[0]())  # a MuJoCo env, or no physics to time
-        with usage_errors():
-            check_batch_steps(setup.env.spec.max_episode_length,
-                              meta_batch_size=meta_batch_size,
-                              episodes_per_task=episodes_per_task)
+    check_env_batches(  # a MuJoCo env, or no physics to time
+        envs, meta_batch_size, episodes_per_task, lambda name: _setup(name)[2],
+        lambda setup: _mujoco_env(setup.train_tasks.sample(1)[0]()))
     results = []
     for env_name in envs:
         click.echo(f'measuring {env_name}', err=True)
@@ -246,15 +237,9 @@ def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_ste
     table = format_table(results, meta_batch_size, episodes_per_task)
     click.echo(table)
     if out:
-        out = pathlib.Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        meta = dict(date=time.strftime('%Y-%m-%d'), machine=platform.node(),
-                    processor=platform.processor(), cores=os.cpu_count(),
-                    meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
         suffix = '' if workers == 1 else f'_{workers}workers'
-        (out / f'physics{suffix}.json').write_text(json.dumps(dict(meta=meta, results=results),
-                                                             indent=1))
-        (out / f'physics{suffix}.md').write_text(table + '\n')
+        write_results(out, f'physics{suffix}', results, table, meta_batch_size=meta_batch_size,
+                      episodes_per_task=episodes_per_task)
 
 
 if __name__ == '__main__':

@@ -5,6 +5,8 @@ import pathlib
 import subprocess
 import sys
 
+from click.testing import CliRunner
+import numpy as np
 import pytest
 
 from tests.helpers import load_script
@@ -170,3 +172,41 @@ def test_the_runner_reports_a_killed_run_as_failed_not_done(tmp_path, capsys):
     assert 'done ok' in err and 'done killed' not in err and 'done error' not in err
     assert "FAILED killed: killed by SIGKILL" in err and str(tmp_path / 'killed.log') in err
     assert f"FAILED error (exit 3); log: {tmp_path / 'error.log'}" in err
+
+
+@pytest.mark.mujoco
+def test_checks_cost_turns_every_check_off_and_back_on(tmp_path):
+    """benchmarks/checks_cost.py: its 'off' arm really has no checks (the env's own and the
+    sampler's), everything is back on afterwards, and the table and JSON are written."""
+    bench = load_script(ROOT / 'benchmarks' / 'checks_cost.py', 'checks_cost_bench')
+    from garage_promp.experiment.builder import build_experiment
+    from garage_promp.sampler.rollout import RolloutWorker
+    exp = build_experiment('ProMP', 'HalfCheetahFwdBack', 1, meta_batch_size=2,
+                           episodes_per_task=1, max_episode_length=5, n_test_tasks=None)
+    try:
+        exp.algo.sample_meta_batch(0)
+        backend = exp.algo.sampler.backend
+        worker = backend._workers[0]
+        layers = [layer for env in worker._pool for layer in bench._gymnasium_envs(env)]
+        assert layers and all(layer._check_finite for layer in layers)
+        real = RolloutWorker._check_wave_finite
+        with bench.checks_off(backend):
+            assert not any(layer._check_finite for layer in layers)
+            assert RolloutWorker._check_wave_finite is not real
+            # A NaN reward passes unchecked.
+            assert worker._check_wave_finite(None, None, np.arange(1), np.array([np.nan]),
+                                             np.zeros((1, 17)), 1) is None
+        assert all(layer._check_finite for layer in layers)
+        assert RolloutWorker._check_wave_finite is real
+    finally:
+        exp.algo.sampler.shutdown_worker()
+    result = CliRunner().invoke(bench.main, ['--env', 'HalfCheetahFwdBack', '--repeats', '1',
+                                             '-M', '2', '-R', '1', '--out', str(tmp_path)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / 'checks_cost.json').read_text())['results']
+    assert [r['path'] for r in rows] == ['lean', 'wrapped']
+    for row in rows:
+        assert row['cost'] == pytest.approx(row['on_all'][0] / row['off_all'][0] - 1)
+        assert 0 < row['heartbeat_s'] < 0.01
+    assert 'Watchdog' in (tmp_path / 'checks_cost.md').read_text()

@@ -42,6 +42,8 @@ SCRIPTS = {
     'benchmarks/throughput.py': (['run_isolated', 'measure_worker_scaling'], [
         '--quick', '--out', '{tmp}/out']),
     'benchmarks/physics.py': (['measure'], ['--env', 'HalfCheetahFwdBack', '--out', '{tmp}/out']),
+    'benchmarks/checks_cost.py': (['sampling_seconds'], [
+        '--env', 'HalfCheetahFwdBack', '--out', '{tmp}/out']),
     'benchmarks/fig6.py': (['run', 'landscape'], ['--quick', '--out', '{tmp}/out']),
     'benchmarks/fig5_trajectories.py': (['trajectories', 'draw'], [
         '--run', 'A={tmp}', '--out', '{tmp}/out']),
@@ -100,6 +102,12 @@ def _cases():
                                    '--repeats'] for v in BAD_COUNT],
             ('--physics-steps', '5'), ('--physics-steps', BIG), ('--env', 'Nope'),
             *[('--out', v) for v in BAD_OUT],
+            ('--meta-batch-size', ['100000', '--episodes-per-task', '100000']),
+        ],
+        'benchmarks/checks_cost.py': [
+            *[(opt, v) for opt in ['--meta-batch-size', '--episodes-per-task', '--repeats']
+              for v in BAD_COUNT],
+            ('--env', 'Nope'), *[('--out', v) for v in BAD_OUT],
             ('--meta-batch-size', ['100000', '--episodes-per-task', '100000']),
         ],
         'benchmarks/fig6.py': [

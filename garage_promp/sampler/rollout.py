@@ -421,11 +421,7 @@ class RolloutWorker:
                         rec.rewards) >= self._max_episode_length:
                     rec.last_observation = env_step.observation
                     active[row] = False
-            # One vectorised check per step for every env of the wave.
-            if not (np.isfinite(rewards).all()
-                    and np.isfinite(obs[stepped]).all()):
-                self._raise_not_finite(shares, rows, stepped, rewards, obs,
-                                       t + 1)
+            self._check_wave_finite(shares, rows, stepped, rewards, obs, t + 1)
 
     def _raise_policy_not_finite(self, rows, shares, stepped, actions, t):
         """Blame the policy (its parameters for this task), not the env, for NaN/inf actions."""
@@ -494,9 +490,8 @@ class RolloutWorker:
             log.append((stepped, obs[stepped], actions[stepped], rewards, types, infos,
                         mean[stepped], log_std[stepped]))
             obs[stepped] = next_obs  # (the log holds copies: fancy indexing)
-            if not (np.isfinite(rewards).all() and np.isfinite(next_obs).all()):
-                # Also with the env's own checks off, as the wrapped path.
-                self._raise_not_finite(shares, rows, stepped, rewards, obs, t + 1)
+            # Also with the env's own checks off, as the wrapped path.
+            self._check_wave_finite(shares, rows, stepped, rewards, obs, t + 1, next_obs)
             ended = (types == _TERMINAL) | (t + 1 >= horizon)
             for n in np.flatnonzero(ended):
                 recs[stepped[n]].last_observation = next_obs[n]
@@ -524,6 +519,13 @@ class RolloutWorker:
         env, share, j, t = self._where
         return Context(_name(env), _task_of(share.update), share.task,
                        None if t is None else share.first + j, t)
+
+    def _check_wave_finite(self, shares, rows, stepped, rewards, obs, t, new_obs=None):
+        """One vectorised check per step for every env of the wave: the rewards and the
+        new observations (``new_obs``, else ``obs[stepped]``) of the envs ``stepped``."""
+        if not (np.isfinite(rewards).all()
+                and np.isfinite(obs[stepped] if new_obs is None else new_obs).all()):
+            self._raise_not_finite(shares, rows, stepped, rewards, obs, t)
 
     def _raise_not_finite(self, shares, rows, stepped, rewards, obs, t):
         for n, row in enumerate(stepped):

@@ -1,0 +1,38 @@
+"""What the benchmark scripts share: writing a result table and its JSON, with the machine."""
+import json
+import os
+import pathlib
+import platform
+import time
+
+
+def write_results(out, stem: str, results, table: str, **settings) -> None:
+    """``<stem>.json`` (the machine, date, ``settings`` and ``results``) and ``<stem>.md``
+    (``table``) in the directory ``out``, made if missing."""
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = dict(date=time.strftime('%Y-%m-%d'), machine=platform.node(),
+                processor=platform.processor(), cores=os.cpu_count(), **settings)
+    (out / f'{stem}.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
+    (out / f'{stem}.md').write_text(table + '\n')
+
+
+def check_env_batches(envs, meta_batch_size: int, episodes_per_task: int, make_setup,
+                      check=None) -> None:
+    """Before anything is measured: every env of ``envs`` built by ``make_setup(name)``
+    (an ``EnvSetup``; then ``check(setup)`` if given), an error in it named as ``--env``,
+    and its meta-batch within the cap on env steps sampled at once."""
+    from garage_promp.validation import (  # pylint: disable=import-outside-toplevel
+        check_batch_steps,
+        usage_errors,
+        user_errors,
+    )
+    for env_name in envs:
+        with user_errors(f'--env {env_name}'):
+            setup = make_setup(env_name)
+            if check is not None:
+                check(setup)
+        with usage_errors():
+            check_batch_steps(setup.env.spec.max_episode_length,
+                              meta_batch_size=meta_batch_size,
+                              episodes_per_task=episodes_per_task)
