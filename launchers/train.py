@@ -20,7 +20,7 @@ from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment.builder import build_experiment, check_overrides, override_keys
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs, env_config
 from garage_promp.experiment.progress import ProgressOutput
-from garage_promp.experiment.resume import resume_run
+from garage_promp.experiment.resume import SNAPSHOT_MODES, resume_run
 from garage_promp.experiment.run_dir import RunDirBusy, owned_run_dir
 from garage_promp.sampler.backends import live_worker_pids
 from garage_promp.validation import (
@@ -126,7 +126,7 @@ def _key(options):
               help='Meta-test period (epochs).')
 @click.option('--hidden-sizes', type=HIDDEN_SIZES, default=None,
               help='e.g. "64,64" [paper: per env].')
-@click.option('--snapshot-mode', type=click.Choice(['last', 'all', 'gap', 'gap_and_last', 'none']),
+@click.option('--snapshot-mode', type=click.Choice(SNAPSHOT_MODES),
               default='last', show_default=True)
 @click.option('--log-dir', type=OUTPUT_DIR, default=None,
               help='Default: data/local/experiment/<name>.')

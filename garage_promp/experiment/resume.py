@@ -16,7 +16,14 @@ import warnings
 from garage_promp._garage_compat import TRAINING_SNAPSHOT_KEYS, NotASnapshotError
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.run_dir import owned_run_dir
-from garage_promp.validation import check_run_dir
+from garage_promp.validation import (
+    MAX_COUNT,
+    MAX_ENV_STEPS,
+    check_bool,
+    check_choice,
+    check_int,
+    check_run_dir,
+)
 
 import dowel
 from dowel import CsvOutput, logger
@@ -128,6 +135,10 @@ def install_checked_restore():
     Trainer.restore = restore
 
 
+#: garage's snapshot modes.
+SNAPSHOT_MODES = ('last', 'all', 'gap', 'gap_and_last', 'none')
+
+
 def resume_run(log_dir: str, n_epochs: int | None = None,
                snapshot_mode: str = 'last', full_table: bool = False,
                max_env_steps: int | None = None) -> float:
@@ -150,12 +161,20 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
         ValueError: If ``log_dir`` is not a directory holding a snapshot
             (``params.pkl`` or ``itr_N.pkl``), naming it; nothing is written
             there (not even the lock file).
+        TypeError, ValueError: For a bad ``n_epochs``, ``max_env_steps``,
+            ``snapshot_mode`` or ``full_table``, naming it, also before the lock.
         RunDirBusy: If another process is writing to ``log_dir``
             (:func:`~garage_promp.experiment.run_dir.owned_run_dir`).
 
     """
     # Before the lock: owned_run_dir creates the directory and its .lock file.
     log_dir = check_run_dir(log_dir)
+    if n_epochs is not None:
+        n_epochs = check_int(n_epochs, 'n_epochs', 1, MAX_COUNT)
+    if max_env_steps is not None:
+        max_env_steps = check_int(max_env_steps, 'max_env_steps', 1, MAX_ENV_STEPS)
+    snapshot_mode = check_choice(snapshot_mode, 'snapshot_mode', SNAPSHOT_MODES)
+    full_table = check_bool(full_table, 'full_table')
     with owned_run_dir(log_dir):
         return _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps)
 

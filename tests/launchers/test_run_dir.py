@@ -57,6 +57,20 @@ def test_resume_run_refuses_a_directory_without_a_snapshot_and_writes_nothing(tm
     assert sorted(p.name for p in log_dir.iterdir()) == before  # no .lock either
 
 
+@pytest.mark.parametrize('kwargs,named', [
+    (dict(n_epochs=0), 'n_epochs'), (dict(n_epochs=-3), 'n_epochs'),
+    (dict(n_epochs=2.5), 'n_epochs'), (dict(max_env_steps=0), 'max_env_steps'),
+    (dict(snapshot_mode='sometimes'), 'snapshot_mode'), (dict(full_table='yes'), 'full_table')])
+def test_resume_run_checks_its_arguments_before_the_lock(tmp_path, kwargs, named):
+    """A bad argument is refused naming it, and the run's directory is left as it was."""
+    log_dir = tmp_path / 'run'
+    log_dir.mkdir()
+    (log_dir / 'params.pkl').write_bytes(b'not read')
+    with pytest.raises((TypeError, ValueError), match=named):
+        resume_run(str(log_dir), **kwargs)
+    assert [p.name for p in log_dir.iterdir()] == ['params.pkl']
+
+
 def test_resume_run_refuses_a_missing_directory_and_creates_nothing(tmp_path):
     missing = tmp_path / 'no' / 'run'
     with pytest.raises(ValueError, match=f'{str(missing)!r} is not a directory'):
