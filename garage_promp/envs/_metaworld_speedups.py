@@ -1,8 +1,8 @@
-"""Exact, faster equivalents of two per-step costs of Meta-World 3.1.1's own Python.
+"""Exact, faster equivalents of three per-step costs of Meta-World 3.1.1's own Python.
 
 Profiles of a Meta-World step (``benchmarks/physics.py`` puts it against the
-physics) show two pieces of Meta-World's Python costing more than MuJoCo's
-``mj_step`` itself; both are replaced here by code that computes the same values
+physics) show pieces of Meta-World's Python costing more than MuJoCo's
+``mj_step`` itself; they are replaced here by code that computes the same values
 with the same floating-point operations in the same order, so observations and
 rewards are equal bit for bit (``tests/envs/test_metaworld_speedups.py``):
 
@@ -21,11 +21,15 @@ rewards are equal bit for bit (``tests/envs/test_metaworld_speedups.py``):
   :func:`touching_object` selects the same contacts from the contact arrays
   (``geom1``, ``geom2``, ``efc_address``) and sums the same forces in the same
   order.
+- **The observation's layout.** ``SawyerXYZEnv._get_curr_obs_combined_no_goal``
+  splits the objects' positions and quaternions with ``np.split`` and joins them
+  with a ``np.hstack`` per object, every step; :func:`curr_obs_combined_no_goal`
+  places the same numbers by reshaping.
 
 :func:`install` puts them in place (``Rotation`` in Meta-World's env modules,
-``touching_object`` on ``SawyerXYZEnv``); ``garage_promp.envs.metaworld``
-calls it when it first imports Meta-World. :func:`uninstall` restores
-Meta-World's own code.
+``touching_object`` and ``_get_curr_obs_combined_no_goal`` on ``SawyerXYZEnv``);
+``garage_promp.envs.metaworld`` calls it when it first imports Meta-World.
+:func:`uninstall` restores Meta-World's own code.
 """
 import math
 import sys
@@ -125,6 +129,37 @@ def touching_object(self, object_geom_id: int) -> bool:
 
 touching_object.fast = True
 
+
+def curr_obs_combined_no_goal(self) -> np.ndarray:
+    """``SawyerXYZEnv._get_curr_obs_combined_no_goal``: hand position, gripper opening, then
+    each object's position and quaternion, zero-padded.
+
+    The same values as Meta-World's (only the gripper term is arithmetic, and it is
+    computed by the same calls); the objects' entries are placed by reshaping rather
+    than by ``np.split`` and a nested ``np.hstack`` per object, which cost more than the
+    rest of the observation. Object arrays that do not pair up (never in Meta-World's
+    envs) go to Meta-World's own code, so its assertions and errors stay its own.
+    """
+    obj_pos = self._get_pos_objects()
+    obj_quat = self._get_quat_objects()
+    n_objects = len(obj_pos) // 3
+    if (not n_objects or len(obj_pos) % 3 or len(obj_quat) % 4
+            or len(obj_quat) // 4 != n_objects
+            or 7 * n_objects > self._obs_obj_max_len):
+        return ORIGINALS['_get_curr_obs_combined_no_goal'](self)
+    pos_hand = self.get_endeff_pos()
+    finger_right, finger_left = self.data.body('rightclaw'), self.data.body('leftclaw')
+    gripper_distance_apart = np.linalg.norm(finger_right.xpos - finger_left.xpos)
+    gripper_distance_apart = np.clip(gripper_distance_apart / 0.1, 0.0, 1.0)
+    obs_obj_padded = np.zeros(self._obs_obj_max_len)
+    objects = obs_obj_padded[:7 * n_objects].reshape(n_objects, 7)
+    objects[:, :3] = np.reshape(obj_pos, (n_objects, 3))
+    objects[:, 3:] = np.reshape(obj_quat, (n_objects, 4))
+    return np.hstack((pos_hand, gripper_distance_apart, obs_obj_padded))
+
+
+curr_obs_combined_no_goal.fast = True
+
 #: Meta-World's own implementations, kept for :func:`uninstall` and the tests.
 ORIGINALS = {}
 
@@ -133,9 +168,11 @@ def install() -> int:
     """Put the exact, faster equivalents in place; return how many env modules use the
     quaternion. Idempotent."""
     from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
-    if not getattr(SawyerXYZEnv.touching_object, 'fast', False):
-        ORIGINALS['touching_object'] = SawyerXYZEnv.touching_object
-        SawyerXYZEnv.touching_object = touching_object
+    for name, fast in (('touching_object', touching_object),
+                       ('_get_curr_obs_combined_no_goal', curr_obs_combined_no_goal)):
+        if not getattr(getattr(SawyerXYZEnv, name), 'fast', False):
+            ORIGINALS[name] = getattr(SawyerXYZEnv, name)
+            setattr(SawyerXYZEnv, name, fast)
     count = 0
     for name, module in list(sys.modules.items()):
         if name.startswith('metaworld.envs.') and getattr(module, 'Rotation', None) in (
@@ -148,8 +185,8 @@ def install() -> int:
 def uninstall():
     """Meta-World's own code again (for comparisons)."""
     from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
-    if 'touching_object' in ORIGINALS:
-        SawyerXYZEnv.touching_object = ORIGINALS['touching_object']
+    for name, original in ORIGINALS.items():
+        setattr(SawyerXYZEnv, name, original)
     for name, module in list(sys.modules.items()):
         if name.startswith('metaworld.envs.') and getattr(module, 'Rotation', None) is ROTATION:
             module.Rotation = Rotation
