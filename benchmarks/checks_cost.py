@@ -85,9 +85,11 @@ def sampling_seconds(env_name, lean, repeats, meta_batch_size, episodes_per_task
     """Seconds of one meta-batch with the checks on and off, ``repeats`` interleaved pairs."""
     import garage_promp  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
     from garage_promp.experiment.builder import build_experiment  # pylint: disable=import-outside-toplevel
-    exp = build_experiment('ProMP', env_name, 1, meta_batch_size=meta_batch_size,
+    family, _, task = env_name.partition(':')
+    exp = build_experiment('ProMP', family, 1, meta_batch_size=meta_batch_size,
                            episodes_per_task=episodes_per_task, n_test_tasks=None,
-                           sampler='local', n_workers=1)
+                           sampler='local', n_workers=1, task=task or None,
+                           reward_function_version='v2' if task else None)
     algo = exp.algo
     algo.sampler._lean = lean  # pylint: disable=protected-access
     times = {'on': [], 'off': []}
@@ -149,8 +151,9 @@ def _beat():
 
 
 @click.command()
-@click.option('--env', 'envs', multiple=True, type=EnvName(), default=DEFAULT_ENVS,
-              show_default=True, help='A paper env (the package\'s MuJoCo or point envs).')
+@click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True), default=DEFAULT_ENVS,
+              show_default=True,
+              help='A paper env, or ML1:<task> for a Meta-World ML1 task (wrapped path only).')
 @click.option('--repeats', type=count(), default=5, show_default=True,
               help='Interleaved on/off pairs per env and path.')
 @click.option('-M', '--meta-batch-size', type=count(), default=20, show_default=True)
@@ -163,11 +166,14 @@ def main(envs, repeats, meta_batch_size, episodes_per_task, out):
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
     from garage_promp.experiment.env_setup import make_env_setup  # pylint: disable=import-outside-toplevel
-    check_env_batches(envs, meta_batch_size, episodes_per_task,
-                      lambda name: make_env_setup(name, seed=1))
+    def setup(name):
+        family, _, task = name.partition(':')
+        return make_env_setup(family, seed=1, task=task or None)
+
+    check_env_batches(envs, meta_batch_size, episodes_per_task, setup)
     results = []
     for env_name in envs:
-        for lean in (True, False):
+        for lean in ((False, ) if env_name.startswith('ML1:') else (True, False)):
             click.echo(f'measuring {env_name} ({"lean" if lean else "wrapped"} path)', err=True)
             times, steps, heartbeat = sampling_seconds(env_name, lean, repeats,
                                                        meta_batch_size, episodes_per_task)
