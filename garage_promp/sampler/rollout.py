@@ -447,7 +447,8 @@ class RolloutWorker:
                 f'the environment returned an observation of shape '
                 f'{np.shape(env_step.observation)} where its observation space has {obs_shape} '
                 f'({self.context.describe()}): observation={env_step.observation!r}')
-        if np.ndim(env_step.reward) != 0:
+        reward = env_step.reward
+        if type(reward) is not float and np.ndim(reward) != 0:  # a float: skip numpy's call
             raise ValueError(
                 f'the environment returned a reward of shape {np.shape(env_step.reward)}, '
                 f'not a number ({self.context.describe()}): reward={env_step.reward!r}')
