@@ -36,3 +36,25 @@ def check_env_batches(envs, meta_batch_size: int, episodes_per_task: int, make_s
             check_batch_steps(setup.env.spec.max_episode_length,
                               meta_batch_size=meta_batch_size,
                               episodes_per_task=episodes_per_task)
+
+
+def env_setup(env_name: str):
+    """The ``EnvSetup`` of a paper env or ``ML1:<task>`` (seed 1), as the benchmarks name them."""
+    import garage_promp  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+    from garage_promp.experiment.env_setup import make_env_setup  # pylint: disable=import-outside-toplevel
+    family, _, task = env_name.partition(':')
+    return make_env_setup(family, seed=1, task=task or None)
+
+
+def promp_experiment(env_name: str, meta_batch_size: int, episodes_per_task: int,
+                     n_workers: int = 1):
+    """A seed-1 ProMP experiment on a paper env or ``ML1:<task>`` (Meta-World's v2 rewards),
+    without a meta-test: the in-process sampler for one worker, else worker processes."""
+    from garage_promp.experiment.builder import build_experiment  # pylint: disable=import-outside-toplevel
+    family, _, task = env_name.partition(':')
+    return build_experiment('ProMP', family, 1, task=task or None,
+                            meta_batch_size=meta_batch_size,
+                            episodes_per_task=episodes_per_task, n_test_tasks=None,
+                            sampler='local' if n_workers == 1 else 'multiprocessing',
+                            n_workers=n_workers,
+                            reward_function_version='v2' if task else None)

@@ -43,7 +43,7 @@ from garage_promp.validation import (
 import click
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_io import check_env_batches, write_results  # noqa: E402  pylint: disable=wrong-import-position
+from bench_io import check_env_batches, env_setup, promp_experiment, write_results  # noqa: E402  pylint: disable=wrong-import-position
 
 DEFAULT_ENVS = ('HalfCheetahFwdBack', 'WalkerFwdBack')
 
@@ -83,13 +83,7 @@ def checks_off(backend):
 
 def sampling_seconds(env_name, lean, repeats, meta_batch_size, episodes_per_task):
     """Seconds of one meta-batch with the checks on and off, ``repeats`` interleaved pairs."""
-    import garage_promp  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
-    from garage_promp.experiment.builder import build_experiment  # pylint: disable=import-outside-toplevel
-    family, _, task = env_name.partition(':')
-    exp = build_experiment('ProMP', family, 1, meta_batch_size=meta_batch_size,
-                           episodes_per_task=episodes_per_task, n_test_tasks=None,
-                           sampler='local', n_workers=1, task=task or None,
-                           reward_function_version='v2' if task else None)
+    exp = promp_experiment(env_name, meta_batch_size, episodes_per_task)
     algo = exp.algo
     algo.sampler._lean = lean  # pylint: disable=protected-access
     times = {'on': [], 'off': []}
@@ -165,12 +159,7 @@ def main(envs, repeats, meta_batch_size, episodes_per_task, out):
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
-    from garage_promp.experiment.env_setup import make_env_setup  # pylint: disable=import-outside-toplevel
-    def setup(name):
-        family, _, task = name.partition(':')
-        return make_env_setup(family, seed=1, task=task or None)
-
-    check_env_batches(envs, meta_batch_size, episodes_per_task, setup)
+    check_env_batches(envs, meta_batch_size, episodes_per_task, env_setup)
     results = []
     for env_name in envs:
         for lean in ((False, ) if env_name.startswith('ML1:') else (True, False)):

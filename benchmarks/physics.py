@@ -46,18 +46,11 @@ import click
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_io import check_env_batches, write_results  # noqa: E402  pylint: disable=wrong-import-position
+from bench_io import check_env_batches, env_setup, promp_experiment, write_results  # noqa: E402  pylint: disable=wrong-import-position
 from throughput import at_barrier  # noqa: E402  pylint: disable=wrong-import-position
 
 DEFAULT_ENVS = ('HalfCheetahFwdBack', 'HopperRandParams', 'WalkerFwdBack', 'AntRandDirec',
                 'HumanoidRandDirec', 'WalkerRandParams', 'ML1:reach-v3', 'ML1:push-v3')
-
-
-def _setup(env_name):
-    import garage_promp  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
-    from garage_promp.experiment.env_setup import make_env_setup  # pylint: disable=import-outside-toplevel
-    family, _, task = env_name.partition(':')
-    return family, task or None, make_env_setup(family, seed=1, task=task or None)
 
 
 def _mujoco_env(env):
@@ -72,26 +65,8 @@ def _mujoco_env(env):
 
 
 def physics_us(env_name, n_steps, seed=0):
-    """Microseconds of bare ``mj_step`` per env step on the env's own model."""
-    import mujoco  # pylint: disable=import-outside-toplevel
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    _, _, setup = _setup(env_name)
-    env = setup.train_tasks.sample(1)[0]()
-    inner = _mujoco_env(env)
-    model = inner.model
-    data = mujoco.MjData(model)
-    mujoco.mj_forward(model, data)
-    rng = np.random.default_rng(seed)
-    low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
-    controls = rng.uniform(low, high, (n_steps, model.nu))
-    skip = int(inner.frame_skip)
-    start = time.perf_counter()
-    for t in range(n_steps):
-        data.ctrl[:] = controls[t]
-        mujoco.mj_step(model, data, nstep=skip)
-        if t % 100 == 99:  # a fresh state now and then, as episodes would
-            mujoco.mj_resetData(model, data)
-    return (time.perf_counter() - start) / n_steps * 1e6
+    """Microseconds of bare ``mj_step`` per env step on the env's own model (one ``MjData``)."""
+    return lockstep_physics_us(env_name, 1, n_steps, seed)
 
 
 def lockstep_physics_us(env_name, n_envs, n_steps, seed=0):
@@ -99,12 +74,13 @@ def lockstep_physics_us(env_name, n_envs, n_steps, seed=0):
 
     The sampler's access pattern: each lockstep step advances every episode's
     own ``MjData`` once, so a step's working set is ``n_envs`` simulations
-    rather than one that stays in the cache.
+    rather than one that stays in the cache. Every ``MjData`` starts fresh
+    and is reset every 100 rounds, as episodes would be; controls are random in
+    the control range.
     """
     import mujoco  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
-    _, _, setup = _setup(env_name)
-    inner = _mujoco_env(setup.train_tasks.sample(1)[0]())
+    inner = _mujoco_env(env_setup(env_name).train_tasks.sample(1)[0]())
     model, skip = inner.model, int(inner.frame_skip)
     datas = [mujoco.MjData(model) for _ in range(n_envs)]
     for data in datas:
@@ -112,10 +88,10 @@ def lockstep_physics_us(env_name, n_envs, n_steps, seed=0):
     rng = np.random.default_rng(seed)
     low, high = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
     rounds = max(1, n_steps // n_envs)
+    controls = rng.uniform(low, high, (rounds, n_envs, model.nu))  # drawn before the clock
     start = time.perf_counter()
     for t in range(rounds):
-        controls = rng.uniform(low, high, (n_envs, model.nu))
-        for data, control in zip(datas, controls):
+        for data, control in zip(datas, controls[t]):
             data.ctrl[:] = control
             mujoco.mj_step(model, data, nstep=skip)
         if t % 100 == 99:
@@ -127,8 +103,7 @@ def lockstep_physics_us(env_name, n_envs, n_steps, seed=0):
 def wrapped_us(env_name, n_steps, seed=0):
     """Microseconds per random-action step through the garage env the sampler steps."""
     import numpy as np  # pylint: disable=import-outside-toplevel
-    _, _, setup = _setup(env_name)
-    env = setup.train_tasks.sample(1)[0]()
+    env = env_setup(env_name).train_tasks.sample(1)[0]()
     low, high = env.action_space.low, env.action_space.high
     rng = np.random.default_rng(seed)
     env.reset()
@@ -141,13 +116,7 @@ def wrapped_us(env_name, n_steps, seed=0):
 
 def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1):
     """Microseconds per env step of one ProMP meta-batch (all rounds) through the sampler."""
-    from garage_promp.experiment.builder import build_experiment  # pylint: disable=import-outside-toplevel
-    family, task, _ = _setup(env_name)
-    exp = build_experiment('ProMP', family, 1, task=task, meta_batch_size=meta_batch_size,
-                           episodes_per_task=episodes_per_task, n_test_tasks=None,
-                           sampler='local' if n_workers == 1 else 'multiprocessing',
-                           n_workers=n_workers,
-                           reward_function_version='v2' if task else None)
+    exp = promp_experiment(env_name, meta_batch_size, episodes_per_task, n_workers)
     exp.algo.sampler._lean = lean  # pylint: disable=protected-access
     try:
         exp.algo.sample_meta_batch(0)  # start-up: workers, env copies
@@ -203,12 +172,12 @@ def format_table(results, meta_batch_size, episodes_per_task):
              'physics / sampler wrapped | physics / sampler lean | '
              'lockstep physics / sampler lean |', '|---|---|---|---|---|---|---|---|---|---|---|']
     for r in results:
-        lockstep = r.get('physics_lockstep', float('nan'))
-        lines.append(f"| {r['env']} | {r['workers']} | {r['physics']:.1f} | {lockstep:.1f} | "
+        lines.append(f"| {r['env']} | {r['workers']} | {r['physics']:.1f} | "
+                     f"{r['physics_lockstep']:.1f} | "
                      f"{r['wrapped']:.1f} | {r['sampler_wrapped']:.1f} | "
                      f"{r['sampler_lean']:.1f} | {r['ratio_raw']:.2f} | "
                      f"{r['ratio_wrapped']:.2f} | **{r['ratio_lean']:.2f}** | "
-                     f"{r.get('ratio_lean_lockstep', float('nan')):.2f} |")
+                     f"{r['ratio_lean_lockstep']:.2f} |")
     return '\n'.join(lines)
 
 
@@ -227,7 +196,7 @@ def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_ste
     """Print the physics table of ENVS."""
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     check_env_batches(  # a MuJoCo env, or no physics to time
-        envs, meta_batch_size, episodes_per_task, lambda name: _setup(name)[2],
+        envs, meta_batch_size, episodes_per_task, env_setup,
         lambda setup: _mujoco_env(setup.train_tasks.sample(1)[0]()))
     results = []
     for env_name in envs:

@@ -29,7 +29,7 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
 
 def test_physics_model_is_found_under_the_wrappers():
     physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
-    _, _, setup = physics._setup('HopperRandParams')
+    setup = physics.env_setup('HopperRandParams')
     inner = physics._mujoco_env(setup.train_tasks.sample(1)[0]())
     assert inner.frame_skip == 4 and inner.model.opt.timestep == pytest.approx(0.004)
 
