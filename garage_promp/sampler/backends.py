@@ -176,6 +176,9 @@ def check_backend_arguments(config: Any, n_workers: Any, worker_timeout: Any,
 class Backend:
     """What every backend provides; ``run`` is built on ``submit``/``collect``."""
 
+    #: The most workers it takes: MAX_WORKERS, the most worth running on one machine.
+    max_workers = MAX_WORKERS
+
     def submit(self, worker_id: int, job: Job):
         """Start ``job`` on worker ``worker_id``, which must be idle."""
         raise NotImplementedError
@@ -222,7 +225,8 @@ class InProcessBackend(Backend):
     """
 
     def __init__(self, config: Dict[str, Any], n_workers: int, worker_timeout=None):
-        config, n_workers, _ = check_backend_arguments(config, n_workers, worker_timeout)
+        config, n_workers, _ = check_backend_arguments(config, n_workers, worker_timeout,
+                                                       self.max_workers)
         self._workers = [RolloutWorker(**config) for _ in range(n_workers)]
         self._queue = collections.deque()
 
@@ -428,8 +432,8 @@ class ProcessPoolBackend(Backend):
 
     def __init__(self, config: Dict[str, Any], n_workers: int,
                  worker_timeout: float | None = None):
-        config, n_workers, worker_timeout = check_backend_arguments(config, n_workers,
-                                                                    worker_timeout)
+        config, n_workers, worker_timeout = check_backend_arguments(
+            config, n_workers, worker_timeout, self.max_workers)
         config_bytes = cloudpickle.dumps(config)
         self._procs, self._conns = [], []
         self._busy = set()
@@ -640,10 +644,12 @@ class RayBackend(Backend):
     """
 
     POLL_SECONDS = 0.5
+    #: Actors may be spread over a cluster.
+    max_workers = MAX_COUNT
 
     def __init__(self, config: Dict[str, Any], n_workers: int, worker_timeout=None):
         config, n_workers, worker_timeout = check_backend_arguments(
-            config, n_workers, worker_timeout, max_workers=MAX_COUNT)
+            config, n_workers, worker_timeout, max_workers=self.max_workers)
         import ray
         init_ray()
         actor = ray.remote(num_cpus=1, max_concurrency=2)(_RayWorker)

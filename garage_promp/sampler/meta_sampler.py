@@ -51,7 +51,7 @@ from garage_promp.policies import AdaptedPolicy
 from garage_promp.sampler.backends import BACKENDS, DEFAULT_WORKER_TIMEOUT
 from garage_promp.sampler.options import check_sampler_options
 from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
-from garage_promp.validation import MAX_COUNT, MAX_WORKERS, check_bool, check_choice, check_int
+from garage_promp.validation import check_bool, check_choice, check_int
 
 from garage import EpisodeBatch, StepType
 from garage.sampler import Sampler
@@ -169,7 +169,7 @@ class MetaSampler(Sampler):
                                  'give the env (or the sampler) a horizon')
             max_episode_length = horizon
         options = check_sampler_options(
-            max_workers=MAX_COUNT if kind == 'ray' else MAX_WORKERS,
+            max_workers=BACKENDS[kind].max_workers,
             n_workers=n_workers, seed=seed, max_episode_length=max_episode_length,
             envs_per_task=envs_per_task, max_envs_per_worker=max_envs_per_worker,
             batched=batched, lean=lean, worker_timeout=worker_timeout)
