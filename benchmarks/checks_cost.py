@@ -13,7 +13,10 @@ check off:
   first step's keys; ``RolloutWorker._check_wave_finite`` on both paths: no
   NaN/inf reward or observation, once per lockstep step for the whole wave);
 * the env's own finiteness checks of actions, rewards and observations
-  (``GymnasiumEnv(check_finite=True)``, which the lean path applies too).
+  (``GymnasiumEnv(check_finite=True)``): the lean path applies them once per
+  lockstep step for all its envs; on the wrapped path the sampler's checks
+  stand in for them (``finiteness_checked_by_caller``), so that the same
+  values are not checked twice, one small array at a time.
 
 The watchdog costs a sampling worker nothing per step but a counter
 increment; in a pool worker, a thread wakes every ``HEARTBEAT_SECONDS`` and
@@ -23,6 +26,7 @@ thread drains), as a fraction of the beat interval.
 
     python benchmarks/checks_cost.py
     python benchmarks/checks_cost.py --env HalfCheetahFwdBack --env WalkerFwdBack --repeats 7
+    python benchmarks/throughput.py --mode checks --env HalfCheetahFwdBack   # the same table
 """
 import contextlib
 import multiprocessing
@@ -144,18 +148,10 @@ def _beat():
     return HEARTBEAT_SECONDS
 
 
-@click.command()
-@click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True), default=DEFAULT_ENVS,
-              show_default=True,
-              help='A paper env, or ML1:<task> for a Meta-World ML1 task (wrapped path only).')
-@click.option('--repeats', type=count(), default=5, show_default=True,
-              help='Interleaved on/off pairs per env and path.')
-@click.option('-M', '--meta-batch-size', type=count(), default=20, show_default=True)
-@click.option('-R', '--episodes-per-task', type=count(), default=10, show_default=True)
-@click.option('--out', type=OUTPUT_DIR, default=None,
-              help='Write checks_cost.json and checks_cost.md here.')
-def main(envs, repeats, meta_batch_size, episodes_per_task, out):
-    """Print what the checks and the watchdog cost on ENVS."""
+def measure(envs, repeats, meta_batch_size, episodes_per_task):
+    """The cost of the checks on each of ``envs`` (lean and wrapped path for the package's
+    envs, wrapped for ML1), as the rows :func:`format_table` prints; one thread, as a
+    sampling worker."""
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
@@ -173,6 +169,22 @@ def main(envs, repeats, meta_batch_size, episodes_per_task, out):
                                 cost=statistics.median(ratios) - 1, repeats=repeats,
                                 on_all=times['on'], off_all=times['off'],
                                 heartbeat_s=heartbeat[0]))
+    return results
+
+
+@click.command()
+@click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True), default=DEFAULT_ENVS,
+              show_default=True,
+              help='A paper env, or ML1:<task> for a Meta-World ML1 task (wrapped path only).')
+@click.option('--repeats', type=count(), default=5, show_default=True,
+              help='Interleaved on/off pairs per env and path.')
+@click.option('-M', '--meta-batch-size', type=count(), default=20, show_default=True)
+@click.option('-R', '--episodes-per-task', type=count(), default=10, show_default=True)
+@click.option('--out', type=OUTPUT_DIR, default=None,
+              help='Write checks_cost.json and checks_cost.md here.')
+def main(envs, repeats, meta_batch_size, episodes_per_task, out):
+    """Print what the checks and the watchdog cost on ENVS."""
+    results = measure(envs, repeats, meta_batch_size, episodes_per_task)
     table = format_table(results)
     click.echo(table)
     if out:

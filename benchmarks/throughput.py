@@ -377,8 +377,12 @@ def format_worker_table(results):
 
 
 @click.group(invoke_without_command=True)
-@click.option('--mode', type=click.Choice(['table', 'scaling', 'workers']), default='table',
-              show_default=True)
+@click.option('--mode', type=click.Choice(['table', 'scaling', 'workers', 'checks']),
+              default='table', show_default=True,
+              help="checks: what the sampler's checks of env output and the watchdog cost "
+                   '(benchmarks/checks_cost.py, at the --batch given first).')
+@click.option('--check-pairs', type=count(), default=7, show_default=True,
+              help='checks mode: interleaved checks-on / checks-off pairs per env and path.')
 @click.option('--worker-counts', type=CommaList(WORKERS, '1,2'), default='1,2', show_default=True,
               help='workers mode: comma-separated worker counts.')
 @click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True),
@@ -406,8 +410,8 @@ def format_worker_table(results):
 @click.option('--out', type=OUTPUT_DIR, default=None,
               help='Directory for the JSON (and PNG) [default: data/benchmarks].')
 @click.pass_context
-def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garage_iters,
-         raw_steps, memory_env, gpu, quick, out):
+def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers, iters,
+         garage_iters, raw_steps, memory_env, gpu, quick, out):
     """Measure and print the throughput table (or the scaling plot)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -451,6 +455,15 @@ def main(ctx, mode, worker_counts, envs, batches, algos, n_workers, iters, garag
         click.echo(format_breakdown(results))
         (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
                                                         indent=1))
+    elif mode == 'checks':
+        import checks_cost  # pylint: disable=import-outside-toplevel
+        from bench_io import write_results  # pylint: disable=import-outside-toplevel
+        batch = BATCHES[batches[0]]
+        results = checks_cost.measure(envs, check_pairs, batch['meta_batch_size'],
+                                      batch['episodes_per_task'])
+        table = checks_cost.format_table(results)
+        click.echo(table)
+        write_results(str(out), 'checks_cost', results, table, **batch)
     elif mode == 'workers':
         results = measure_worker_scaling(envs, worker_counts, algos[0], iters, raw_steps, quick)
         click.echo(format_worker_table(results))

@@ -210,3 +210,19 @@ def test_checks_cost_turns_every_check_off_and_back_on(tmp_path):
         assert row['cost'] == pytest.approx(row['on_all'][0] / row['off_all'][0] - 1)
         assert 0 < row['heartbeat_s'] < 0.01
     assert 'Watchdog' in (tmp_path / 'checks_cost.md').read_text()
+
+
+@pytest.mark.mujoco
+def test_throughput_checks_mode_writes_the_checks_table(tmp_path):
+    """throughput.py --mode checks: the checks' cost table of checks_cost.py, at the batch
+    given, written next to the other throughput results."""
+    bench = load_script(SCRIPT, 'throughput_bench')
+    result = CliRunner().invoke(bench.main, ['--mode', 'checks', '--env', 'HalfCheetahFwdBack',
+                                             '--batch', 'quick', '--check-pairs', '1',
+                                             '--out', str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / 'checks_cost.json').read_text())
+    assert saved['meta']['meta_batch_size'] == 2 and saved['meta']['episodes_per_task'] == 2
+    assert [(r['env'], r['path'], r['repeats']) for r in saved['results']] == [
+        ('HalfCheetahFwdBack', 'lean', 1), ('HalfCheetahFwdBack', 'wrapped', 1)]
+    assert '| HalfCheetahFwdBack | wrapped |' in result.output

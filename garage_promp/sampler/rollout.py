@@ -32,6 +32,7 @@ import dataclasses
 import math
 from typing import Any, Dict, List, Sequence, Tuple
 
+from garage_promp.envs.gymnasium_env import finiteness_checked_by_caller
 from garage_promp.policies import BatchedGaussianMLP, distribution_params
 from garage_promp.sampler.lean import _TERMINAL, LeanStepper
 from garage_promp.sampler.options import check_sampler_options
@@ -393,6 +394,13 @@ class RolloutWorker:
             stepper.start(range(len(rows)))
             self._run_lean(rows, shares, plan, obs, noise, stepper, recs)
             return
+        # This loop checks every action, reward and observation itself (before
+        # stepping, and _check_wave_finite after), so GymnasiumEnv layers skip theirs.
+        with finiteness_checked_by_caller():
+            self._step_wave(rows, shares, plan, obs, noise, recs)
+
+    def _step_wave(self, rows, shares, plan, obs, noise, recs):
+        """The wave's steps on the wrapped path: each env's ``step`` in turn."""
         active = np.ones(len(rows), dtype=bool)
         info_keys = None
         for t in range(self._max_episode_length):

@@ -1,9 +1,11 @@
 """The gymnasium -> garage adapter."""
 import copy
 import pickle
+import threading
 
 import garage_promp  # noqa: F401
 from garage_promp.envs import GymnasiumEnv, PointCornerGym, PointEnv1D
+from garage_promp.envs.gymnasium_env import finiteness_checked_by_caller
 
 import akro
 from garage import StepType
@@ -152,6 +154,47 @@ def test_non_finite_values_raise_naming_the_field(bad, match):
     unchecked = GymnasiumEnv(ToyEnv(bad=bad), max_episode_length=5,
                              check_finite=False)
     _episode(unchecked)
+
+
+def test_steps_checked_by_the_caller_skip_the_envs_own_checks():
+    """Inside finiteness_checked_by_caller, in this thread only, steps are not checked;
+    resets still are, and the checks are back after the block."""
+    env = GymnasiumEnv(ToyEnv(bad='observation'), max_episode_length=5)
+    other_thread = {}
+
+    def in_other_thread():
+        try:
+            _episode(GymnasiumEnv(ToyEnv(bad='observation'), max_episode_length=5))
+        except ValueError as error:
+            other_thread['error'] = str(error)
+
+    with finiteness_checked_by_caller():
+        assert len(_episode(env)) == 5  # the inf observation passes: the caller checks
+        with pytest.raises(ValueError, match='observation is not finite .*at reset'):
+            GymnasiumEnv(ToyEnv(bad='reset'), max_episode_length=5).reset()
+        thread = threading.Thread(target=in_other_thread)
+        thread.start()
+        thread.join()
+    assert 'observation is not finite' in other_thread['error']
+    with pytest.raises(ValueError, match=r'observation is not finite .*at step 2'):
+        _episode(env)
+
+
+@pytest.mark.parametrize('bad', ['observation', 'reward'])
+def test_the_sampler_checks_what_the_env_leaves_to_it(bad):
+    """Sampled, a GymnasiumEnv's NaN / inf is reported by the sampler's own check (which
+    names the task slot, episode and step), not by the env's skipped one."""
+    from garage.sampler.env_update import EnvUpdate  # pylint: disable=import-outside-toplevel
+    from garage.torch.policies import GaussianMLPPolicy  # pylint: disable=import-outside-toplevel
+    env = GymnasiumEnv(ToyEnv(bad=bad), max_episode_length=5)
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4, ))
+    sampler = garage_promp.make_sampler(policy, env, seed=1, lean=False)
+    try:
+        with pytest.raises(ValueError, match=rf'the environment returned a non-finite {bad} '
+                                             r'.*episode 0, step 2'):
+            sampler.obtain_meta_batch([EnvUpdate()], [dict(policy.named_parameters())], 1)
+    finally:
+        sampler.shutdown_worker()
 
 
 def test_non_finite_action_raises():
