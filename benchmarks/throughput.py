@@ -456,8 +456,8 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
         (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
                                                         indent=1))
     elif mode == 'checks':
-        import checks_cost  # pylint: disable=import-outside-toplevel
         from bench_io import write_results  # pylint: disable=import-outside-toplevel
+        import checks_cost  # pylint: disable=import-outside-toplevel
         batch = BATCHES[batches[0]]
         results = checks_cost.measure(envs, check_pairs, batch['meta_batch_size'],
                                       batch['episodes_per_task'])
