@@ -117,8 +117,8 @@ def _key(options):
               help='Env copies per task per worker; episodes run in waves '
                    '[default: one per episode; Meta-World: at most 40 per worker].')
 @click.option('--worker-timeout', type=SECONDS, default=None,
-              help='Seconds a busy sampler worker process may make no progress (not one env '
-                   'step) before the run ends naming it [default: 600].')
+              help='Seconds a busy sampler worker (in process too) may make no progress (not one '
+                   'env step) before the run ends naming it [default: 600].')
 @click.option('--device', default='cpu', show_default=True,
               help="Where the meta-update runs: cpu, cuda or cuda:N (sampling stays on the CPU).")
 @click.option('--n-test-tasks', type=count(), default=10, show_default=True)

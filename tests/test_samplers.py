@@ -1,8 +1,11 @@
 """MetaSampler: identical episodes on every backend, errors that surface, no hang."""
 import os
+import pathlib
 import pickle
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 import types
@@ -31,6 +34,8 @@ import pytest
 import torch
 
 from tests.helpers import HORIZON, LongPointEnv, ShortPointEnv, make_setup
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _children():
@@ -547,6 +552,93 @@ def test_a_hung_env_ends_the_run_naming_the_worker():
     assert 'sampler worker 1' in message and 'made no progress' in message
     assert 'task slot 2' in message and 'step 1' in message and '_HangingGoalEnv' in message
     _assert_no_children()
+
+
+def test_a_hung_env_in_process_is_interrupted_naming_the_worker():
+    """The in-process sampler: the stuck step (here a sleep of an hour) is interrupted in
+    the main thread, the run ends naming where, and the signal handler is restored."""
+    policy, sampler = _sampler_with_timeout(_HangingGoalEnv, 2., kind='local')
+    before = signal.getsignal(signal.SIGUSR2)
+    start = time.monotonic()
+    with pytest.raises(SamplerWorkerError) as error:
+        sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 2)
+    assert 2. < time.monotonic() - start < 30.
+    message = str(error.value)
+    # Tasks 2, 3 are worker 1's (of 2, run one after the other in this process).
+    assert 'sampler worker 1 (in process, pid ' in message and 'made no progress' in message
+    assert 'task slot 2' in message and 'step 1' in message and '_HangingGoalEnv' in message
+    assert signal.getsignal(signal.SIGUSR2) is before
+    assert not [t for t in threading.enumerate() if t.name == 'garage_promp-watchdog']
+
+
+class _BusyLoopGoalEnv(_SlowGoalEnv):
+    """Spins in Python (holding the GIL between bytecodes) in task 2's first step."""
+
+    def step(self, action):
+        if self._goal[1] == -0.1:
+            end = time.monotonic() + 3600
+            while time.monotonic() < end:
+                pass
+        return super().step(action)
+
+
+def test_an_env_spinning_in_python_in_process_is_interrupted():
+    policy, sampler = _sampler_with_timeout(_BusyLoopGoalEnv, 1., kind='local')
+    with pytest.raises(SamplerWorkerError, match='sampler worker 1 .*made no progress'):
+        sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 2)
+
+
+def test_an_in_process_job_that_progresses_is_not_interrupted_and_other_signals_pass():
+    """A slow env that keeps stepping is not stuck; SIGUSR2 from elsewhere during a job
+    reaches the handler that was installed before."""
+    policy, sampler = _sampler_with_timeout(_SlowGoalEnv, 1., kind='local')
+    received = []
+    before = signal.signal(signal.SIGUSR2, lambda signum, frame: received.append(signum))
+    sender = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR2))
+    try:
+        sender.start()
+        batch = sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 1)
+        sender.join()
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+    assert len(batch.lengths) == 4 and received == [signal.SIGUSR2]
+
+
+_NATIVE_HANG = """
+import signal, time
+import numpy as np
+import garage_promp
+from garage_promp.sampler import backends
+from garage.sampler.env_update import SetTaskUpdate
+from garage.torch.policies import GaussianMLPPolicy
+from tests.helpers import LongPointEnv
+
+class NativeHang(LongPointEnv):
+    def step(self, action):
+        # As a call stuck in native code: the interrupting signal never reaches Python.
+        signal.pthread_sigmask(signal.SIG_BLOCK, [backends.INTERRUPT_SIGNAL])
+        time.sleep(3600)
+
+backends.INTERRUPT_GRACE_SECONDS = 1.
+env = NativeHang()
+policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4, ))
+sampler = garage_promp.make_sampler(policy, env, worker_timeout=1., seed=1)
+task = SetTaskUpdate(LongPointEnv, {'goal': np.array([0.2, 0.1])}, None)
+sampler.obtain_meta_batch([task], [dict(policy.named_parameters())], 1)
+"""
+
+
+def test_an_in_process_call_that_never_returns_to_python_ends_the_process():
+    """The last resort: the interruption cannot take, so the watchdog says why, prints
+    every thread's stack and ends the process with status 70, instead of hanging."""
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, '-c', _NATIVE_HANG], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == 70, proc.stderr[-3000:]
+    assert time.monotonic() - start < 60
+    assert 'sampler worker 0 (in process, pid ' in proc.stderr
+    assert 'made no progress' in proc.stderr and 'did not return to Python' in proc.stderr
+    assert 'in step' in proc.stderr  # the stack dump shows where it hangs
 
 
 class _StallingGoalEnv(LongPointEnv):

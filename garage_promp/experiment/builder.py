@@ -126,8 +126,8 @@ def build_experiment(algo: str, env: str, seed: int, *,
         task (str): Meta-World ML1 environment.
         reward_function_version (str): Meta-World reward version.
         device (str): Where the meta-update runs ('cpu', 'cuda', 'cuda:N').
-        worker_timeout (float or None): Seconds a busy worker process may make
-            no progress (None: the sampler's default, 600 s).
+        worker_timeout (float or None): Seconds a busy sampler worker (in
+            process too) may make no progress (None: the sampler's default, 600 s).
         **_ignored: Launcher-only settings (e.g. ``epochs``), so a launcher's
             recorded options can be passed as they are.
 

@@ -43,9 +43,10 @@ def make_sampler(policy, env, *, kind: str = 'local', n_workers: int = 1,
             (None: one per episode).
         max_envs_per_worker (int or None): Env copies per worker in all,
             split over its tasks (None: no budget).
-        worker_timeout (float or None): Seconds a busy worker process or Ray
-            actor may make no progress before the run ends naming it (default
-            600; None: wait forever); see :class:`MetaSampler`.
+        worker_timeout (float or None): Seconds a busy worker (process, Ray
+            actor, or the in-process sampler) may make no progress before the
+            run ends naming it (default 600; None: wait forever); see
+            :class:`MetaSampler`.
         lean (bool): Step garage_promp's own MuJoCo envs together without
             the per-step wrapper layers (same episodes; see
             :mod:`garage_promp.sampler.lean`); False: the wrapped path.

@@ -10,7 +10,7 @@ Adding a backend is one :class:`Backend` subclass with ``submit``,
 ``collect`` and ``close``.
 
 * :class:`InProcessBackend` (``'local'``): the workers are objects in the main
-  process, run one after the other.
+  process, run one after the other, watched by a thread (:class:`_InProcessWatch`).
 * :class:`ProcessPoolBackend` (``'multiprocessing'``): persistent worker
   processes of our own, each a fresh interpreter (no state of the main
   process, e.g. torch's thread pools, is inherited). One socket pair per
@@ -23,9 +23,9 @@ Errors: an exception in a worker is re-raised in the main process as a
 exception's type when possible (``except ValueError`` still works); its
 message names the worker, env, task, slot and step, and carries the worker's
 traceback. A worker that dies (SIGKILL, segfault, out of memory) is noticed
-within a second (its end of the socket closes); a pool worker or Ray actor
-that makes no progress for ``worker_timeout`` seconds ends the run, naming
-it. Either way every worker is stopped before the error propagates, and no
+within a second (its end of the socket closes); a pool worker, Ray actor
+or in-process job that makes no progress for ``worker_timeout`` seconds ends
+the run, naming it. Either way every worker is stopped before the error propagates, and no
 worker outlives the main process (workers ignore SIGINT so that Ctrl-C is
 handled by the main process alone, exit when the main process's end of their
 socket closes, and are stopped at interpreter exit).
@@ -211,13 +211,16 @@ class Backend:
 class InProcessBackend(Backend):
     """Workers in the main process, run one after the other.
 
-    ``submit`` queues a job; ``collect`` runs the oldest queued job.
+    ``submit`` queues a job; ``collect`` runs the oldest queued job, watched
+    by :class:`_InProcessWatch` when called from the main thread.
 
     Args:
         config (dict): ``RolloutWorker`` arguments.
         n_workers (int): Number of workers.
-        worker_timeout (float or None): Checked, not used: the envs step in
-            this thread, so there is no other worker to watch.
+        worker_timeout (float or None): Seconds a job may make no progress
+            (no env step or reset) before it is interrupted and the run ends
+            naming the worker, env, task slot, episode and step; None: wait
+            forever.
 
     Raises:
         TypeError, ValueError: For bad arguments (:func:`check_backend_arguments`).
@@ -225,10 +228,11 @@ class InProcessBackend(Backend):
     """
 
     def __init__(self, config: Dict[str, Any], n_workers: int, worker_timeout=None):
-        config, n_workers, _ = check_backend_arguments(config, n_workers, worker_timeout,
-                                                       self.max_workers)
+        config, n_workers, worker_timeout = check_backend_arguments(
+            config, n_workers, worker_timeout, self.max_workers)
         self._workers = [RolloutWorker(**config) for _ in range(n_workers)]
         self._queue = collections.deque()
+        self._timeout = worker_timeout
 
     def submit(self, worker_id: int, job: Job):
         """Queue ``job`` for worker ``worker_id``."""
@@ -237,7 +241,13 @@ class InProcessBackend(Backend):
     def collect(self) -> Tuple[int, EpisodeArrays]:
         """Run the oldest queued job."""
         worker_id, job = self._queue.popleft()
-        result = _sample_or_report(self._workers[worker_id], worker_id, job)
+        worker = self._workers[worker_id]
+        try:
+            with _InProcessWatch(worker, worker_id, self._timeout):
+                result = _sample_or_report(worker, worker_id, job)
+        except _Stuck as stuck:
+            self.close()
+            raise SamplerWorkerError(str(stuck), worker_id) from None
         if isinstance(result, FailureReport):
             self.close()
             raise worker_error(result)
@@ -324,6 +334,119 @@ class _Watchdog:
                     f'{describe(worker_id)} made no progress for {idle:.0f} s '
                     f'(worker_timeout={self.timeout:g}) at {where}: an env stuck in step or '
                     'reset, or a stopped worker; every worker is stopped', worker_id)
+
+
+#: Seconds the in-process watchdog waits, after interrupting a stuck job, for
+#: the interruption to take effect; a job stuck in native code that never
+#: returns to Python then ends the process (exit status 70, EX_SOFTWARE).
+INTERRUPT_GRACE_SECONDS = 10.
+#: The signal that interrupts a stuck in-process job (sent to the main thread only).
+INTERRUPT_SIGNAL = signal.SIGUSR2
+
+
+class _Stuck(BaseException):
+    """Raised in the main thread, inside a stuck env call, by :class:`_InProcessWatch`.
+
+    A ``BaseException``, so that the sampler's and envs' ``except Exception``
+    do not catch it on its way out.
+    """
+
+
+class _InProcessWatch:
+    """The stuck-worker watchdog for a job that runs in the main thread.
+
+    A thread reads the worker's step counter (``RolloutWorker.progress``) every
+    ``HEARTBEAT_SECONDS``, with the same rules as :class:`_Watchdog`: after
+    STALL_NOTICE_SECONDS without progress the console says so, and after
+    ``timeout`` seconds the thread sends ``INTERRUPT_SIGNAL`` to the main
+    thread, whose handler (installed for the job only) raises :class:`_Stuck`
+    in the stuck call: an env looping in Python or blocked in a system call
+    (sleep, a socket) is interrupted there, and the backend raises a
+    ``SamplerWorkerError`` naming the worker, env, task slot, episode and step.
+    A call stuck in native code that never returns to Python cannot be
+    interrupted: after INTERRUPT_GRACE_SECONDS more, the thread prints the same
+    message and every thread's stack, and ends the process (exit status 70);
+    snapshots are written between epochs, never while sampling, so none is
+    lost. A signal of the same number from elsewhere goes to the handler that
+    was there before.
+
+    Off (a no-op) with no timeout, or outside the main thread (Python runs
+    signal handlers there only).
+    """
+
+    def __init__(self, worker: RolloutWorker, worker_id: int, timeout: float | None):
+        self._worker = worker
+        self._worker_id = worker_id
+        self._timeout = timeout
+        self._done = None
+        self._thread = None
+        self._message = None
+        self._previous = None
+
+    def __enter__(self):
+        import threading  # pylint: disable=import-outside-toplevel
+        if self._timeout is None or threading.current_thread() is not threading.main_thread():
+            return self
+        self._done = threading.Event()
+        self._previous = signal.signal(INTERRUPT_SIGNAL, self._interrupt)
+        self._thread = threading.Thread(target=self._watch, args=(threading.get_ident(), ),
+                                        name='garage_promp-watchdog', daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._done is None:
+            return False
+        self._done.set()
+        self._thread.join()
+        signal.signal(INTERRUPT_SIGNAL, self._previous)
+        return False
+
+    def _interrupt(self, signum, frame):
+        if self._message is not None and not self._done.is_set():
+            raise _Stuck(self._message)
+        previous = self._previous
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:  # what the signal would have done: end the process
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def _watch(self, main_thread: int):
+        count, since = self._worker.progress, time.monotonic()
+        describe = f'sampler worker {self._worker_id} (in process, pid {os.getpid()})'
+        noticed = False
+        while not self._done.wait(min(HEARTBEAT_SECONDS, self._timeout / 4)):
+            now = time.monotonic()
+            if self._worker.progress != count:
+                count, since, noticed = self._worker.progress, now, False
+                continue
+            idle = now - since
+            if idle >= STALL_NOTICE_SECONDS and not noticed:
+                phase(f'waiting for {describe}, no progress for {idle:.0f} s at '
+                      f'{_where(self._worker)}')
+                noticed = True
+            if idle > self._timeout:
+                self._message = (
+                    f'{describe} made no progress for {idle:.0f} s '
+                    f'(worker_timeout={self._timeout:g}) at {_where(self._worker)}: an env '
+                    'stuck in step or reset; the job was interrupted')
+                signal.pthread_kill(main_thread, INTERRUPT_SIGNAL)
+                if not self._done.wait(INTERRUPT_GRACE_SECONDS):
+                    self._give_up()
+                return
+
+    def _give_up(self):
+        """The stuck call did not return to Python: say why, show the stacks, end."""
+        import faulthandler  # pylint: disable=import-outside-toplevel
+        try:
+            sys.stderr.write(f'\nError: {self._message}; it did not return to Python within '
+                             f'{INTERRUPT_GRACE_SECONDS:g} s (native code), so the process '
+                             'ends. Every thread\'s stack:\n')
+            sys.stderr.flush()
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        finally:
+            os._exit(70)  # pylint: disable=protected-access
 
 
 def _where(worker: RolloutWorker) -> str:

@@ -132,13 +132,14 @@ class MetaSampler(Sampler):
             one per episode and step (same episodes; for reference).
         max_envs_per_worker (int or None): Env copies per worker in all
             (split over its tasks); None: no budget.
-        worker_timeout (float or None): Seconds a busy worker process or Ray
-            actor may make no progress (not one env step or reset) before the
-            run ends with a ``SamplerWorkerError`` naming it, its env, task
-            slot, episode and step (``'multiprocessing'`` and ``'ray'``;
-            default 600; None: wait forever). After 30 s the console says
-            which worker it waits for. The in-process sampler has no other
-            worker to watch: its envs step in the caller's thread.
+        worker_timeout (float or None): Seconds a busy worker (process, Ray
+            actor, or the in-process sampler) may make no progress (not one
+            env step or reset) before the run ends with a
+            ``SamplerWorkerError`` naming it, its env, task slot, episode and
+            step (default 600; None: wait forever).
+            After 30 s the console says which worker it waits for. In
+            process (``'local'``), the stuck env call is interrupted in the
+            main thread (``backends._InProcessWatch``).
         lean (bool): Step the package's own MuJoCo envs together, without
             the per-step wrapper layers (:mod:`garage_promp.sampler.lean`;
             same episodes, bit for bit); False keeps the wrapped path for
