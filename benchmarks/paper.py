@@ -440,7 +440,8 @@ def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: st
                     warnings.simplefilter('ignore', RuntimeWarning)  # all-NaN grid columns
                     mean = np.nanmean(curves, axis=0)
                     std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else 0 * mean
-                label = f'{algo} ({len(curves)} seeds)' if key is None else None
+                n_seeds = f'{len(curves)} seed{"" if len(curves) == 1 else "s"}'
+                label = f'{algo} ({n_seeds})' if key is None else None
                 ax.plot(xs, mean, style, color=colors[algo], label=label)
                 ax.fill_between(xs, mean - std, mean + std, color=colors[algo], alpha=0.15)
                 drawn = True
@@ -523,7 +524,7 @@ def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]
         a, b = finals[winner], finals[loser]
         t, p = welch(a, b)
         stats = f'; t = {t:+.2f}, p = {p:.3f}' if not math.isnan(t) else ''
-        measured = (f'{_pm(a)} ({len(a)} seeds) vs {_pm(b)} ({len(b)}) '
+        measured = (f'{_pm(a)} ({len(a)} seed{"" if len(a) == 1 else "s"}) vs {_pm(b)} ({len(b)}) '
                     f'at {matched:,.0f} env steps{stats}')
         rows.append((claim, measured,
                      _verdict(t, p, seeds_needed(a, b), paper)))
