@@ -1,4 +1,4 @@
-"""Exact, faster equivalents of three per-step costs of Meta-World 3.1.1's own Python.
+"""Exact, faster equivalents of four per-step costs of Meta-World 3.1.1's own Python.
 
 Profiles of a Meta-World step (``benchmarks/physics.py`` puts it against the
 physics) show pieces of Meta-World's Python costing more than MuJoCo's
@@ -21,13 +21,20 @@ rewards are equal bit for bit (``tests/envs/test_metaworld_speedups.py``):
   :func:`touching_object` selects the same contacts from the contact arrays
   (``geom1``, ``geom2``, ``efc_address``) and sums the same forces in the same
   order.
+- **The shaped rewards' ``tolerance``.** ``metaworld.utils.reward_utils.tolerance``
+  (dm_control's) is called several times a step by the grasp rewards, always on one
+  number, and builds 0-d arrays with ``np.logical_and`` and two ``np.where`` for it;
+  :func:`tolerance` takes the same branch in Python and calls the same
+  ``_sigmoids`` on a ``float64`` scalar, whose arithmetic is the original's (a 0-d
+  array's operations return ``float64`` scalars there too). Arguments of other
+  types or other sigmoids go to Meta-World's own function.
 - **The observation's layout.** ``SawyerXYZEnv._get_curr_obs_combined_no_goal``
   splits the objects' positions and quaternions with ``np.split`` and joins them
   with a ``np.hstack`` per object, every step; :func:`curr_obs_combined_no_goal`
   places the same numbers by reshaping.
 
-:func:`install` puts them in place (``Rotation`` in Meta-World's env modules,
-``touching_object`` and ``_get_curr_obs_combined_no_goal`` on ``SawyerXYZEnv``);
+:func:`install` puts them in place (``Rotation`` and ``tolerance`` in Meta-World's
+modules, ``touching_object`` and ``_get_curr_obs_combined_no_goal`` on ``SawyerXYZEnv``);
 ``garage_promp.envs.metaworld`` calls it when it first imports Meta-World.
 :func:`uninstall` restores Meta-World's own code.
 """
@@ -160,6 +167,51 @@ def curr_obs_combined_no_goal(self) -> np.ndarray:
 
 curr_obs_combined_no_goal.fast = True
 
+def _plain_number(value) -> bool:
+    kind = type(value)
+    return kind is float or kind is int or kind is np.float64
+
+
+#: The sigmoids of :func:`tolerance`'s fast path: those Meta-World's v3 rewards use.
+TOLERANCE_SIGMOIDS = ('long_tail', 'gaussian')
+
+
+def tolerance(x, bounds=(0.0, 0.0), margin=0.0, sigmoid='gaussian', value_at_margin=0.1):
+    """``metaworld.utils.reward_utils.tolerance`` for one ``float`` / ``float64`` ``x``.
+
+    1 inside ``bounds``, else the sigmoid of the distance to the nearest bound over
+    ``margin`` (0 with no margin). The same checks and errors, the same float64
+    operations in the same order (the distance is formed as the original's
+    ``np.where`` forms it, then divided by the margin), and the same result type
+    (a Python float). Anything else is the original's to handle.
+    """
+    if ((type(x) is not float and type(x) is not np.float64)
+            or sigmoid not in TOLERANCE_SIGMOIDS or type(bounds) is not tuple
+            or len(bounds) != 2 or not (_plain_number(bounds[0]) and _plain_number(bounds[1])
+                                        and _plain_number(margin))):
+        return ORIGINALS['tolerance'](x, bounds=bounds, margin=margin, sigmoid=sigmoid,
+                                      value_at_margin=value_at_margin)
+    lower, upper = bounds
+    if lower > upper:
+        raise ValueError('Lower bound must be <= upper bound.')
+    if margin < 0:
+        raise ValueError(f'`margin` must be non-negative. Current value: {margin}')
+    in_bounds = lower <= x and x <= upper
+    if margin == 0:
+        return 1.0 if in_bounds else 0.0
+    distance = np.float64(lower - x if x < lower else x - upper) / margin
+    value = _reward_utils()._sigmoids(distance, value_at_margin, sigmoid)  # pylint: disable=protected-access
+    return 1.0 if in_bounds else float(value)
+
+
+tolerance.fast = True
+
+
+def _reward_utils():
+    from metaworld.utils import reward_utils  # pylint: disable=import-outside-toplevel
+    return reward_utils
+
+
 #: Meta-World's own implementations, kept for :func:`uninstall` and the tests.
 ORIGINALS = {}
 
@@ -173,20 +225,30 @@ def install() -> int:
         if not getattr(getattr(SawyerXYZEnv, name), 'fast', False):
             ORIGINALS[name] = getattr(SawyerXYZEnv, name)
             setattr(SawyerXYZEnv, name, fast)
+    reward_utils = _reward_utils()
+    if not getattr(reward_utils.tolerance, 'fast', False):
+        ORIGINALS['tolerance'] = reward_utils.tolerance
     count = 0
     for name, module in list(sys.modules.items()):
+        if not name.startswith('metaworld.'):
+            continue
         if name.startswith('metaworld.envs.') and getattr(module, 'Rotation', None) in (
                 Rotation, ROTATION):
             module.Rotation = ROTATION
             count += 1
+        if getattr(module, 'tolerance', None) is ORIGINALS['tolerance']:
+            module.tolerance = tolerance  # reward_utils itself, and modules that import it
     return count
 
 
 def uninstall():
     """Meta-World's own code again (for comparisons)."""
     from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
-    for name, original in ORIGINALS.items():
-        setattr(SawyerXYZEnv, name, original)
+    for name in ('touching_object', '_get_curr_obs_combined_no_goal'):
+        if name in ORIGINALS:
+            setattr(SawyerXYZEnv, name, ORIGINALS[name])
     for name, module in list(sys.modules.items()):
         if name.startswith('metaworld.envs.') and getattr(module, 'Rotation', None) is ROTATION:
             module.Rotation = Rotation
+        if name.startswith('metaworld.') and getattr(module, 'tolerance', None) is tolerance:
+            module.tolerance = ORIGINALS['tolerance']
