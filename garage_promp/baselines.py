@@ -53,6 +53,28 @@ class ZeroBaseline(Baseline):
         return np.zeros(mask.shape)
 
 
+def least_squares(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
+    """The minimum-norm least-squares solution, as the reference's ``np.linalg.lstsq(...,
+    rcond=-1)``; None if LAPACK finds none.
+
+    ``np.linalg.lstsq`` uses LAPACK's divide-and-conquer SVD (``gelsd``), which can
+    fail to converge on ordinary, finite, well-conditioned matrices: a 26 x 26
+    HopperRandParams Gram matrix of condition number 2e8 ended a MAML-TRPO run with
+    "SVD did not converge in Linear Least Squares" (numpy 1.26's OpenBLAS, 2026-11-25;
+    ``tests/data/gelsd_fails.npz``). Only then is the same solution computed by the
+    plain SVD (SciPy's ``gelss``), so every batch ``gelsd`` solves gives the same
+    numbers as before.
+    """
+    try:
+        return np.linalg.lstsq(matrix, rhs, rcond=-1)[0]
+    except np.linalg.LinAlgError:
+        import scipy.linalg  # pylint: disable=import-outside-toplevel
+        try:
+            return scipy.linalg.lstsq(matrix, rhs, lapack_driver='gelss')[0]
+        except np.linalg.LinAlgError:  # (scipy's LinAlgError is numpy's)
+            return None
+
+
 class _LinearBaseline(Baseline):
     """Damped least squares on hand-made features, as the original ProMP baselines."""
 
@@ -76,16 +98,14 @@ class _LinearBaseline(Baseline):
         reg = self._reg_coeff
         gram = features.T @ features
         for _ in range(5):
-            coeffs = np.linalg.lstsq(gram + reg * np.eye(gram.shape[0]),
-                                     features.T @ y,
-                                     rcond=-1)[0]
-            if np.all(np.isfinite(coeffs)):
+            coeffs = least_squares(gram + reg * np.eye(gram.shape[0]), features.T @ y)
+            if coeffs is not None and np.all(np.isfinite(coeffs)):
                 break
             reg *= 10
         else:
             raise FloatingPointError(
-                f'{type(self).__name__} fit gave non-finite coefficients; '
-                'are the observations or returns NaN/inf?')
+                f'{type(self).__name__} fit found no finite coefficients at 5 '
+                f'damping strengths ({self._reg_coeff:g} to {reg / 10:g})')
         self.coeffs = coeffs
 
     def predict(self, observations, mask):

@@ -52,3 +52,47 @@ def test_padding_is_ignored_and_predicted_zero():
     np.testing.assert_allclose(baseline.fit_predict(obs, noisy, mask), clean)
     assert np.all(clean[:, 30:] == 0)
     assert np.all(ZeroBaseline().fit_predict(obs, targets, mask) == 0)
+
+
+DATA = __import__('pathlib').Path(__file__).resolve().parent / 'data'
+
+
+def test_least_squares_survives_a_matrix_lapacks_gelsd_gives_up_on():
+    """A damped Gram matrix from a HopperRandParams MAML-TRPO run (finite, condition number
+    2e8) on which numpy's lstsq (LAPACK gelsd) raised "SVD did not converge": the solution
+    still comes, and it solves the system."""
+    from garage_promp.baselines import least_squares
+    saved = np.load(DATA / 'gelsd_fails.npz')
+    matrix, rhs = saved['matrix'], saved['rhs']
+    assert np.isfinite(matrix).all() and np.linalg.cond(matrix) < 1e9
+    coeffs = least_squares(matrix, rhs)
+    assert coeffs is not None and np.isfinite(coeffs).all()
+    np.testing.assert_allclose(matrix @ coeffs, rhs, rtol=1e-6, atol=1e-6 * np.abs(rhs).max())
+
+
+def test_the_fit_falls_back_to_the_plain_svd_only_where_gelsd_fails(monkeypatch):
+    """Where np.linalg.lstsq solves, its numbers are used unchanged; where it raises, the
+    fit gives SciPy's gelss solution of the same damped system."""
+    import scipy.linalg
+    rng = np.random.default_rng(0)
+    obs, targets, mask = rng.normal(size=(4, 7, 3)), rng.normal(size=(4, 7)), np.ones((4, 7))
+    usual = LinearFeatureBaseline()
+    usual.fit(obs, targets, mask)
+    features = usual._features(obs).reshape(-1, 10)
+    gram = features.T @ features + 1e-5 * np.eye(10)
+    assert np.array_equal(usual.coeffs, np.linalg.lstsq(gram, features.T @ targets.reshape(-1),
+                                                        rcond=-1)[0])
+
+    def gives_up(*args, **kwargs):
+        raise np.linalg.LinAlgError('SVD did not converge in Linear Least Squares')
+
+    monkeypatch.setattr(np.linalg, 'lstsq', gives_up)
+    fallback = LinearFeatureBaseline()
+    fallback.fit(obs, targets, mask)
+    expected = scipy.linalg.lstsq(gram, features.T @ targets.reshape(-1),
+                                  lapack_driver='gelss')[0]
+    assert np.array_equal(fallback.coeffs, expected)
+    np.testing.assert_allclose(fallback.coeffs, usual.coeffs, rtol=1e-8, atol=1e-10)
+    monkeypatch.setattr(scipy.linalg, 'lstsq', gives_up)
+    with pytest.raises(FloatingPointError, match='no finite coefficients at 5 damping'):
+        LinearFeatureBaseline().fit(obs, targets, mask)
