@@ -96,9 +96,14 @@ class _LinearBaseline(Baseline):
                 f'{type(self).__name__} fit on NaN/inf observations or '
                 'returns')
         reg = self._reg_coeff
-        gram = features.T @ features
+        with np.errstate(over='ignore', invalid='ignore'):  # checked just below
+            gram, rhs = features.T @ features, features.T @ y
+        if not (np.isfinite(gram).all() and np.isfinite(rhs).all()):
+            raise FloatingPointError(
+                f'{type(self).__name__} fit: the normal equations overflow (largest '
+                f'|return| {np.abs(y).max():.3g}, largest |feature| {np.abs(features).max():.3g})')
         for _ in range(5):
-            coeffs = least_squares(gram + reg * np.eye(gram.shape[0]), features.T @ y)
+            coeffs = least_squares(gram + reg * np.eye(gram.shape[0]), rhs)
             if coeffs is not None and np.all(np.isfinite(coeffs)):
                 break
             reg *= 10

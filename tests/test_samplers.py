@@ -588,10 +588,20 @@ def test_an_env_spinning_in_python_in_process_is_interrupted():
         sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 2)
 
 
+class _SignallingGoalEnv(_SlowGoalEnv):
+    """A slow env that sends this process SIGUSR2 (as a cluster's scheduler might) in the
+    third step of task 3's episode, in the middle of the job."""
+
+    def step(self, action):
+        if self._goal[1] == 0.2 and self._step_cnt == 2:
+            os.kill(os.getpid(), signal.SIGUSR2)
+        return super().step(action)
+
+
 def test_an_in_process_job_that_progresses_is_not_interrupted_and_other_signals_pass():
     """A slow env that keeps stepping is not stuck; SIGUSR2 from elsewhere during a job
     reaches the handler that was installed before."""
-    policy, sampler = _sampler_with_timeout(_SlowGoalEnv, 1., kind='local')
+    policy, sampler = _sampler_with_timeout(_SignallingGoalEnv, 1., kind='local')
     received = []
 
     def handler(signum, frame):
@@ -599,11 +609,8 @@ def test_an_in_process_job_that_progresses_is_not_interrupted_and_other_signals_
         received.append((signum, signal.getsignal(signal.SIGUSR2) is not handler))
 
     before = signal.signal(signal.SIGUSR2, handler)
-    sender = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR2))
     try:
-        sender.start()
         batch = sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 1)
-        sender.join()
     finally:
         signal.signal(signal.SIGUSR2, before)
     assert len(batch.lengths) == 4 and received == [(signal.SIGUSR2, True)]
@@ -644,6 +651,51 @@ def test_an_in_process_call_that_never_returns_to_python_ends_the_process():
     assert 'sampler worker 0 (in process, pid ' in proc.stderr
     assert 'made no progress' in proc.stderr and 'did not return to Python' in proc.stderr
     assert 'in step' in proc.stderr  # the stack dump shows where it hangs
+
+
+_LATE_SIGNAL = """
+import signal, time
+import numpy as np
+import garage_promp
+from garage.sampler.env_update import SetTaskUpdate
+from garage.torch.policies import GaussianMLPPolicy
+from tests.helpers import LONG_HORIZON, LongPointEnv
+
+class LateStall(LongPointEnv):
+    def __init__(self, **kwargs):
+        kwargs.setdefault('never_done', True)
+        super().__init__(**kwargs)
+
+    def step(self, action):
+        if self._step_cnt == LONG_HORIZON - 1:
+            time.sleep(0.8)  # past worker_timeout, in the job's last step
+        return super().step(action)
+
+real_pthread_kill = signal.pthread_kill
+
+def late(thread, signum):  # as on a loaded machine: the signal lands after the job ended
+    time.sleep(0.6)
+    real_pthread_kill(thread, signum)
+
+signal.pthread_kill = late
+env = LateStall()
+policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4, ))
+sampler = garage_promp.make_sampler(policy, env, worker_timeout=0.5, seed=1)
+task = SetTaskUpdate(LateStall, {'goal': np.array([0.2, 0.1])}, None)
+batch = sampler.obtain_meta_batch([task], [dict(policy.named_parameters())], 1)
+assert signal.getsignal(signal.SIGUSR2) == signal.SIG_DFL
+print('sampled', len(batch.lengths), 'episode(s)')
+"""
+
+
+def test_the_watchs_signal_landing_after_the_job_ended_is_ignored():
+    """The watch times out, but its signal reaches the main thread only after the job has
+    ended: the run goes on (the signal must not reach SIGUSR2's default action, which
+    would end the process)."""
+    proc = subprocess.run([sys.executable, '-c', _LATE_SIGNAL], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+    assert 'sampled 1 episode(s)' in proc.stdout
 
 
 class _StallingGoalEnv(LongPointEnv):

@@ -382,6 +382,8 @@ class _InProcessWatch:
         self._thread = None
         self._message = None
         self._previous = None
+        self._sent = False  # the watch's signal is on its way to the handler
+        self._delivered = False  # ... and has raised _Stuck in the main thread
 
     def __enter__(self):
         import threading  # pylint: disable=import-outside-toplevel
@@ -397,14 +399,27 @@ class _InProcessWatch:
     def __exit__(self, *exc_info):
         if self._done is None:
             return False
-        self._done.set()
-        self._thread.join()
-        signal.signal(INTERRUPT_SIGNAL, self._previous)
+        try:
+            self._done.set()
+            self._thread.join()
+            # A signal the watch sent just as the job ended: let it arrive (a sleep is a
+            # system call, after which Python runs pending handlers) while the handler
+            # that ignores it for a finished job is still installed.
+            deadline = time.monotonic() + 1.
+            while self._sent and time.monotonic() < deadline:
+                time.sleep(0.001)
+        finally:
+            self._done.set()
+            signal.signal(INTERRUPT_SIGNAL, self._previous)
         return False
 
     def _interrupt(self, signum, frame):
-        if self._message is not None and not self._done.is_set():
-            raise _Stuck(self._message)
+        if self._sent:  # the watch's own signal
+            self._sent = False
+            if not self._done.is_set():
+                self._delivered = True
+                raise _Stuck(self._message)
+            return  # the job ended meanwhile: nothing to interrupt
         previous = self._previous
         if callable(previous):
             previous(signum, frame)
@@ -431,6 +446,7 @@ class _InProcessWatch:
                     f'{describe} made no progress for {idle:.0f} s '
                     f'(worker_timeout={self._timeout:g}) at {_where(self._worker)}: an env '
                     'stuck in step or reset; the job was interrupted')
+                self._sent = True
                 signal.pthread_kill(main_thread, INTERRUPT_SIGNAL)
                 if not self._done.wait(INTERRUPT_GRACE_SECONDS):
                     self._give_up()
@@ -439,9 +455,11 @@ class _InProcessWatch:
     def _give_up(self):
         """The stuck call did not return to Python: say why, show the stacks, end."""
         import faulthandler  # pylint: disable=import-outside-toplevel
+        why = ('the interruption was raised but the job did not end (caught inside the env?)'
+               if self._delivered else 'it did not return to Python (native code)')
         try:
-            sys.stderr.write(f'\nError: {self._message}; it did not return to Python within '
-                             f'{INTERRUPT_GRACE_SECONDS:g} s (native code), so the process '
+            sys.stderr.write(f'\nError: {self._message}; {why} within '
+                             f'{INTERRUPT_GRACE_SECONDS:g} s, so the process '
                              'ends. Every thread\'s stack:\n')
             sys.stderr.flush()
             faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
