@@ -8,7 +8,6 @@ wrappers such as ``garage.envs.normalize`` reach it.
 """
 import contextlib
 import math
-import threading
 from typing import Any, Dict, Tuple
 
 from garage_promp.envs.base import check_seed
@@ -35,18 +34,26 @@ def check_max_episode_length(max_episode_length: Any) -> int | None:
     return int(max_episode_length)
 
 
-class _CheckedOutside(threading.local):
-    """Per thread: whether the code stepping envs checks their output itself."""
-
-    active = False
-
-
-_CHECKED_OUTSIDE = _CheckedOutside()
+def _checked_layer(env) -> 'GymnasiumEnv | None':
+    """The ``GymnasiumEnv`` whose every step's output the caller of ``env.step`` receives:
+    ``env`` itself, or one under garage's ``normalize`` wrappers (they pass observations
+    and rewards through or rescale them elementwise, so NaN / inf stay non-finite).
+    None under any other wrapper: one that steps its env more than once per step (an
+    action repeat) could drop a non-finite value the caller never sees."""
+    from garage.envs import normalize  # pylint: disable=import-outside-toplevel
+    for _ in range(16):
+        if isinstance(env, GymnasiumEnv):
+            return env
+        if type(env) is not normalize:  # pylint: disable=unidiomatic-typecheck
+            return None
+        env = env._env  # pylint: disable=protected-access
+    return None
 
 
 @contextlib.contextmanager
-def finiteness_checked_by_caller():
-    """Inside, :meth:`GymnasiumEnv.step` leaves its NaN / inf checks to the caller.
+def finiteness_checked_by_caller(envs):
+    """Inside, the ``GymnasiumEnv`` of each of ``envs`` leaves its per-step NaN / inf
+    checks to the caller.
 
     For a caller that checks the same values itself, at the same step and
     before they are used: the package's sampler checks every wave's actions
@@ -55,14 +62,17 @@ def finiteness_checked_by_caller():
     and with an error naming the env, task, episode and step. The env's own
     per-step checks would repeat that work for every env, one small array at a
     time (a few microseconds a step, several per cent of a cheap env's step).
-    Only the calling thread is affected; resets are still checked.
+    Only envs whose outputs reach the caller are affected (:func:`_checked_layer`);
+    resets are still checked.
     """
-    previous = _CHECKED_OUTSIDE.active
-    _CHECKED_OUTSIDE.active = True
+    layers = [layer for layer in map(_checked_layer, envs) if layer is not None]
+    for layer in layers:
+        layer._checked_outside += 1  # pylint: disable=protected-access
     try:
         yield
     finally:
-        _CHECKED_OUTSIDE.active = previous
+        for layer in layers:
+            layer._checked_outside -= 1  # pylint: disable=protected-access
 
 
 def _to_akro_box(space: gymnasium.Space, name: str) -> akro.Box:
@@ -91,8 +101,9 @@ class GymnasiumEnv(Environment):
     * With ``check_finite`` (default), a non-finite observation, reward or
       action raises ValueError naming the field, the task and the last action
       (MuJoCo would otherwise silently reset a simulation fed a NaN control).
-      Inside :func:`finiteness_checked_by_caller` the steps leave that to the
-      caller (the package's sampler checks the same values for a whole wave).
+      Inside :func:`finiteness_checked_by_caller` for this env the steps leave
+      that to the caller (the package's sampler checks the same values for a
+      whole wave).
 
     Args:
         env (gymnasium.Env): The env to adapt. Its observation and action
@@ -107,6 +118,11 @@ class GymnasiumEnv(Environment):
             max_episode_length is not an int >= 1.
 
     """
+
+    #: How many callers checking this env's steps themselves are active
+    #: (:func:`finiteness_checked_by_caller`); a class default, so that objects
+    #: pickled before it existed read 0.
+    _checked_outside = 0
 
     def __init__(self,
                  env: gymnasium.Env,
@@ -202,7 +218,7 @@ class GymnasiumEnv(Environment):
         if self._step_cnt is None:
             raise RuntimeError('reset() must be called before step()!')
         self._step_cnt += 1
-        check = self._check_finite and not _CHECKED_OUTSIDE.active
+        check = self._check_finite and not self._checked_outside
         if check and not np.isfinite(action).all():
             self._raise_not_finite('action', action, action)
         obs, reward, terminated, truncated, info = self._env.step(action)

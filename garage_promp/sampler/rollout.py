@@ -396,7 +396,7 @@ class RolloutWorker:
             return
         # This loop checks every action, reward and observation itself (before
         # stepping, and _check_wave_finite after), so GymnasiumEnv layers skip theirs.
-        with finiteness_checked_by_caller():
+        with finiteness_checked_by_caller([env for _, _, env in rows]):
             self._step_wave(rows, shares, plan, obs, noise, recs)
 
     def _step_wave(self, rows, shares, plan, obs, noise, recs):

@@ -1,14 +1,13 @@
 """The gymnasium -> garage adapter."""
 import copy
 import pickle
-import threading
 
 import garage_promp  # noqa: F401
 from garage_promp.envs import GymnasiumEnv, PointCornerGym, PointEnv1D
 from garage_promp.envs.gymnasium_env import finiteness_checked_by_caller
 
 import akro
-from garage import StepType
+from garage import StepType, Wrapper
 from garage.envs import normalize
 import gymnasium
 from gymnasium.spaces import Box, Discrete
@@ -156,28 +155,39 @@ def test_non_finite_values_raise_naming_the_field(bad, match):
     _episode(unchecked)
 
 
+class _TwiceAStep(Wrapper):
+    """A wrapper that steps its env twice per step and keeps the second step (an action
+    repeat): the first step's output never reaches the caller."""
+
+    def step(self, action):
+        self._env.step(action)
+        return self._env.step(action)
+
+
 def test_steps_checked_by_the_caller_skip_the_envs_own_checks():
-    """Inside finiteness_checked_by_caller, in this thread only, steps are not checked;
-    resets still are, and the checks are back after the block."""
+    """Inside finiteness_checked_by_caller(envs), the given envs' steps are not checked
+    (directly or under garage's normalize); other envs, resets, and envs under a wrapper
+    that could drop a step's output still are, and the checks are back after the block."""
     env = GymnasiumEnv(ToyEnv(bad='observation'), max_episode_length=5)
-    other_thread = {}
-
-    def in_other_thread():
-        try:
-            _episode(GymnasiumEnv(ToyEnv(bad='observation'), max_episode_length=5))
-        except ValueError as error:
-            other_thread['error'] = str(error)
-
-    with finiteness_checked_by_caller():
+    normalized = normalize(GymnasiumEnv(ToyEnv(bad='observation'), max_episode_length=5))
+    other = GymnasiumEnv(ToyEnv(bad='observation'), max_episode_length=5)
+    resetting = GymnasiumEnv(ToyEnv(bad='reset'), max_episode_length=5)
+    repeated = _TwiceAStep(GymnasiumEnv(ToyEnv(bad='observation', bad_at=1),
+                                        max_episode_length=10))
+    with finiteness_checked_by_caller([env, normalized, resetting, repeated]):
         assert len(_episode(env)) == 5  # the inf observation passes: the caller checks
+        assert len(_episode(normalized)) == 5
+        with pytest.raises(ValueError, match=r'observation is not finite .*at step 2'):
+            _episode(other)
         with pytest.raises(ValueError, match='observation is not finite .*at reset'):
-            GymnasiumEnv(ToyEnv(bad='reset'), max_episode_length=5).reset()
-        thread = threading.Thread(target=in_other_thread)
-        thread.start()
-        thread.join()
-    assert 'observation is not finite' in other_thread['error']
+            resetting.reset()
+        repeated.reset()
+        with pytest.raises(ValueError, match=r'observation is not finite .*at step 1'):
+            repeated.step(np.zeros(3))  # step 1 is dropped by the wrapper: checked inside
     with pytest.raises(ValueError, match=r'observation is not finite .*at step 2'):
         _episode(env)
+    with pytest.raises(ValueError, match=r'observation is not finite .*at step 2'):
+        _episode(normalized)
 
 
 @pytest.mark.parametrize('bad', ['observation', 'reward'])
