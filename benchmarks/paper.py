@@ -403,6 +403,11 @@ def compare(data, env: str, algos: Sequence[str],
                          for rows in data[(env, a)].values()] for a in present}
 
 
+def _seeds(count: int) -> str:
+    """'1 seed', '3 seeds'."""
+    return f'{count} seed{"" if count == 1 else "s"}'
+
+
 def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: str,
                 pre: bool = False, grid: int = 60):
     """One panel per env: each algorithm's post-update return, mean ± std over seeds.
@@ -440,8 +445,7 @@ def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: st
                     warnings.simplefilter('ignore', RuntimeWarning)  # all-NaN grid columns
                     mean = np.nanmean(curves, axis=0)
                     std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else 0 * mean
-                n_seeds = f'{len(curves)} seed{"" if len(curves) == 1 else "s"}'
-                label = f'{algo} ({n_seeds})' if key is None else None
+                label = f'{algo} ({_seeds(len(curves))})' if key is None else None
                 ax.plot(xs, mean, style, color=colors[algo], label=label)
                 ax.fill_between(xs, mean - std, mean + std, color=colors[algo], alpha=0.15)
                 drawn = True
@@ -524,7 +528,7 @@ def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]
         a, b = finals[winner], finals[loser]
         t, p = welch(a, b)
         stats = f'; t = {t:+.2f}, p = {p:.3f}' if not math.isnan(t) else ''
-        measured = (f'{_pm(a)} ({len(a)} seed{"" if len(a) == 1 else "s"}) vs {_pm(b)} ({len(b)}) '
+        measured = (f'{_pm(a)} ({_seeds(len(a))}) vs {_pm(b)} ({len(b)}) '
                     f'at {matched:,.0f} env steps{stats}')
         rows.append((claim, measured,
                      _verdict(t, p, seeds_needed(a, b), paper)))

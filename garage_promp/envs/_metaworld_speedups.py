@@ -200,34 +200,34 @@ def tolerance(x, bounds=(0.0, 0.0), margin=0.0, sigmoid='gaussian', value_at_mar
     if margin == 0:
         return 1.0 if in_bounds else 0.0
     distance = np.float64(lower - x if x < lower else x - upper) / margin
-    value = _reward_utils()._sigmoids(distance, value_at_margin, sigmoid)  # pylint: disable=protected-access
+    value = ORIGINALS['_sigmoids'](distance, value_at_margin, sigmoid)
     return 1.0 if in_bounds else float(value)
 
 
 tolerance.fast = True
 
 
-def _reward_utils():
-    from metaworld.utils import reward_utils  # pylint: disable=import-outside-toplevel
-    return reward_utils
-
-
-#: Meta-World's own implementations, kept for :func:`uninstall` and the tests.
+#: Meta-World's own implementations, kept for :func:`uninstall`, the tests and
+#: :func:`tolerance` (which calls the original ``_sigmoids``).
 ORIGINALS = {}
+
+#: The ``SawyerXYZEnv`` methods replaced, with their replacements.
+METHODS = (('touching_object', touching_object),
+           ('_get_curr_obs_combined_no_goal', curr_obs_combined_no_goal))
 
 
 def install() -> int:
     """Put the exact, faster equivalents in place; return how many env modules use the
     quaternion. Idempotent."""
     from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
-    for name, fast in (('touching_object', touching_object),
-                       ('_get_curr_obs_combined_no_goal', curr_obs_combined_no_goal)):
+    for name, fast in METHODS:
         if not getattr(getattr(SawyerXYZEnv, name), 'fast', False):
             ORIGINALS[name] = getattr(SawyerXYZEnv, name)
             setattr(SawyerXYZEnv, name, fast)
-    reward_utils = _reward_utils()
+    from metaworld.utils import reward_utils  # pylint: disable=import-outside-toplevel
     if not getattr(reward_utils.tolerance, 'fast', False):
         ORIGINALS['tolerance'] = reward_utils.tolerance
+        ORIGINALS['_sigmoids'] = reward_utils._sigmoids  # pylint: disable=protected-access
     count = 0
     for name, module in list(sys.modules.items()):
         if not name.startswith('metaworld.'):
@@ -244,7 +244,7 @@ def install() -> int:
 def uninstall():
     """Meta-World's own code again (for comparisons)."""
     from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
-    for name in ('touching_object', '_get_curr_obs_combined_no_goal'):
+    for name, _ in METHODS:
         if name in ORIGINALS:
             setattr(SawyerXYZEnv, name, ORIGINALS[name])
     for name, module in list(sys.modules.items()):

@@ -356,7 +356,7 @@ class _InProcessWatch:
     """The stuck-worker watchdog for a job that runs in the main thread.
 
     A thread reads the worker's step counter (``RolloutWorker.progress``) every
-    ``HEARTBEAT_SECONDS``, with the same rules as :class:`_Watchdog`: after
+    ``HEARTBEAT_SECONDS`` into a :class:`_Watchdog`, so the rules are the pool's: after
     STALL_NOTICE_SECONDS without progress the console says so, and after
     ``timeout`` seconds the thread sends ``INTERRUPT_SIGNAL`` to the main
     thread, whose handler (installed for the job only) raises :class:`_Stuck`
@@ -428,24 +428,16 @@ class _InProcessWatch:
             os.kill(os.getpid(), signum)
 
     def _watch(self, main_thread: int):
-        count, since = self._worker.progress, time.monotonic()
-        describe = f'sampler worker {self._worker_id} (in process, pid {os.getpid()})'
-        noticed = False
-        while not self._done.wait(min(HEARTBEAT_SECONDS, self._timeout / 4)):
-            now = time.monotonic()
-            if self._worker.progress != count:
-                count, since, noticed = self._worker.progress, now, False
-                continue
-            idle = now - since
-            if idle >= STALL_NOTICE_SECONDS and not noticed:
-                phase(f'waiting for {describe}, no progress for {idle:.0f} s at '
-                      f'{_where(self._worker)}')
-                noticed = True
-            if idle > self._timeout:
-                self._message = (
-                    f'{describe} made no progress for {idle:.0f} s '
-                    f'(worker_timeout={self._timeout:g}) at {_where(self._worker)}: an env '
-                    'stuck in step or reset; the job was interrupted')
+        poll = min(HEARTBEAT_SECONDS, self._timeout / 4)
+        watchdog = _Watchdog(self._timeout, poll)  # the pool's rules, notice and message
+        watchdog.started(self._worker_id)
+        name = f'sampler worker {self._worker_id} (in process, pid {os.getpid()})'
+        while not self._done.wait(poll):
+            watchdog.note(self._worker_id, self._worker.progress, _where(self._worker))
+            try:
+                watchdog.check([self._worker_id], lambda _: name)
+            except SamplerWorkerError as stuck:
+                self._message = f'{stuck}; the job was interrupted'
                 self._sent = True
                 signal.pthread_kill(main_thread, INTERRUPT_SIGNAL)
                 if not self._done.wait(INTERRUPT_GRACE_SECONDS):
