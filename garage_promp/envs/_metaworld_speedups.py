@@ -1,4 +1,4 @@
-"""Exact, faster equivalents of four per-step costs of Meta-World 3.1.1's own Python.
+"""Exact, faster equivalents of per-step costs of Meta-World 3.1.1's own Python.
 
 Profiles of a Meta-World step (``benchmarks/physics.py`` puts it against the
 physics) show pieces of Meta-World's Python costing more than MuJoCo's
@@ -31,33 +31,61 @@ rewards are equal bit for bit (``tests/envs/test_metaworld_speedups.py``):
 - **The observation's layout.** ``SawyerXYZEnv._get_curr_obs_combined_no_goal``
   splits the objects' positions and quaternions with ``np.split`` and joins them
   with a ``np.hstack`` per object, every step; :func:`curr_obs_combined_no_goal`
-  places the same numbers by reshaping.
+  places the same numbers by reshaping, and ``_get_obs`` joins the frame-stacked
+  observation with one ``np.concatenate`` instead of ``np.hstack``.
+- **Name lookups and NumPy's wrappers in the step itself.** Every step looks up the
+  hand, the claws, the fingertip sites and the goal sites by name
+  (``data.body("hand")``, ``data.site(name)``: a new view object each time), and calls
+  ``np.clip`` and ``np.linalg.norm`` on three numbers, whose Python wrappers cost more
+  than the arithmetic. :func:`set_xyz_action`, :func:`step`, :func:`get_endeff_pos`,
+  :func:`tcp_center`, :func:`get_body_com`, :func:`_get_site_pos` and
+  :func:`_set_pos_site` index MuJoCo's arrays by ids looked up once per model
+  (:func:`body_id`, :func:`site_id`), call the ``clip`` ufunc that ``np.clip`` itself
+  calls, with the same arguments, and take the norm as ``np.linalg.norm`` computes it for
+  a 1-D array (``sqrt(x.dot(x))``). :func:`step` also sets the two gripper controls and
+  advances the simulation as gymnasium's ``MujocoEnv.do_simulation`` does, without
+  building an array to check the control's shape, where neither ``do_simulation`` nor
+  ``_step_mujoco_simulation`` is overridden.
 
 :func:`install` puts them in place (``Rotation`` and ``tolerance`` in Meta-World's
-modules, ``touching_object`` and ``_get_curr_obs_combined_no_goal`` on ``SawyerXYZEnv``);
+modules, the methods of :data:`METHODS` on ``SawyerXYZEnv``);
 ``garage_promp.envs.metaworld`` calls it when it first imports Meta-World.
 :func:`uninstall` restores Meta-World's own code.
 """
+import inspect
 import math
 import sys
 from typing import Any
+import weakref
 
+import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
+
+try:  # the ufunc np.clip calls (NumPy 2 moved it)
+    from numpy._core.umath import clip as _clip
+except ImportError:  # NumPy 1
+    from numpy.core.umath import clip as _clip
 
 #: SciPy's orthogonality tolerance in ``Rotation.from_matrix`` (``isclose(M Mᵀ, I, atol=1e-12)``).
 ORTHOGONALITY_ATOL = 1e-12
 
 
 def _orthogonal(rows) -> bool:
-    """M Mᵀ close to I as SciPy checks it (``isclose``: atol 1e-12, rtol 1e-5)."""
-    for i in range(3):
-        for j in range(3):
-            gram = rows[i][0] * rows[j][0] + rows[i][1] * rows[j][1] + rows[i][2] * rows[j][2]
-            target = 1. if i == j else 0.
-            if not abs(gram - target) <= ORTHOGONALITY_ATOL + 1e-5 * abs(target):
-                return False
-    return True
+    """M Mᵀ close to I as SciPy checks it (``isclose``: atol 1e-12, rtol 1e-5).
+
+    Each entry of the Gram matrix once: entry (j, i) is entry (i, j) bit for bit (the
+    same products, summed in the same order).
+    """
+    (a0, a1, a2), (b0, b1, b2), (c0, c1, c2) = rows
+    diagonal = ORTHOGONALITY_ATOL + 1e-5 * 1.
+    off = ORTHOGONALITY_ATOL + 1e-5 * 0.
+    return (abs(a0 * a0 + a1 * a1 + a2 * a2 - 1.) <= diagonal
+            and abs(b0 * b0 + b1 * b1 + b2 * b2 - 1.) <= diagonal
+            and abs(c0 * c0 + c1 * c1 + c2 * c2 - 1.) <= diagonal
+            and abs(a0 * b0 + a1 * b1 + a2 * b2 - 0.) <= off
+            and abs(a0 * c0 + a1 * c1 + a2 * c2 - 0.) <= off
+            and abs(b0 * c0 + b1 * c1 + b2 * c2 - 0.) <= off)
 
 
 def quat_from_matrix(matrix: Any) -> np.ndarray:
@@ -142,10 +170,11 @@ def curr_obs_combined_no_goal(self) -> np.ndarray:
     each object's position and quaternion, zero-padded.
 
     The same values as Meta-World's (only the gripper term is arithmetic, and it is
-    computed by the same calls); the objects' entries are placed by reshaping rather
-    than by ``np.split`` and a nested ``np.hstack`` per object, which cost more than the
-    rest of the observation. Object arrays that do not pair up (never in Meta-World's
-    envs) go to Meta-World's own code, so its assertions and errors stay its own.
+    computed as ``np.linalg.norm`` and ``np.clip`` compute it); the entries are placed
+    in one zeroed array rather than by ``np.split`` and a nested ``np.hstack`` per
+    object, which cost more than the rest of the observation. Object arrays that do not
+    pair up (never in Meta-World's envs) go to Meta-World's own code, so its assertions
+    and errors stay its own.
     """
     obj_pos = self._get_pos_objects()
     obj_quat = self._get_quat_objects()
@@ -155,14 +184,19 @@ def curr_obs_combined_no_goal(self) -> np.ndarray:
             or 7 * n_objects > self._obs_obj_max_len):
         return ORIGINALS['_get_curr_obs_combined_no_goal'](self)
     pos_hand = self.get_endeff_pos()
-    finger_right, finger_left = self.data.body('rightclaw'), self.data.body('leftclaw')
-    gripper_distance_apart = np.linalg.norm(finger_right.xpos - finger_left.xpos)
-    gripper_distance_apart = np.clip(gripper_distance_apart / 0.1, 0.0, 1.0)
-    obs_obj_padded = np.zeros(self._obs_obj_max_len)
-    objects = obs_obj_padded[:7 * n_objects].reshape(n_objects, 7)
+    if len(pos_hand) != 3:
+        return ORIGINALS['_get_curr_obs_combined_no_goal'](self)
+    xpos = self.data.xpos
+    apart = xpos[body_id(self, 'rightclaw')] - xpos[body_id(self, 'leftclaw')]
+    # np.linalg.norm of a 1-D float array is sqrt(x.dot(x)); np.clip calls this ufunc.
+    gripper_distance_apart = _clip(np.sqrt(apart.dot(apart)) / 0.1, 0.0, 1.0)
+    obs = np.zeros(4 + self._obs_obj_max_len)
+    obs[:3] = pos_hand
+    obs[3] = gripper_distance_apart
+    objects = obs[4:4 + 7 * n_objects].reshape(n_objects, 7)
     objects[:, :3] = np.reshape(obj_pos, (n_objects, 3))
     objects[:, 3:] = np.reshape(obj_quat, (n_objects, 4))
-    return np.hstack((pos_hand, gripper_distance_apart, obs_obj_padded))
+    return obs
 
 
 curr_obs_combined_no_goal.fast = True
@@ -207,22 +241,226 @@ def tolerance(x, bounds=(0.0, 0.0), margin=0.0, sigmoid='gaussian', value_at_mar
 tolerance.fast = True
 
 
+#: Name -> id lookups per MuJoCo model (a model of another layout gets its own).
+_IDS: 'weakref.WeakKeyDictionary[Any, dict]' = weakref.WeakKeyDictionary()
+
+
+def _model_id(model, kind: str, name) -> int:
+    ids = _IDS.get(model)
+    if ids is None:
+        ids = _IDS[model] = {}
+    key = (kind, name)
+    found = ids.get(key)
+    if found is None:  # model.body(name) raises KeyError for an unknown name, as data's does
+        found = ids[key] = getattr(model, kind)(name).id
+    return found
+
+
+def body_id(env, name) -> int:
+    """The id of body ``name`` in ``env.model``, looked up once per model."""
+    return _model_id(env.model, 'body', name)
+
+
+def site_id(env, name) -> int:
+    """The id of site ``name`` in ``env.model``, looked up once per model."""
+    return _model_id(env.model, 'site', name)
+
+
+def get_endeff_pos(self) -> np.ndarray:
+    """``SawyerXYZEnv.get_endeff_pos``: the hand's position (a view of ``data.xpos``, as
+    ``data.body("hand").xpos`` is)."""
+    return self.data.xpos[body_id(self, 'hand')]
+
+
+get_endeff_pos.fast = True
+
+
+def get_body_com(self, body_name) -> np.ndarray:
+    """gymnasium's ``MujocoEnv.get_body_com``: ``data.body(body_name).xpos``, as a view."""
+    return self.data.xpos[body_id(self, body_name)]
+
+
+get_body_com.fast = True
+
+
+def _tcp_center(self) -> np.ndarray:
+    xpos = self.data.site_xpos
+    return (xpos[site_id(self, 'rightEndEffector')] + xpos[site_id(self, 'leftEndEffector')]) / 2.0
+
+
+#: ``SawyerXYZEnv.tcp_center``: the midpoint of the two fingertip sites.
+tcp_center = property(_tcp_center, doc=_tcp_center.__doc__)
+_tcp_center.fast = True
+
+
+def _get_site_pos(self, site_name) -> np.ndarray:
+    """``SawyerXYZEnv._get_site_pos``: a copy of the site's position."""
+    return self.data.site_xpos[site_id(self, site_name)].copy()
+
+
+_get_site_pos.fast = True
+
+
+def _set_pos_site(self, name, pos) -> None:
+    """``SawyerXYZEnv._set_pos_site``: the site's position from the first three entries of
+    ``pos`` (the same assertions; shorter arrays go to Meta-World's own code and its error)."""
+    assert isinstance(pos, np.ndarray)
+    assert pos.ndim == 1
+    if len(pos) < 3:
+        ORIGINALS['_set_pos_site'](self, name, pos)
+        return
+    self.data.site_xpos[site_id(self, name)] = pos[:3]
+
+
+_set_pos_site.fast = True
+
+#: The mocap orientation ``set_xyz_action`` sets (the original builds ``np.array([1, 0, 1, 0])``).
+_MOCAP_QUAT = np.array([1, 0, 1, 0])
+
+
+def set_xyz_action(self, action) -> None:
+    """``SawyerXYZEnv.set_xyz_action``: move the mocap body by the clipped, scaled action.
+
+    The same operations on the same dtypes, with NumPy's ``clip`` ufunc called directly;
+    anything but an array action, or a model with other than one mocap body, goes to
+    Meta-World's own code.
+    """
+    if type(action) is not np.ndarray or self.model.nmocap != 1:
+        ORIGINALS['set_xyz_action'](self, action)
+        return
+    pos_delta = _clip(action, -1, 1) * self.action_scale
+    data = self.data
+    new_mocap_pos = data.mocap_pos + pos_delta[None]
+    new_mocap_pos[0, :] = _clip(new_mocap_pos[0, :], self.mocap_low, self.mocap_high)
+    data.mocap_pos = new_mocap_pos
+    data.mocap_quat = _MOCAP_QUAT
+
+
+set_xyz_action.fast = True
+
+
+def _get_obs(self) -> np.ndarray:
+    """``SawyerXYZEnv._get_obs``: this frame's and the last frame's observations, then the
+    goal (zeros when it is hidden); one ``np.concatenate`` where the original's
+    ``np.hstack`` makes each part at least 1-D first (they are 1-D arrays here; anything
+    else goes to Meta-World's own code)."""
+    pos_goal = self._get_pos_goal()
+    if self._partially_observable:
+        pos_goal = np.zeros_like(pos_goal)
+    curr_obs = self._get_curr_obs_combined_no_goal()
+    prev_obs = self._prev_obs
+    if not (type(curr_obs) is np.ndarray and type(prev_obs) is np.ndarray
+            and type(pos_goal) is np.ndarray
+            and curr_obs.ndim == 1 and prev_obs.ndim == 1 and pos_goal.ndim == 1):
+        obs = np.hstack((curr_obs, prev_obs, pos_goal))
+    else:
+        obs = np.concatenate((curr_obs, prev_obs, pos_goal))
+    self._prev_obs = curr_obs
+    return obs
+
+
+_get_obs.fast = True
+
+#: What an unstable simulation's step returns as its info (Meta-World's own constant).
+_UNSTABLE_INFO = {
+    'success': False,
+    'near_object': 0.0,
+    'grasp_success': False,
+    'grasp_reward': 0.0,
+    'in_place_reward': 0.0,
+    'obj_to_target': 0.0,
+    'unscaled_reward': 0.0,
+}
+
+
+def step(self, action):
+    """``SawyerXYZEnv.step``: Meta-World's own sequence (mocap move, simulation, goal
+    sites, ``mj_forward``, observation, clip, reward), its assertions and errors.
+
+    Where gymnasium's ``do_simulation`` and ``_step_mujoco_simulation`` are not
+    overridden, the two gripper controls are set and the simulation advanced as they do
+    it (the controls ``a`` and ``-a``, ``mj_step`` with ``nstep=frame_skip``, then
+    ``mj_rnePostConstraint``), without the array ``do_simulation`` builds to check the
+    control's shape (a model with other than two actuators takes that path); the
+    observation is clipped by the ufunc ``np.clip`` calls.
+    """
+    assert len(action) == 4, f'Actions should be size 4, got {len(action)}'
+    self.set_xyz_action(action[:3])
+    if self.curr_path_length >= self.max_path_length:
+        raise ValueError('You must reset the env manually once truncate==True')
+    model, data, kind = self.model, self.data, type(self)
+    if (kind.do_simulation is _DO_SIMULATION and model.nu == 2
+            and kind._step_mujoco_simulation is _STEP_SIMULATION):  # pylint: disable=protected-access
+        ctrl, grip = data.ctrl, action[-1]
+        ctrl[0] = grip  # the values data.ctrl[:] = [grip, -grip] stores
+        ctrl[1] = -grip
+        mujoco.mj_step(model, data, nstep=self.frame_skip)
+        mujoco.mj_rnePostConstraint(model, data)
+    else:
+        self.do_simulation([action[-1], -action[-1]], n_frames=self.frame_skip)
+    self.curr_path_length += 1
+    for site in self._target_site_config:
+        self._set_pos_site(*site)
+    if self._did_see_sim_exception:
+        assert self._last_stable_obs is not None
+        return self._last_stable_obs, 0.0, False, False, dict(_UNSTABLE_INFO)
+    mujoco.mj_forward(model, data)
+    obs = self._get_obs()
+    space = self.sawyer_observation_space
+    if type(obs) is np.ndarray:
+        obs = _clip(obs, space.low, space.high, dtype=np.float64)
+    else:
+        obs = np.clip(obs, a_max=space.high, a_min=space.low, dtype=np.float64)
+    self._last_stable_obs = obs
+    assert isinstance(self._last_stable_obs, np.ndarray)
+    reward, info = self.evaluate_state(self._last_stable_obs, action)
+    truncate = self.curr_path_length == self.max_path_length
+    return np.array(self._last_stable_obs, dtype=np.float64), reward, False, truncate, info
+
+
+step.fast = True
+_DO_SIMULATION = _STEP_SIMULATION = None  # gymnasium's, set by install()
+
+
 #: Meta-World's own implementations, kept for :func:`uninstall`, the tests and
 #: :func:`tolerance` (which calls the original ``_sigmoids``).
 ORIGINALS = {}
+#: ``SawyerXYZEnv``'s own attributes replaced (a property as a property), for
+#: :func:`uninstall`; ``_INHERITED`` for one it inherits (gymnasium's ``get_body_com``).
+ORIGINAL_ATTRIBUTES = {}
+_INHERITED = object()
 
 #: The ``SawyerXYZEnv`` methods replaced, with their replacements.
 METHODS = (('touching_object', touching_object),
-           ('_get_curr_obs_combined_no_goal', curr_obs_combined_no_goal))
+           ('_get_curr_obs_combined_no_goal', curr_obs_combined_no_goal),
+           ('_get_obs', _get_obs),
+           ('get_endeff_pos', get_endeff_pos),
+           ('get_body_com', get_body_com),
+           ('tcp_center', tcp_center),
+           ('_get_site_pos', _get_site_pos),
+           ('_set_pos_site', _set_pos_site),
+           ('set_xyz_action', set_xyz_action),
+           ('step', step))
+
+
+def _is_fast(attribute) -> bool:
+    if isinstance(attribute, property):
+        attribute = attribute.fget
+    return getattr(attribute, 'fast', False)
 
 
 def install() -> int:
     """Put the exact, faster equivalents in place; return how many env modules use the
     quaternion. Idempotent."""
+    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv  # pylint: disable=import-outside-toplevel
     from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+    global _DO_SIMULATION, _STEP_SIMULATION  # pylint: disable=global-statement
+    _DO_SIMULATION = MujocoEnv.do_simulation
+    _STEP_SIMULATION = MujocoEnv._step_mujoco_simulation  # pylint: disable=protected-access
     for name, fast in METHODS:
-        if not getattr(getattr(SawyerXYZEnv, name), 'fast', False):
+        if not _is_fast(inspect.getattr_static(SawyerXYZEnv, name)):
             ORIGINALS[name] = getattr(SawyerXYZEnv, name)
+            ORIGINAL_ATTRIBUTES[name] = vars(SawyerXYZEnv).get(name, _INHERITED)
             setattr(SawyerXYZEnv, name, fast)
     from metaworld.utils import reward_utils  # pylint: disable=import-outside-toplevel
     if not getattr(reward_utils.tolerance, 'fast', False):
@@ -245,8 +483,11 @@ def uninstall():
     """Meta-World's own code again (for comparisons)."""
     from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
     for name, _ in METHODS:
-        if name in ORIGINALS:
-            setattr(SawyerXYZEnv, name, ORIGINALS[name])
+        if name in ORIGINAL_ATTRIBUTES:
+            if ORIGINAL_ATTRIBUTES[name] is _INHERITED:  # e.g. gymnasium's get_body_com
+                delattr(SawyerXYZEnv, name)
+            else:
+                setattr(SawyerXYZEnv, name, ORIGINAL_ATTRIBUTES[name])
     for name, module in list(sys.modules.items()):
         if name.startswith('metaworld.envs.') and getattr(module, 'Rotation', None) is ROTATION:
             module.Rotation = Rotation

@@ -246,3 +246,151 @@ def test_every_ml45_class_steps_as_meta_worlds_own_code():
             assert fast[name][2] == slow[2], name
     finally:
         _metaworld_speedups.install()
+
+
+class _MetaWorldsOwn:
+    """Inside, Meta-World's own code (every replacement uninstalled)."""
+
+    def __enter__(self):
+        _metaworld_speedups.uninstall()
+
+    def __exit__(self, *exc_info):
+        _metaworld_speedups.install()
+
+
+def _step_record(name, steps, max_path_length=40, seed=4):
+    """Everything a step returns and leaves in MuJoCo's data, for random actions beyond
+    the action space (clipped by the mocap move), through a truncation, the error after
+    it, and the unstable-simulation branch."""
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # pylint: disable=import-outside-toplevel
+    env = ALL_V3_ENVIRONMENTS[name]()
+    env._set_task_called = True  # pylint: disable=protected-access
+    env._freeze_rand_vec = False  # pylint: disable=protected-access
+    env.max_path_length = max_path_length
+    env.seed(seed)
+    np.random.seed(seed)
+    record = [env.reset()[0]]
+    rng = np.random.default_rng(seed)
+    for t in range(steps):
+        action = rng.uniform(-2, 2, 4).astype(np.float32 if t % 2 else np.float64)
+        obs, reward, terminated, truncated, info = env.step(action)
+        record += [obs, obs.dtype, reward, type(reward), terminated, truncated,
+                   sorted(info.items()), env.data.mocap_pos.copy(), env.data.mocap_quat.copy(),
+                   env.data.ctrl.copy(),
+                   env.data.site_xpos.copy(), env.tcp_center, env._prev_obs.copy()]  # pylint: disable=protected-access
+        if truncated:
+            with pytest.raises(ValueError) as error:
+                env.step(action)
+            record.append(str(error.value))
+            record.append(env.reset()[0])
+    with pytest.raises(AssertionError) as error:
+        env.step(np.zeros(3))
+    record.append(str(error.value))
+    env._did_see_sim_exception = True  # pylint: disable=protected-access
+    unstable = env.step(np.zeros(4))
+    record += [unstable[0], unstable[1:4], sorted(unstable[4].items())]
+    env.close()
+    return record
+
+
+def _same(got, expected):
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        else:
+            assert a == b and type(a) is type(b)
+
+
+@pytest.mark.metaworld
+@pytest.mark.parametrize('name', ['reach-v3', 'pick-place-v3', 'assembly-v3', 'bin-picking-v3'])
+def test_step_and_its_pieces_equal_meta_worlds_own(name):
+    """The fast ``step``, mocap move, goal sites and lookups against Meta-World's own code
+    (one goal site, none, another site), step by step: observations (their dtype), rewards
+    (their type), flags, infos, the mocap pose, controls and every site position, through a
+    truncation, the errors and the unstable-simulation branch."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    assert SawyerXYZEnv.step is _metaworld_speedups.step
+    fast = _step_record(name, 90)
+    with _MetaWorldsOwn():
+        assert SawyerXYZEnv.step is not _metaworld_speedups.step
+        expected = _step_record(name, 90)
+    _same(fast, expected)
+
+
+@pytest.mark.metaworld
+def test_lookups_equal_meta_worlds_own_for_every_body_and_site():
+    """``get_body_com`` for every body, ``_get_site_pos`` for every site, the hand and the
+    fingertips, on one state: equal values, and views of MuJoCo's data where the originals
+    return views. Installing twice changes nothing, and uninstalling restores the
+    originals (gymnasium's ``get_body_com`` inherited again)."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+
+    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv  # pylint: disable=import-outside-toplevel
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # pylint: disable=import-outside-toplevel
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    _metaworld_speedups.install()
+    originals = _metaworld_speedups.ORIGINALS
+    env = ALL_V3_ENVIRONMENTS['push-v3']()
+    env._set_task_called = True  # pylint: disable=protected-access
+    env._freeze_rand_vec = False  # pylint: disable=protected-access
+    env.reset()
+    env.step(np.array([0.3, -0.2, 0.1, 0.5]))
+    model, data = env.model, env.data
+    for body in range(model.nbody):
+        name = model.body(body).name
+        got = env.get_body_com(name)
+        assert np.array_equal(got, originals['get_body_com'](env, name))
+        assert np.shares_memory(got, data.xpos)
+    for site in range(model.nsite):
+        name = model.site(site).name
+        got = env._get_site_pos(name)  # pylint: disable=protected-access
+        assert np.array_equal(got, originals['_get_site_pos'](env, name))
+        assert not np.shares_memory(got, data.site_xpos)
+    assert np.shares_memory(env.get_endeff_pos(), data.xpos)
+    assert np.array_equal(env.get_endeff_pos(), originals['get_endeff_pos'](env))
+    assert np.array_equal(env.tcp_center, originals['tcp_center'].fget(env))
+    with pytest.raises(KeyError):
+        env.get_body_com('no-such-body')
+    with _MetaWorldsOwn():
+        assert SawyerXYZEnv.get_body_com is MujocoEnv.get_body_com
+        assert 'get_body_com' not in vars(SawyerXYZEnv)
+    assert SawyerXYZEnv.get_body_com is _metaworld_speedups.get_body_com
+    env.close()
+
+
+@pytest.mark.metaworld
+def test_overridden_simulation_and_odd_arguments_take_meta_worlds_own_path():
+    """A subclass's own ``do_simulation`` is called by the fast step; a list action and a
+    two-entry site position go to Meta-World's own code (the same result, the same error)."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    calls = []
+
+    class Counted(ALL_V3_ENVIRONMENTS['reach-v3']):
+        def do_simulation(self, ctrl, n_frames):
+            calls.append((list(ctrl), n_frames))
+            super().do_simulation(ctrl, n_frames)
+
+    env = Counted()
+    env._set_task_called = True  # pylint: disable=protected-access
+    env._freeze_rand_vec = False  # pylint: disable=protected-access
+    env.reset()
+    calls.clear()
+    env.step(np.array([0., 0., 0., 0.25]))
+    assert calls == [([0.25, -0.25], env.frame_skip)]
+    before = env.data.mocap_pos.copy()
+    env.set_xyz_action([0.5, -3.0, 0.0])
+    moved = env.data.mocap_pos.copy()
+    env.data.mocap_pos = before
+    _metaworld_speedups.ORIGINALS['set_xyz_action'](env, [0.5, -3.0, 0.0])
+    assert np.array_equal(moved, env.data.mocap_pos)
+    with pytest.raises(ValueError):
+        env._set_pos_site('goal', np.zeros(2))  # pylint: disable=protected-access
+    env.close()
