@@ -35,6 +35,11 @@ a quarter of the paper's 40 x 20):
   maintained Meta-World baselines' budget (2e7 env steps, 20 tasks x 10
   episodes, their MAML-TRPO settings), 2 seeds, meta-tested every 10 epochs on
   held-out classes; the claims compare held-out and training-class success.
+  Each finished run then gets the baselines' final evaluation
+  (``launchers/meta_test.py RUN --protocol metaworld-algorithms``: 40 goals of
+  every held-out class, before and after adaptation), on the next ``run ml10``,
+  written next to its ``progress.csv`` as ``final_evaluation.csv``; the report
+  puts the runs' per-class tables side by side.
 
 Every training run is a ``launchers/train.py`` process started by
 ``benchmarks/learning.py``'s runner, one core each, ``--parallel`` at a time,
@@ -55,6 +60,7 @@ and continues from it on the next ``run``. As each run reaches its budget its
 committed: ``status`` on a fresh clone counts those as done, and a run that
 was part-way on another machine starts again from scratch here.
 """
+import csv
 import dataclasses
 import json
 import math
@@ -153,6 +159,9 @@ def fig5_runs() -> List[Run]:
 #: epochs (2e6 steps) on 2 goals of each held-out class; the final protocol evaluation is
 #: ``launchers/meta_test.py RUN --protocol metaworld-algorithms``.
 ML10_EVAL = ('--evaluate-every', '10', '--n-test-tasks', '10')
+#: The final evaluation of a finished ML10 run, and the file it writes in the run's results.
+FINAL_EVALUATION = ('--protocol', 'metaworld-algorithms')
+FINAL_EVALUATION_CSV = 'final_evaluation.csv'
 
 
 def ml10_runs() -> List[Run]:
@@ -255,6 +264,64 @@ class Campaign:
         return learning._run_command(  # pylint: disable=protected-access
             run.algo, run.env, run.seed, run.steps, run.batch, run_dir, resume,
             list(run.options))
+
+
+def final_evaluations(campaign: Campaign, runs: Sequence[Run], quick: bool = False):
+    """``(name, command, log, target)`` of the final evaluation of every finished ML10 run
+    that has none yet, and the names of finished runs that cannot have one here (their
+    snapshots are on another machine). The command writes ``target``'s ``.partial``
+    sibling; the caller renames it when the command succeeds, so a stopped evaluation
+    leaves nothing that looks finished and runs again next time."""
+    specs, elsewhere = [], []
+    for r in runs:
+        if r.env != 'ML10' or campaign.state(r)[0] != 'done':
+            continue
+        target = campaign.result_dir(r) / FINAL_EVALUATION_CSV
+        if target.exists():
+            continue
+        if not (campaign.run_dir(r) / 'params.pkl').exists():
+            elsewhere.append(r.name)
+            continue
+        command = [sys.executable, str(HERE.parent / 'launchers' / 'meta_test.py'),
+                   str(campaign.run_dir(r)), *FINAL_EVALUATION,
+                   '--csv', str(target.with_name(target.name + '.partial'))]
+        if quick:  # the pipeline, not the numbers: 1 goal a class, 1 adaptation episode
+            command += ['--goals-per-class', '1', '--n-exploration-eps', '1']
+        specs.append((f'{r.name} final evaluation', command,
+                      campaign.runs_dir / f'{r.name}.final_evaluation.log', target))
+    return specs, elsewhere
+
+
+def final_evaluation_table(campaign: Campaign, runs: Sequence[Run]) -> List[str]:
+    """The finished runs' final evaluations side by side: success before and after
+    adaptation per held-out class, and the overall row."""
+    tables = {}
+    for r in runs:
+        path = campaign.result_dir(r) / FINAL_EVALUATION_CSV
+        if path.exists():
+            with open(path, newline='') as f:
+                tables[r] = list(csv.DictReader(f))
+    if not tables:
+        return []
+    protocol = next(iter(tables.values()))[0].get('protocol', '')
+    tasks = list(dict.fromkeys(row['task'] for rows in tables.values() for row in rows))
+    names = [f'{r.tag} seed {r.seed}' for r in tables]
+    lines = ['Final evaluation of each finished run (`launchers/meta_test.py RUN '
+             f'{" ".join(FINAL_EVALUATION)}`; {protocol}): success rate before → after '
+             "adaptation, over every evaluation episode of every goal. In brackets, what "
+             "Meta-World 3.1.1's own evaluator would count on the same episodes (an upper "
+             'bound, see docs/environments.md).', '',
+             '| held-out class | ' + ' | '.join(names) + ' |',
+             '|---|' + '---|' * len(names)]
+    for task in tasks:
+        cells = []
+        for rows in tables.values():
+            row = next((x for x in rows if x['task'] == task), None)
+            cells.append('-' if row is None else
+                         f"{float(row['success_before']):.2f} → {float(row['success_rate']):.2f} "
+                         f"({float(row['metaworld_evaluator_success']):.2f})")
+        lines.append(f'| {task} | ' + ' | '.join(cells) + ' |')
+    return lines + ['']
 
 
 def _alive(pid_file: pathlib.Path) -> bool:
@@ -597,6 +664,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                 claims += comparison_rows(data, 'Fig. 3', env, 'LVC-VPG',
                                           ['DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG'])
         elif fig == 'ml10':
+            text += final_evaluation_table(campaign, runs)
             for key, what in (('MetaTest/Average/SuccessRate', ' held-out success'),
                               ('Step_1-SuccessRate', ' training-class success, post-update')):
                 claims += comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'],
@@ -732,6 +800,13 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
     todo = [r for r in todo if campaign.state(r)[0] in ('partial', 'missing')]
     by_name = {r.name: r for r in todo}
     specs = []
+    evaluations, elsewhere = final_evaluations(
+        campaign, [r for fig in figs for r in runs_of(fig, quick)
+                   if only is None or only in r.name], quick)
+    for name in elsewhere:
+        click.echo(f'{name}: no snapshot here for its final evaluation', err=True)
+    targets = {name: target for name, _, _, target in evaluations}
+    specs += [(name, command, log) for name, command, log, _ in evaluations]
     for r in todo:
         command = campaign.command(r)
         log = campaign.runs_dir / f'{r.name}.log'
@@ -740,12 +815,19 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
                                str(campaign.pid_file(r)), *command], log))
 
     def on_done(name, code):
+        if name in targets:  # a final evaluation: its table only once it is whole
+            partial = targets[name].with_name(targets[name].name + '.partial')
+            if code == 0 and partial.exists():
+                partial.replace(targets[name])
+                click.echo(f'evaluated {name} -> {targets[name]}', err=True)
+            return
         r = by_name[name]
         campaign.pid_file(r).unlink(missing_ok=True)
         if code == 0 and campaign.collect(r):
             click.echo(f'collected {name} -> {campaign.result_dir(r)}', err=True)
 
-    click.echo(f'{len(specs)} runs to do', err=True)
+    click.echo(f'{len(specs) - len(evaluations)} runs to do'
+               + (f', {len(evaluations)} final evaluations' if evaluations else ''), err=True)
     learning.run_all(specs, parallel, deadline, on_done=on_done)
     if 'fig5' in figs:
         draw_fig5_trajectories(campaign, quick)

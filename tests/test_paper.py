@@ -217,6 +217,49 @@ def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
     if fig == 'ml10':  # the success claims, measured on the meta-test's held-out classes
         assert '| Meta-World ML10 held-out success: ProMP > MAML-TRPO |' in report
         assert 'not run yet' not in report.split('## Claims')[1]
+        _ml10_final_evaluation(tmp_path, args, paper)
+
+
+def _ml10_final_evaluation(tmp_path, args, paper):
+    """The next ``run ml10`` evaluates each finished run by the baselines' protocol, once,
+    and the report puts the per-class tables side by side."""
+    results = tmp_path / 'quick' / 'results'
+    out = _paper('run', 'ml10', *args).stderr
+    runs = paper.quick_runs('ml10')
+    assert f'0 runs to do, {len(runs)} final evaluations' in out
+    for run in runs:
+        rows = _rows(results / run.name / paper.FINAL_EVALUATION_CSV)
+        assert [r['task'] for r in rows][-1] == 'Average' and len(rows) == 6  # 5 classes
+        assert all('metaworld-algorithms' in r['protocol'] for r in rows)
+        assert not (results / run.name / (paper.FINAL_EVALUATION_CSV + '.partial')).exists()
+    assert '0 runs to do\n' in _paper('run', 'ml10', *args).stderr  # nothing left to evaluate
+    report = _paper('report', 'ml10', *args).stdout
+    header = '| held-out class | ' + ' | '.join(f'{r.tag} seed 1' for r in runs) + ' |'
+    table = report.split(header)[1].split('\n\n')[0].splitlines()[2:]
+    assert len(table) == 6 and table[-1].startswith('| Average | ')  # 5 classes and overall
+    assert all(row.count(' → ') == len(runs) for row in table)
+
+
+def test_a_final_evaluation_waits_for_its_run_and_needs_its_snapshot(paper, tmp_path):
+    """Only finished ML10 runs are evaluated, only once, and only where their snapshot is."""
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    ml10 = paper.ml10_runs()
+    done, elsewhere, partial = ml10[0], ml10[1], ml10[2]
+    for run in (done, elsewhere):
+        _write_progress(campaign.run_dir(run), [run.steps])
+        campaign.collect(run)
+    (campaign.run_dir(done) / 'params.pkl').write_bytes(b'snapshot')
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.rmtree(campaign.run_dir(elsewhere))  # finished on another machine
+    _write_progress(campaign.run_dir(partial), [partial.steps // 2])
+    specs, away = paper.final_evaluations(campaign, ml10 + paper.fig2_runs())
+    assert [name for name, *_ in specs] == [f'{done.name} final evaluation'] and away == [
+        elsewhere.name]
+    name, command, _, target = specs[0]
+    assert command[2:] == [str(campaign.run_dir(done)), '--protocol', 'metaworld-algorithms',
+                           '--csv', str(target) + '.partial']
+    target.write_text('task\n')
+    assert paper.final_evaluations(campaign, ml10)[0] == []
 
 
 @pytest.mark.slow
