@@ -9,6 +9,7 @@ from garage_promp.experiment.builder import build_experiment
 from garage_promp.experiment.paper_config import ENVS, normalize_actions
 from garage_promp.sampler.lean import LeanStepper
 
+from garage import StepType
 from garage.envs import normalize
 import numpy as np
 import pytest
@@ -194,3 +195,113 @@ def test_user_subclasses_keep_their_own_step():
     obs = _ShapedCheetahGym.batch_step(envs, actions)[0]
     for n, twin in enumerate(twins):
         np.testing.assert_array_equal(obs[n], twin.step(actions[n])[0])
+
+
+def _metaworld_sample(lean, env, task=None, seed=3):
+    exp = build_experiment('ProMP', env, seed, task=task, meta_batch_size=10, episodes_per_task=2,
+                           max_episode_length=60, n_test_tasks=None, sampler='local',
+                           n_workers=1, hidden_sizes=(16, ), reward_function_version='v2')
+    sampler = exp.algo.sampler
+    sampler._lean = lean  # pylint: disable=protected-access
+    taken = []
+    original = LeanStepper.of.__func__
+
+    def of(cls, envs):
+        stepper = original(cls, envs)
+        taken.append(stepper is not None)
+        return stepper
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(LeanStepper, 'of', classmethod(of))
+            return exp.algo.sample_meta_batch(0), taken
+    finally:
+        sampler.shutdown_worker()
+
+
+@pytest.mark.metaworld
+@pytest.mark.parametrize('env,task', [('ML10', None), ('ML1', 'reach-v3')])
+def test_meta_world_lean_path_gives_the_wrapped_paths_episodes(env, task):
+    """Meta-World steps lean (a wave of ML10 mixes its ten classes); the episodes, env infos
+    (``task_name`` and their dtypes included) and agent infos equal the wrapped path's."""
+    wrapped, _ = _metaworld_sample(False, env, task)
+    lean, taken = _metaworld_sample(True, env, task)
+    assert taken and all(taken)
+    _assert_identical([wrapped], [lean])
+    names = set(np.concatenate([b.episodes.env_infos['task_name'] for b in lean]))
+    assert len(names) == (10 if env == 'ML10' else 1)
+
+
+def _metaworld_env(terminate_on_success, max_episode_length=500, seed=0):
+    from garage_promp.envs import MetaWorldTaskSampler, make_benchmark  # pylint: disable=import-outside-toplevel
+    sampler = MetaWorldTaskSampler(make_benchmark('ML1', 'reach-v3', seed=1), 'train',
+                                   max_episode_length=max_episode_length, seed=seed,
+                                   terminate_on_success=terminate_on_success)
+    return sampler.sample(1)[0]()
+
+
+def _scripted_pair(terminate_on_success, max_episode_length):
+    """Meta-World's scripted reach policy through ``env.step`` and through the lean stepper,
+    on twin envs: every step's fields side by side."""
+    from metaworld.policies import SawyerReachV3Policy  # pylint: disable=import-outside-toplevel
+    envs = [_metaworld_env(terminate_on_success, max_episode_length) for _ in range(2)]
+    observations = [env.reset()[0] for env in envs]
+    stepper = LeanStepper.of([envs[1]])
+    assert stepper is not None
+    stepper.start([0])
+    policy, steps = SawyerReachV3Policy(), []
+    for t in range(1, max_episode_length + 1):
+        seen = observations[0].copy()  # ML1 hides the goal; the scripted policy needs it
+        seen[-3:] = envs[0].gym_env._target_pos  # pylint: disable=protected-access
+        action = np.clip(policy.get_action(seen), -1, 1).astype(np.float32)
+        wrapped = envs[0].step(action)
+        obs, rewards, types, infos = stepper.step(np.array([0]), action[None], np.array([t]))
+        steps.append((wrapped, obs[0], rewards[0], types[0], {k: v[0] for k, v in infos.items()}))
+        observations = [wrapped.observation, obs[0]]
+        if wrapped.last:
+            break
+    return envs, steps
+
+
+@pytest.mark.metaworld
+def test_meta_world_lean_step_ends_at_a_success_as_step_does():
+    """With ``terminate_on_success``: the success step is terminal on both paths, the step
+    counts end alike; at a success on the episode's last allowed step, both say TIMEOUT."""
+    envs, steps = _scripted_pair(True, 500)
+    success_at = len(steps)
+    assert success_at < 500, 'the scripted policy should reach the goal'
+    for wrapped, obs, reward, kind, info in steps:
+        np.testing.assert_array_equal(obs, wrapped.observation)
+        assert reward == wrapped.reward and kind == int(wrapped.step_type)
+        assert info == wrapped.env_info
+    assert steps[-1][3] == int(StepType.TERMINAL) and steps[-1][4]['success']
+    assert envs[0]._step_cnt is None and envs[1]._step_cnt is None  # pylint: disable=protected-access
+    _, steps = _scripted_pair(True, success_at)
+    assert [s[3] for s in steps][-1] == int(steps[-1][0].step_type) == int(StepType.TIMEOUT)
+
+
+@pytest.mark.metaworld
+def test_meta_world_lean_path_keeps_a_subclass_step_and_names_a_failing_env():
+    from garage_promp.envs.metaworld import MetaWorldEnv  # pylint: disable=import-outside-toplevel
+
+    class OwnStep(MetaWorldEnv):
+        def step(self, action):
+            return super().step(action)
+
+    envs = [_metaworld_env(False, seed=s) for s in (1, 2)]
+    assert LeanStepper.of(envs) is not None
+    env = envs[0]
+    own = OwnStep(env.get_task(), max_episode_length=10)
+    assert LeanStepper.of([own]) is None and LeanStepper.of(envs + [own]) is None
+    for env in envs:
+        env.reset()
+    stepper = LeanStepper.of(envs)
+    stepper.start([0, 1])
+
+    def broken(action):
+        raise RuntimeError('simulation failed')
+
+    envs[1]._env.step = broken  # pylint: disable=protected-access
+    with pytest.raises(RuntimeError) as error:
+        stepper.step(np.array([0, 1]), np.zeros((2, 4), dtype=np.float32), np.array([1, 1]))
+    assert error.value.lean_row == 1

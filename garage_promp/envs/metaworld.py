@@ -292,6 +292,47 @@ class MetaWorldEnv(GymnasiumEnv):
             self._step_cnt = None  # like any ended episode: reset before the next step
         return env_step
 
+    @classmethod
+    def batch_step(cls, envs: Sequence[MetaWorldEnv], actions: np.ndarray):
+        """:meth:`step` of every env, for the sampler's lean path (``garage_promp.sampler.lean``).
+
+        Each env's Meta-World ``step`` as :meth:`step` calls it, without the two
+        ``EnvStep`` objects and the per-step dict bookkeeping around it: rows of
+        observations (float32, as ``GymnasiumEnv`` casts them), rewards (``float``),
+        terminated (Meta-World's flag, or a success ending the episode with
+        ``terminate_on_success`` where the step is not already its last), truncated, and
+        env infos stacked key by key, ``task_name`` included. The stepper keeps the
+        step counts and the finiteness checks. An error from an env's ``step`` carries
+        ``lean_index``, its position in ``envs``.
+        """
+        observations, infos = [], []
+        rewards = np.empty(len(envs))
+        terminated = np.zeros(len(envs), dtype=bool)
+        truncated = np.zeros(len(envs), dtype=bool)
+        for n, (env, action) in enumerate(zip(envs, actions)):
+            try:
+                obs, reward, ended, cut, info = env._env.step(action)
+            except Exception as error:
+                error.lean_index = n
+                raise
+            info['task_name'] = env._task.env_name
+            count = env._step_cnt + 1  # the stepper counts this step after the call
+            length = env._max_episode_length
+            last = ended or cut or (length is not None and count >= length)
+            if env.terminate_on_success and not last and info.get('success'):
+                ended = True
+            observations.append(obs)
+            rewards[n] = float(reward)
+            terminated[n], truncated[n] = ended, cut
+            infos.append(info)
+        keys = infos[0].keys()
+        if any(info.keys() != keys for info in infos):
+            raise ValueError('environment infos must have the same keys at every step, got '
+                             f'{sorted(keys)} and '
+                             f'{sorted(next(i for i in infos if i.keys() != keys))}')
+        return (np.asarray(observations, dtype=np.float32), rewards, terminated, truncated,
+                {k: np.asarray([info[k] for info in infos]) for k in keys})
+
     def log_diagnostics(self, episodes: EpisodeBatch, prefix: str = '') -> None:
         """Record the mean of :attr:`diagnostic_keys` over all steps.
 
@@ -304,6 +345,11 @@ class MetaWorldEnv(GymnasiumEnv):
             values = episodes.env_infos.get(key)
             tabular.record(prefix + name,
                            np.nan if values is None else float(np.mean(values)))
+
+
+#: MetaWorldEnv.batch_step is written for MetaWorldEnv.step (a subclass with a step of its
+#: own keeps the wrapped path).
+MetaWorldEnv.batch_step.__func__.reproduces = MetaWorldEnv.step
 
 
 def _rebuild_env(cls, task, kwargs, state) -> MetaWorldEnv:

@@ -25,8 +25,13 @@ Which envs take it: garage's ``normalize`` (action scaling only: no
 observation or reward normalisation, reward scale 1) around a
 :class:`~garage_promp.envs.gymnasium_env.GymnasiumEnv` (not visualising) of
 a gymnasium env with ``batch_step``, or such a ``GymnasiumEnv`` alone, all of
-one class. Any other env (a user's garage env, Meta-World, other wrappers)
-keeps the wrapped path.
+one class. A ``GymnasiumEnv`` subclass with a ``step`` of its own takes it
+too if the subclass has a ``batch_step`` classmethod marked as reproducing
+that ``step`` (``batch_step.reproduces = step``): then the stepper hands the
+garage envs themselves to it, whatever gymnasium env each wraps
+(:class:`~garage_promp.envs.metaworld.MetaWorldEnv`: a Meta-World wave mixes
+ML10's classes). Any other env (a user's garage env or subclass, other
+wrappers) keeps the wrapped path.
 """
 from typing import Any, Dict, Sequence, Tuple
 
@@ -41,16 +46,26 @@ _FIRST, _MID = int(StepType.FIRST), int(StepType.MID)
 _TERMINAL, _TIMEOUT = int(StepType.TERMINAL), int(StepType.TIMEOUT)
 
 
+def _reproduces_step(cls) -> bool:
+    """Whether garage env class ``cls`` has a ``batch_step`` written for its own ``step``."""
+    batch = getattr(cls, 'batch_step', None)
+    return callable(batch) and getattr(batch, 'reproduces', None) is cls.step
+
+
 def _layers(env) -> Tuple[Any, GymnasiumEnv, Any] | None:
-    """(normalize wrapper or None, GymnasiumEnv, gymnasium env) if ``env`` can go lean."""
+    """(normalize wrapper or None, GymnasiumEnv, gymnasium env) if ``env`` can go lean; the
+    gymnasium env is None where the ``GymnasiumEnv`` class steps a batch itself."""
     outer = None
     if type(env) is NormalizedEnv:  # pylint: disable=unidiomatic-typecheck
         if (env._normalize_obs or env._normalize_reward  # pylint: disable=protected-access
                 or env._scale_reward != 1):  # pylint: disable=protected-access
             return None
         outer, env = env, env._env  # pylint: disable=protected-access
-    if (not isinstance(env, GymnasiumEnv) or env._visualize  # pylint: disable=protected-access
-            or type(env).step is not GymnasiumEnv.step):  # a subclass's own step must run
+    if not isinstance(env, GymnasiumEnv) or env._visualize:  # pylint: disable=protected-access
+        return None
+    if _reproduces_step(type(env)):
+        return outer, env, None
+    if type(env).step is not GymnasiumEnv.step:  # a subclass's own step must run
         return None
     inner = env._env  # pylint: disable=protected-access
     if not callable(getattr(type(inner), 'batch_step', None)):
@@ -68,8 +83,9 @@ class LeanStepper:
     def __init__(self, layers: Sequence[Tuple[Any, GymnasiumEnv, Any]]):
         self._outer = [o for o, _, _ in layers]
         self._wrappers = [w for _, w, _ in layers]
-        self._inner = [i for _, _, i in layers]
-        self._cls = type(self._inner[0])
+        # What batch_step steps: the gymnasium envs, or the garage envs that step a batch.
+        self._targets = [w if i is None else i for _, w, i in layers]
+        self._batch_step = type(self._targets[0]).batch_step
         first = self._outer[0]
         self._scale = None
         if first is not None and isinstance(first.action_space, akro.Box):
@@ -125,8 +141,14 @@ class LeanStepper:
             scaled = np.clip(lb + (actions + s) * (0.5 * (ub - lb) / s), lb, ub)
         if self._check and not np.isfinite(scaled).all():
             self._raise(rows, 'action', scaled, scaled, counts)
-        envs = [self._inner[r] for r in rows]
-        obs, rewards, terminated, truncated, infos = self._cls.batch_step(envs, scaled)
+        envs = [self._targets[r] for r in rows]
+        try:
+            obs, rewards, terminated, truncated, infos = self._batch_step(envs, scaled)
+        except Exception as error:
+            index = getattr(error, 'lean_index', None)  # the env of the batch it is about
+            if index is not None:
+                error.lean_row = int(rows[index])
+            raise
         obs = np.asarray(obs, dtype=np.float32)
         rewards = np.asarray(rewards, dtype=np.float64)
         if self._check and not (np.isfinite(rewards).all() and np.isfinite(obs).all()):
