@@ -306,10 +306,14 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     if n_test_episodes is None:
         n_test_episodes = setup.n_test_episodes
     # A sampler of its own: the snapshot's (pickled as configuration) is never
-    # started, and the test tasks may have a shorter horizon.
+    # started, and the test tasks may have a shorter horizon. It keeps the env's
+    # budget of env copies per worker (Meta-World: 40): without it a worker would
+    # build a copy for every episode of every goal in a round (2,000 Sawyer envs,
+    # tens of GB, for the 200 goals of ML10's metaworld-algorithms protocol).
     test_sampler = garage_promp.make_sampler(
         algo.policy, setup.env, kind=sampler, n_workers=n_workers, seed=seed,
-        max_episode_length=setup.env.spec.max_episode_length)
+        max_episode_length=setup.env.spec.max_episode_length,
+        max_envs_per_worker=setup.max_envs_per_worker)
     evaluator = MetaEvaluator(
         sampler=test_sampler,
         test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,

@@ -74,3 +74,38 @@ def test_the_worker_uses_it_for_gaussian_mlp_policies():
     assert RolloutWorker(policy, env, seed=0, max_episode_length=3)._fast is not None
     # The sequential reference path never uses it.
     assert RolloutWorker(policy, env, seed=0, max_episode_length=3, batched=False)._fast is None
+
+
+class _Layout:
+    """What RolloutWorker._forward_plan reads of the worker."""
+
+    _batched = True
+
+
+@pytest.mark.parametrize('hidden', [(8, ), (32, 32)])
+def test_a_rows_output_is_the_same_in_any_wave_layout(hidden):
+    """An episode's mean and log-std do not depend on which of its task's episodes share its
+    wave (a worker's part of a task, a budget's waves): each episode keeps the block position
+    its index gives. 39 inputs and 8 units is a layer whose GEMM rounds a row differently by
+    its position in the block with some BLAS builds (this machine's among them)."""
+    import akro  # pylint: disable=import-outside-toplevel
+    from garage import EnvSpec  # pylint: disable=import-outside-toplevel
+    spec = EnvSpec(observation_space=akro.Box(-1., 1., (39, )),
+                   action_space=akro.Box(-1., 1., (4, )))
+    torch.manual_seed(3)
+    policy = GaussianMLPPolicy(spec, hidden_sizes=hidden)
+    fast = BatchedGaussianMLP.of(policy)
+    params = {k: v.detach() for k, v in policy.named_parameters()}
+    episodes = torch.randn(12, 39) * 2  # one observation per episode of a task
+    layouts = [(0, 12), (5, 1), (4, 3), (1, 6), (3, 9), (7, 2)]  # (first episode, count)
+    results = {}
+    for first, count in layouts:
+        plan = RolloutWorker._forward_plan(_Layout(), [count], [params], [first])
+        mean, log_std = RolloutWorker._blocked_forward(
+            _Layout(), episodes[first:first + count], plan, fast)
+        for n in range(count):
+            results.setdefault(first + n, []).append((mean[n], log_std[n]))
+    for episode, outputs in results.items():
+        for mean, log_std in outputs[1:]:
+            assert torch.equal(mean, outputs[0][0]), episode
+            assert torch.equal(log_std, outputs[0][1]), episode

@@ -271,21 +271,34 @@ class RolloutWorker:
 
     # -------------------------------------------------------------- policy
     def _forward_plan(self, rows_per_share: List[int],
-                      params: List[Dict[str, torch.Tensor]]) -> dict:
+                      params: List[Dict[str, torch.Tensor]],
+                      first_episodes: Sequence[int] | None = None) -> dict:
         """What every step of a wave reuses: block layout and stacked parameters.
 
         The batched forward runs over blocks of :data:`FORWARD_BLOCK` rows,
-        each block one share's rows (zero-padded) at that share's parameters.
-        A row's result then does not depend on how many rows its share has
-        in this worker, nor on its place among them: a GEMM's rounding
-        depends on its shape, and every block has the same shape. That is
-        what makes a seed give the same episodes bit for bit with any worker
-        count (workers hold different parts of a task's episodes).
+        each block one share's rows (zero-padded) at that share's parameters,
+        and each episode's row at the block position its index in the task
+        gives (``episode mod FORWARD_BLOCK``; ``first_episodes`` holds each
+        share's first episode in the wave, consecutive ones follow). A row's
+        result then depends neither on how many rows its share has in this
+        worker and wave nor on which other episodes share its block: a GEMM's
+        rounding depends on its shape, and every block has the same shape,
+        and for some shapes on the row's position in the block (measured with
+        this machine's BLAS for 39 inputs and 8 outputs: a row at position 0
+        and the same row at position 1 differ in the last bit; other rows'
+        values do not matter). That is what makes a seed give the same
+        episodes bit for bit with any worker count and any budget of env
+        copies (a worker holds a part of a task's episodes, and a budget
+        splits them into waves).
         """
-        blocks = [-(-count // FORWARD_BLOCK) for count in rows_per_share]
+        if first_episodes is None:
+            first_episodes = [0] * len(rows_per_share)
+        offsets = [first % FORWARD_BLOCK for first in first_episodes]
+        blocks = [-(-(offset + count) // FORWARD_BLOCK)
+                  for offset, count in zip(offsets, rows_per_share)]
         starts = np.concatenate(([0], np.cumsum(blocks)[:-1])) * FORWARD_BLOCK
-        keep = torch.as_tensor([int(start) + j for start, count in zip(starts, rows_per_share)
-                                for j in range(count)])
+        keep = torch.as_tensor([int(start) + offset + j for start, offset, count
+                                in zip(starts, offsets, rows_per_share) for j in range(count)])
         repeats = torch.as_tensor(blocks)
         stacked = ({k: torch.stack([p[k] for p in params]).repeat_interleave(repeats, dim=0)
                     for k in params[0]} if self._batched else None)
@@ -361,8 +374,12 @@ class RolloutWorker:
         rows_per_share = [sum(1 for r in rows if r[0] == s)
                           for s in range(len(shares))]
         used = [s for s, count in enumerate(rows_per_share) if count]
+        # Each share's rows are consecutive episodes; the first one's index in the task.
+        first = {}
+        for s, j, _ in rows:
+            first.setdefault(s, shares[s].first + j)
         plan = self._forward_plan([rows_per_share[s] for s in used],
-                                  [params[s] for s in used])
+                                  [params[s] for s in used], [first[s] for s in used])
         first_obs, noise, recs = [], [], []
         for s, j, env in rows:
             share = shares[s]

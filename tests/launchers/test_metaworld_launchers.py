@@ -196,3 +196,39 @@ def test_ml45_trains_and_meta_tests_with_a_tiny_budget(tmp_path):
                      '--goals-per-class', 1, '--n-exploration-eps', 1, '--csv', out)
     assert result.exit_code == 0, result.output
     assert sorted(r['task'] for r in _read_csv(out)[:-1]) == held_out
+
+
+@pytest.mark.metaworld
+def test_meta_test_keeps_the_env_copy_budget(ml1_run, tmp_path, monkeypatch):
+    """meta_test's sampler builds at most the experiment's env copies per worker (40 on
+    Meta-World), however many goals and episodes a round has, and its numbers do not
+    depend on it."""
+    from garage_promp.envs.metaworld import MetaWorldEnv  # pylint: disable=import-outside-toplevel
+    built = []
+    original = MetaWorldEnv.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(MetaWorldEnv, '__init__', counting)
+    out = tmp_path / 'budget.csv'
+    # 25 goals x 2 episodes a round: 50 episodes, more than the budget of 40.
+    result = _invoke('meta_test', ml1_run, '--goals-per-class', 25, '--n-exploration-eps', 2,
+                     '--n-test-episodes', 1, '--max-episode-length', 5, '--csv', out)
+    assert result.exit_code == 0, result.output
+    assert 0 < len(built) <= METAWORLD['ML1']['max_envs_per_worker'] + 2  # (+ the setup's own)
+    monkeypatch.setattr(MetaWorldEnv, '__init__', original)
+    import garage_promp  # pylint: disable=import-outside-toplevel
+    make = garage_promp.make_sampler
+
+    def unlimited(*args, **kwargs):
+        kwargs['max_envs_per_worker'] = None
+        return make(*args, **kwargs)
+
+    monkeypatch.setattr(garage_promp, 'make_sampler', unlimited)
+    every = tmp_path / 'every.csv'
+    assert _invoke('meta_test', ml1_run, '--goals-per-class', 25, '--n-exploration-eps', 2,
+                   '--n-test-episodes', 1, '--max-episode-length', 5,
+                   '--csv', every).exit_code == 0
+    assert _read_csv(out) == _read_csv(every)
