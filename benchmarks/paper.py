@@ -890,7 +890,11 @@ def status(figs, parallel, runs_dir, results_dir, quick):
 @click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
 @common
 def report_command(figs, runs_dir, results_dir, quick):
-    """Draw the figures and write report.md (with the claims table) from what is done."""
+    """Draw the figures and write report.md (with the claims table) from what is done.
+
+    report.md covers the FIGS given (default: every figure); the committed report is
+    written without FIGS.
+    """
     click.echo(report(_campaign(runs_dir, results_dir, quick), _figs(figs), quick))
 
 
