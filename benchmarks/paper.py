@@ -266,6 +266,11 @@ class Campaign:
             list(run.options))
 
 
+def _partial(target: pathlib.Path) -> pathlib.Path:
+    """Where a final evaluation writes until it has succeeded (then renamed to ``target``)."""
+    return target.with_name(target.name + '.partial')
+
+
 def final_evaluations(campaign: Campaign, runs: Sequence[Run], quick: bool = False):
     """``(name, command, log, target)`` of the final evaluation of every finished ML10 run
     that has none yet, and the names of finished runs that cannot have one here (their
@@ -284,7 +289,7 @@ def final_evaluations(campaign: Campaign, runs: Sequence[Run], quick: bool = Fal
             continue
         command = [sys.executable, str(HERE.parent / 'launchers' / 'meta_test.py'),
                    str(campaign.run_dir(r)), *FINAL_EVALUATION,
-                   '--csv', str(target.with_name(target.name + '.partial'))]
+                   '--csv', str(_partial(target))]
         if quick:  # the pipeline, not the numbers: 1 goal a class, 1 adaptation episode
             command += ['--goals-per-class', '1', '--n-exploration-eps', '1']
         specs.append((f'{r.name} final evaluation', command,
@@ -816,7 +821,7 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
 
     def on_done(name, code):
         if name in targets:  # a final evaluation: its table only once it is whole
-            partial = targets[name].with_name(targets[name].name + '.partial')
+            partial = _partial(targets[name])
             if code == 0 and partial.exists():
                 partial.replace(targets[name])
                 click.echo(f'evaluated {name} -> {targets[name]}', err=True)

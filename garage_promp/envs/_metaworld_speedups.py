@@ -284,11 +284,11 @@ get_body_com.fast = True
 
 
 def _tcp_center(self) -> np.ndarray:
+    """``SawyerXYZEnv.tcp_center``: the midpoint of the two fingertip sites."""
     xpos = self.data.site_xpos
     return (xpos[site_id(self, 'rightEndEffector')] + xpos[site_id(self, 'leftEndEffector')]) / 2.0
 
 
-#: ``SawyerXYZEnv.tcp_center``: the midpoint of the two fingertip sites.
 tcp_center = property(_tcp_center, doc=_tcp_center.__doc__)
 _tcp_center.fast = True
 

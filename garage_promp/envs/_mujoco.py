@@ -11,7 +11,7 @@ returns are comparable with the paper's but not bit-identical.
 from typing import Any, Dict, List, Sequence, Tuple
 
 from garage_promp.envs import _tasks
-from garage_promp.envs.base import MetaEnv
+from garage_promp.envs.base import MetaEnv, stack_step_infos
 
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
@@ -104,17 +104,12 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         ``MjData`` if it gives the same values (tested against ``step``).
         """
         results = [env.step(action) for env, action in zip(envs, actions)]
-        infos = [r[4] for r in results]
-        keys = infos[0].keys()
-        if any(info.keys() != keys for info in infos):
-            raise ValueError('environment infos must have the same keys at every step, got '
-                             f'{sorted(keys)} and '
-                             f'{sorted(next(i for i in infos if i.keys() != keys))}')
+        infos = stack_step_infos([r[4] for r in results])
         return (np.stack([np.asarray(r[0], dtype=np.float32) for r in results]),
                 np.array([float(r[1]) for r in results]),
                 np.array([bool(r[2]) for r in results]),
                 np.array([bool(r[3]) for r in results]),
-                {k: np.asarray([info[k] for info in infos]) for k in keys})
+                infos)
 
     def _default_task(self) -> Any:
         raise NotImplementedError

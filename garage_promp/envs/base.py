@@ -50,6 +50,22 @@ def check_seed(seed: Any, name: str = 'seed') -> int:
     return int(seed)
 
 
+def stack_step_infos(infos: Sequence[Dict[str, Any]]) -> Dict[str, np.ndarray]:
+    """One step's env infos of a batch of envs, key by key (``np.asarray`` of each key's
+    values, as the sampler stacks per-step dicts), for a ``batch_step``.
+
+    Raises:
+        ValueError: If the envs' infos do not all have the same keys.
+
+    """
+    keys = infos[0].keys()
+    if any(info.keys() != keys for info in infos):
+        raise ValueError('environment infos must have the same keys at every step, got '
+                         f'{sorted(keys)} and '
+                         f'{sorted(next(i for i in infos if i.keys() != keys))}')
+    return {k: np.asarray([info[k] for info in infos]) for k in keys}
+
+
 def default_seed_sequence() -> np.random.SeedSequence:
     """Seed material for an env constructed without an explicit seed.
 

@@ -31,7 +31,12 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
-from garage_promp.envs.base import DEFAULT_SEED, check_seed, default_seed_sequence
+from garage_promp.envs.base import (
+    DEFAULT_SEED,
+    check_seed,
+    default_seed_sequence,
+    stack_step_infos,
+)
 from garage_promp.envs.gymnasium_env import GymnasiumEnv, check_max_episode_length
 from garage_promp.validation import check_bool
 
@@ -325,13 +330,8 @@ class MetaWorldEnv(GymnasiumEnv):
             rewards[n] = float(reward)
             terminated[n], truncated[n] = ended, cut
             infos.append(info)
-        keys = infos[0].keys()
-        if any(info.keys() != keys for info in infos):
-            raise ValueError('environment infos must have the same keys at every step, got '
-                             f'{sorted(keys)} and '
-                             f'{sorted(next(i for i in infos if i.keys() != keys))}')
         return (np.asarray(observations, dtype=np.float32), rewards, terminated, truncated,
-                {k: np.asarray([info[k] for info in infos]) for k in keys})
+                stack_step_infos(infos))
 
     def log_diagnostics(self, episodes: EpisodeBatch, prefix: str = '') -> None:
         """Record the mean of :attr:`diagnostic_keys` over all steps.

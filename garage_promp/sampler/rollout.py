@@ -272,7 +272,7 @@ class RolloutWorker:
     # -------------------------------------------------------------- policy
     def _forward_plan(self, rows_per_share: List[int],
                       params: List[Dict[str, torch.Tensor]],
-                      first_episodes: Sequence[int] | None = None) -> dict:
+                      first_episodes: Sequence[int]) -> dict:
         """What every step of a wave reuses: block layout and stacked parameters.
 
         The batched forward runs over blocks of :data:`FORWARD_BLOCK` rows,
@@ -291,8 +291,6 @@ class RolloutWorker:
         copies (a worker holds a part of a task's episodes, and a budget
         splits them into waves).
         """
-        if first_episodes is None:
-            first_episodes = [0] * len(rows_per_share)
         offsets = [first % FORWARD_BLOCK for first in first_episodes]
         blocks = [-(-(offset + count) // FORWARD_BLOCK)
                   for offset, count in zip(offsets, rows_per_share)]
