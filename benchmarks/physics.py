@@ -19,6 +19,14 @@ alike:
   tasks x ``-R`` episodes, every sampling round and the inner steps between
   them, the policy forward included) through the in-process sampler, with the
   lean stepping path off and on (``garage_promp.sampler.lean``);
+* ``MuJoCo in the sampler``: of the lean sampler's time, what MuJoCo's own
+  functions took (``mj_step``, ``mj_forward``, ``mj_rnePostConstraint``,
+  timed in a second lean pass by wrapping them; the wrapper adds a fraction
+  of a microsecond a call). It differs from the ``physics`` column because
+  the actions differ: a policy's Gaussian actions, clipped to the action
+  range, often sit at its bounds, and a simulation driven that way has more
+  contacts than one driven by uniform random controls. ``sampler lean -
+  MuJoCo in the sampler`` is what the package's own code costs a step;
 
 and prints microseconds per env step and ``physics / sampler``, the fraction
 of the physics limit the sampler reaches. With ``--workers N``, N processes
@@ -29,6 +37,7 @@ run the physics loop at once against the sampler with N worker processes
     python benchmarks/physics.py --env HalfCheetahFwdBack --repeats 3
     python benchmarks/physics.py --workers 2 --out benchmarks/results
 """
+import contextlib
 import os
 import pathlib
 import statistics
@@ -114,18 +123,76 @@ def wrapped_us(env_name, n_steps, seed=0):
     return (time.perf_counter() - start) / n_steps * 1e6
 
 
-def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1):
-    """Microseconds per env step of one ProMP meta-batch (all rounds) through the sampler."""
+#: MuJoCo's functions that the envs call during a step or a reset: the physics.
+MUJOCO_FUNCTIONS = ('mj_step', 'mj_forward', 'mj_rnePostConstraint')
+
+
+class MujocoClock:
+    """Within ``with``, MuJoCo's :data:`MUJOCO_FUNCTIONS` are timed (``seconds``, ``calls``).
+
+    They are wrapped on the ``mujoco`` module, where gymnasium's ``MujocoEnv``,
+    Meta-World and the package's envs all look them up at every call, so only
+    an in-process sampler is seen.
+    """
+
+    def __init__(self):
+        self.seconds, self.calls = 0., 0
+
+    def __enter__(self):
+        import mujoco  # pylint: disable=import-outside-toplevel
+        self._saved = {name: getattr(mujoco, name) for name in MUJOCO_FUNCTIONS}
+
+        def timed(function):
+            def call(*args, **kwargs):
+                start = time.perf_counter()
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    self.seconds += time.perf_counter() - start
+                    self.calls += 1
+            return call
+
+        for name, function in self._saved.items():
+            setattr(mujoco, name, timed(function))
+        return self
+
+    def __exit__(self, *exc):
+        import mujoco  # pylint: disable=import-outside-toplevel
+        for name, function in self._saved.items():
+            setattr(mujoco, name, function)
+
+
+def _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task, n_workers,
+                      clock=None):
+    """Seconds and env steps of one ProMP meta-batch (all rounds) after a start-up one."""
     exp = promp_experiment(env_name, meta_batch_size, episodes_per_task, n_workers)
     exp.algo.sampler._lean = lean  # pylint: disable=protected-access
     try:
         exp.algo.sample_meta_batch(0)  # start-up: workers, env copies
-        start = time.perf_counter()
-        batches = exp.algo.sample_meta_batch(1)
-        elapsed = time.perf_counter() - start
+        with clock or contextlib.nullcontext():
+            start = time.perf_counter()
+            batches = exp.algo.sample_meta_batch(1)
+            elapsed = time.perf_counter() - start
     finally:
         exp.algo.sampler.shutdown_worker()
-    return elapsed / sum(int(b.episodes.lengths.sum()) for b in batches) * 1e6
+    return elapsed, sum(int(b.episodes.lengths.sum()) for b in batches)
+
+
+def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1):
+    """Microseconds per env step of one ProMP meta-batch (all rounds) through the sampler."""
+    elapsed, steps = _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task,
+                                       n_workers)
+    return elapsed / steps * 1e6
+
+
+def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task):
+    """Microseconds per env step of MuJoCo's functions in the lean in-process sampler.
+
+    A meta-batch of its own, with :class:`MujocoClock` timing MuJoCo's calls.
+    """
+    clock = MujocoClock()
+    _, steps = _timed_meta_batch(env_name, True, meta_batch_size, episodes_per_task, 1, clock)
+    return clock.seconds / steps * 1e6
 
 
 def _physics_process(env_name, n_steps, seed, barrier, queue):
@@ -144,7 +211,7 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
     columns = {'physics': [], 'physics_lockstep': [], 'wrapped': [], 'sampler_wrapped': [],
-               'sampler_lean': []}
+               'sampler_lean': [], 'sampler_mujoco': []}
     for _ in range(repeats):
         columns['physics'].append(physics_us(env_name, n_steps) if n_workers == 1 else
                                   parallel_physics_us(env_name, n_workers, n_steps))
@@ -155,12 +222,19 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
                                                   episodes_per_task, n_workers))
         columns['sampler_wrapped'].append(sampler_us(env_name, False, meta_batch_size,
                                                      episodes_per_task, n_workers))
-    result = {k: statistics.median(v) for k, v in columns.items()}
+        if n_workers == 1:  # MuJoCo's calls are timed in-process only
+            columns['sampler_mujoco'].append(sampler_mujoco_us(env_name, meta_batch_size,
+                                                               episodes_per_task))
+    result = {k: statistics.median(v) for k, v in columns.items() if v}
     result.update(env=env_name, workers=n_workers, repeats=repeats,
                   ratio_lean=result['physics'] / result['sampler_lean'],
                   ratio_wrapped=result['physics'] / result['sampler_wrapped'],
                   ratio_raw=result['physics'] / result['wrapped'],
                   ratio_lean_lockstep=result['physics_lockstep'] / result['sampler_lean'])
+    if 'sampler_mujoco' in result:
+        result.update(ratio_mujoco_share=result['sampler_mujoco'] / result['sampler_lean'],
+                      package_us=result['sampler_lean'] - result['sampler_mujoco'],
+                      ratio_actions=result['sampler_mujoco'] / result['physics'])
     return result
 
 
@@ -178,6 +252,17 @@ def format_table(results, meta_batch_size, episodes_per_task):
                      f"{r['sampler_lean']:.1f} | {r['ratio_raw']:.2f} | "
                      f"{r['ratio_wrapped']:.2f} | **{r['ratio_lean']:.2f}** | "
                      f"{r['ratio_lean_lockstep']:.2f} |")
+    split = [r for r in results if 'sampler_mujoco' in r]
+    if split:
+        lines += ['', "Where the lean sampler's step goes (a second, timed pass; microseconds per "
+                  'env step): MuJoCo\'s own functions, and the rest (the package, the env\'s '
+                  'Python, the policy and the learner\'s processing between rounds):', '',
+                  '| env | sampler, lean | MuJoCo in the sampler | the rest | MuJoCo / sampler '
+                  '| MuJoCo in the sampler / physics `mj_step` |', '|---|---|---|---|---|---|']
+        for r in split:
+            lines.append(f"| {r['env']} | {r['sampler_lean']:.1f} | {r['sampler_mujoco']:.1f} | "
+                         f"{r['package_us']:.1f} | {r['ratio_mujoco_share']:.2f} | "
+                         f"{r['ratio_actions']:.2f} |")
     return '\n'.join(lines)
 
 

@@ -305,3 +305,34 @@ def test_meta_world_lean_path_keeps_a_subclass_step_and_names_a_failing_env():
     with pytest.raises(RuntimeError) as error:
         stepper.step(np.array([0, 1]), np.zeros((2, 4), dtype=np.float32), np.array([1, 1]))
     assert error.value.lean_row == 1
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize('name', ['HalfCheetahFwdBack', 'WalkerFwdBack'])
+def test_batch_step_of_copies_steps_each_copys_own_simulation(name):
+    """The lean path keeps views of each env's ``MjData`` (``MujocoMetaEnv._views``): a
+    deep copy or an unpickled env made after them steps its own simulation, and an env
+    given a new ``MjData`` is read from that one."""
+    import copy  # pylint: disable=import-outside-toplevel
+    import pickle  # pylint: disable=import-outside-toplevel
+    gym_cls = ENVS[name]['env'].gym_env_cls
+    original = gym_cls(seed=0)
+    original.reset(seed=0)
+    actions = 0.3 * np.ones((1, original.action_space.shape[0]))
+    gym_cls.batch_step([original], actions)  # the views exist from here on
+    qpos = original.data.qpos.copy()
+    copies = [copy.deepcopy(original), pickle.loads(pickle.dumps(original))]
+    for clone in copies:
+        assert clone._views()[0] is clone.data
+        assert not np.shares_memory(clone._views()[2], original._views()[2])
+    reference = copy.deepcopy(original)
+    expected = reference.step(actions[0])[0]
+    for clone in copies:
+        obs = gym_cls.batch_step([clone], actions)[0]
+        np.testing.assert_array_equal(obs[0], expected)
+    np.testing.assert_array_equal(original.data.qpos, qpos)  # the original did not move
+    fresh = copy.copy(original.data)  # the same state in a new MjData
+    original.data = fresh
+    obs = gym_cls.batch_step([original], actions)[0]
+    np.testing.assert_array_equal(obs[0], expected)
+    assert original._views()[0] is fresh

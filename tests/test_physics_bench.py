@@ -19,8 +19,12 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
     assert result.exit_code == 0, result.output
     row = json.loads((tmp_path / 'physics.json').read_text())['results'][0]
     assert row['env'] == 'HalfCheetahFwdBack' and row['workers'] == 1
-    for key in ('physics', 'physics_lockstep', 'wrapped', 'sampler_wrapped', 'sampler_lean'):
+    for key in ('physics', 'physics_lockstep', 'wrapped', 'sampler_wrapped', 'sampler_lean',
+                'sampler_mujoco'):
         assert row[key] > 0
+    assert row['package_us'] == pytest.approx(row['sampler_lean'] - row['sampler_mujoco'])
+    assert row['ratio_mujoco_share'] == pytest.approx(row['sampler_mujoco'] / row['sampler_lean'])
+    assert row['ratio_actions'] == pytest.approx(row['sampler_mujoco'] / row['physics'])
     assert row['ratio_lean'] == pytest.approx(row['physics'] / row['sampler_lean'])
     assert row['ratio_lean_lockstep'] == pytest.approx(row['physics_lockstep']
                                                        / row['sampler_lean'])
@@ -45,3 +49,18 @@ def test_lockstep_physics_steps_every_simulation(monkeypatch):
     assert physics.lockstep_physics_us('HalfCheetahFwdBack', 4, 12) > 0
     assert len(stepped) == 12 and len(set(stepped)) == 4
     assert stepped[:4] == stepped[4:8]
+
+
+@pytest.mark.mujoco
+def test_mujoco_clock_times_every_physics_call_of_a_meta_batch_and_restores_mujoco():
+    """Every env step of the lean sampler runs ``mj_step`` through the clock (HalfCheetah:
+    one call per env step, ``mj_forward`` at resets); outside ``with``, MuJoCo is itself."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    import mujoco  # pylint: disable=import-outside-toplevel
+    originals = {name: getattr(mujoco, name) for name in physics.MUJOCO_FUNCTIONS}
+    clock = physics.MujocoClock()
+    elapsed, steps = physics._timed_meta_batch('HalfCheetahFwdBack', True, 2, 2, 1, clock)
+    assert {name: getattr(mujoco, name) for name in physics.MUJOCO_FUNCTIONS} == originals
+    # 2 rounds (pre- and post-update) x 2 tasks x 2 episodes of H = 100 steps, and their resets
+    assert steps == 800 and steps < clock.calls <= steps + 2 * 8
+    assert 0 < clock.seconds < elapsed
