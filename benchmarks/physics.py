@@ -22,11 +22,13 @@ alike:
 * ``MuJoCo in the sampler``: of the lean sampler's time, what MuJoCo's own
   functions took (``mj_step``, ``mj_forward``, ``mj_rnePostConstraint``,
   timed in a second lean pass by wrapping them; the wrapper adds a fraction
-  of a microsecond a call). It differs from the ``physics`` column because
-  the actions differ: a policy's Gaussian actions, clipped to the action
-  range, often sit at its bounds, and a simulation driven that way has more
-  contacts than one driven by uniform random controls. ``sampler lean -
-  MuJoCo in the sampler`` is what the package's own code costs a step;
+  of a microsecond a call). It can exceed the ``physics`` column although
+  the work is the same: replaying the sampler's own (clipped) actions
+  through bare ``mj_step`` costs what random controls cost, so the
+  difference is the sampler's memory traffic (many simulations, and the
+  Python, numpy and torch work between their steps, which evicts MuJoCo's
+  working set from the caches). ``sampler lean - MuJoCo in the sampler`` is
+  what the package's own code costs a step;
 
 and prints microseconds per env step and ``physics / sampler``, the fraction
 of the physics limit the sampler reaches. With ``--workers N``, N processes
@@ -132,11 +134,14 @@ class MujocoClock:
 
     They are wrapped on the ``mujoco`` module, where gymnasium's ``MujocoEnv``,
     Meta-World and the package's envs all look them up at every call, so only
-    an in-process sampler is seen.
+    an in-process sampler is seen. ``controls`` holds, per ``MjData`` stepped,
+    its model, ``nstep`` and the controls of each ``mj_step`` (copied before
+    the clock starts), for :func:`replay_us`.
     """
 
     def __init__(self):
         self.seconds, self.calls = 0., 0
+        self.controls: dict = {}
 
     def __enter__(self):
         import mujoco  # pylint: disable=import-outside-toplevel
@@ -144,6 +149,10 @@ class MujocoClock:
 
         def timed(function):
             def call(*args, **kwargs):
+                if function is self._saved['mj_step']:
+                    model, data = args[:2]
+                    self.controls.setdefault(id(data), (model, kwargs.get('nstep', 1), []))[2] \
+                        .append(data.ctrl.copy())
                 start = time.perf_counter()
                 try:
                     return function(*args, **kwargs)
@@ -186,13 +195,36 @@ def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1):
 
 
 def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task):
-    """Microseconds per env step of MuJoCo's functions in the lean in-process sampler.
+    """MuJoCo in the lean in-process sampler, and the same controls replayed alone.
 
-    A meta-batch of its own, with :class:`MujocoClock` timing MuJoCo's calls.
+    A meta-batch of its own, with :class:`MujocoClock` timing MuJoCo's calls;
+    returns microseconds per env step of MuJoCo's functions in it, and of
+    :func:`replay_us` on the controls it recorded.
     """
     clock = MujocoClock()
     _, steps = _timed_meta_batch(env_name, True, meta_batch_size, episodes_per_task, 1, clock)
-    return clock.seconds / steps * 1e6
+    return clock.seconds / steps * 1e6, replay_us(clock.controls)
+
+
+def replay_us(controls):
+    """Microseconds per ``mj_step`` call of bare ``mj_step`` on recorded controls.
+
+    Each recorded simulation's controls, in order, on a fresh ``MjData`` of its
+    model, one simulation after the other: the physics of the sampler's own
+    actions without the sampler (episode resets are not replayed; the
+    simulation goes on).
+    """
+    import mujoco  # pylint: disable=import-outside-toplevel
+    elapsed, calls = 0., 0
+    for model, nstep, sequence in controls.values():
+        data = mujoco.MjData(model)
+        start = time.perf_counter()
+        for ctrl in sequence:
+            data.ctrl[:] = ctrl
+            mujoco.mj_step(model, data, nstep=nstep)
+        elapsed += time.perf_counter() - start
+        calls += len(sequence)
+    return elapsed / max(calls, 1) * 1e6
 
 
 def _physics_process(env_name, n_steps, seed, barrier, queue):
@@ -211,7 +243,7 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
     columns = {'physics': [], 'physics_lockstep': [], 'wrapped': [], 'sampler_wrapped': [],
-               'sampler_lean': [], 'sampler_mujoco': []}
+               'sampler_lean': [], 'sampler_mujoco': [], 'physics_replayed': []}
     for _ in range(repeats):
         columns['physics'].append(physics_us(env_name, n_steps) if n_workers == 1 else
                                   parallel_physics_us(env_name, n_workers, n_steps))
@@ -223,8 +255,10 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
         columns['sampler_wrapped'].append(sampler_us(env_name, False, meta_batch_size,
                                                      episodes_per_task, n_workers))
         if n_workers == 1:  # MuJoCo's calls are timed in-process only
-            columns['sampler_mujoco'].append(sampler_mujoco_us(env_name, meta_batch_size,
-                                                               episodes_per_task))
+            mujoco_us, replayed_us = sampler_mujoco_us(env_name, meta_batch_size,
+                                                       episodes_per_task)
+            columns['sampler_mujoco'].append(mujoco_us)
+            columns['physics_replayed'].append(replayed_us)
     result = {k: statistics.median(v) for k, v in columns.items() if v}
     result.update(env=env_name, workers=n_workers, repeats=repeats,
                   ratio_lean=result['physics'] / result['sampler_lean'],
@@ -258,11 +292,12 @@ def format_table(results, meta_batch_size, episodes_per_task):
                   'env step): MuJoCo\'s own functions, and the rest (the package, the env\'s '
                   'Python, the policy and the learner\'s processing between rounds):', '',
                   '| env | sampler, lean | MuJoCo in the sampler | the rest | MuJoCo / sampler '
-                  '| MuJoCo in the sampler / physics `mj_step` |', '|---|---|---|---|---|---|']
+                  '| MuJoCo in the sampler / physics `mj_step` | physics, the sampler\'s controls '
+                  'replayed (per `mj_step` call) |', '|---|---|---|---|---|---|---|']
         for r in split:
             lines.append(f"| {r['env']} | {r['sampler_lean']:.1f} | {r['sampler_mujoco']:.1f} | "
                          f"{r['package_us']:.1f} | {r['ratio_mujoco_share']:.2f} | "
-                         f"{r['ratio_actions']:.2f} |")
+                         f"{r['ratio_actions']:.2f} | {r['physics_replayed']:.1f} |")
     return '\n'.join(lines)
 
 

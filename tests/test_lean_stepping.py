@@ -336,3 +336,53 @@ def test_batch_step_of_copies_steps_each_copys_own_simulation(name):
     obs = gym_cls.batch_step([original], actions)[0]
     np.testing.assert_array_equal(obs[0], expected)
     assert original._views()[0] is fresh
+
+
+@pytest.mark.mujoco
+def test_identical_models_group_copies_and_split_on_any_difference():
+    """Deep copies share one model; RandParams envs group by task; a model that differs
+    in one number, or in its timestep option, is its own group; non-MuJoCo envs are left out."""
+    import copy  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.envs._mujoco import identical_models  # pylint: disable=import-outside-toplevel
+    cheetah = ENVS['HalfCheetahFwdBack']['env'].gym_env_cls(seed=0)
+    copies = [copy.deepcopy(cheetah) for _ in range(4)]
+    odd, slow, swapped = (copy.deepcopy(cheetah) for _ in range(3))
+    odd.model.body_mass[1] = np.nextafter(odd.model.body_mass[1], np.inf)
+    slow.model.opt.timestep *= 2
+    # two masses swapped: the same bytes in another order, which a checksum may not see
+    swapped.model.body_mass[[1, 2]] = swapped.model.body_mass[[2, 1]]
+    models = identical_models([cheetah, *copies, odd, slow, swapped, ShortPointEnv()])
+    assert all(models[id(env)] is cheetah.model for env in copies)
+    for env in (odd, slow, swapped):
+        assert models[id(env)] is env.model
+    assert len(models) == 8
+    hopper = ENVS['HopperRandParams']['env'].gym_env_cls(seed=0)
+    tasks = hopper.sample_tasks(2)
+    envs = [copy.deepcopy(hopper) for _ in range(6)]
+    for i, env in enumerate(envs):
+        env.set_task(tasks[i % 2])
+    models = identical_models(envs)
+    assert [models[id(env)] for env in envs] == [envs[i % 2].model for i in range(6)]
+
+
+@pytest.mark.mujoco
+def test_a_lean_wave_steps_identical_models_as_one(monkeypatch):
+    """Inside the stepper, a wave's HalfCheetah copies are stepped with one model (the
+    sampler's episodes are still those of the wrapped path, tested above); outside it,
+    ``batch_step`` steps every env with its own."""
+    import mujoco  # pylint: disable=import-outside-toplevel
+    stepped = []
+    real = mujoco.mj_step
+    monkeypatch.setattr(mujoco, 'mj_step', lambda m, d, nstep: (stepped.append(id(m)),
+                                                                   real(m, d, nstep=nstep)))
+    _sample('HalfCheetahFwdBack', True, horizon=5)
+    assert stepped and len(set(stepped)) == 1
+    stepped.clear()
+    _sample('HalfCheetahFwdBack', False, horizon=5)  # the wrapped path: each env's own model
+    assert len(set(stepped)) == 9
+    gym_cls = ENVS['HalfCheetahFwdBack']['env'].gym_env_cls
+    envs = [gym_cls(seed=i) for i in range(3)]
+    stepped.clear()
+    gym_cls.batch_step(envs, np.zeros((3, 6)))
+    assert stepped == [id(env.model) for env in envs]

@@ -20,7 +20,7 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
     row = json.loads((tmp_path / 'physics.json').read_text())['results'][0]
     assert row['env'] == 'HalfCheetahFwdBack' and row['workers'] == 1
     for key in ('physics', 'physics_lockstep', 'wrapped', 'sampler_wrapped', 'sampler_lean',
-                'sampler_mujoco'):
+                'sampler_mujoco', 'physics_replayed'):
         assert row[key] > 0
     assert row['package_us'] == pytest.approx(row['sampler_lean'] - row['sampler_mujoco'])
     assert row['ratio_mujoco_share'] == pytest.approx(row['sampler_mujoco'] / row['sampler_lean'])
@@ -64,3 +64,8 @@ def test_mujoco_clock_times_every_physics_call_of_a_meta_batch_and_restores_mujo
     # 2 rounds (pre- and post-update) x 2 tasks x 2 episodes of H = 100 steps, and their resets
     assert steps == 800 and steps < clock.calls <= steps + 2 * 8
     assert 0 < clock.seconds < elapsed
+    # every env step's controls, by simulation: 2 tasks x 2 episodes, each its own MjData
+    sequences = [sequence for _, _, sequence in clock.controls.values()]
+    assert sum(map(len, sequences)) == steps and len(sequences) == 4
+    assert all(nstep == 5 for _, nstep, _ in clock.controls.values())
+    assert physics.replay_us(clock.controls) > 0

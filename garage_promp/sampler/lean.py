@@ -35,6 +35,7 @@ wrappers) keeps the wrapped path.
 """
 from typing import Any, Dict, Sequence, Tuple
 
+from garage_promp.envs._mujoco import identical_models, stepping_with_models
 from garage_promp.envs.gymnasium_env import GymnasiumEnv
 
 import akro
@@ -93,6 +94,7 @@ class LeanStepper:
             # As garage's NormalizedEnv.step (its test: both bounds != -inf).
             if np.all(lb != -np.inf) and np.all(ub != -np.inf):
                 self._scale = (lb, ub, first._expected_action_scale)  # pylint: disable=protected-access
+        self._models = None
         self._check = self._wrappers[0]._check_finite  # pylint: disable=protected-access
         self._max_length = self._wrappers[0]._max_episode_length  # pylint: disable=protected-access
 
@@ -116,9 +118,15 @@ class LeanStepper:
         return cls(layers)
 
     def start(self, rows: Sequence[int]):
-        """The episodes on the envs of ``rows`` have just been reset."""
+        """The episodes on the envs of ``rows`` have just been reset.
+
+        Until the next ``start``, the MuJoCo envs with identical models are
+        stepped with one of them (:func:`~garage_promp.envs._mujoco.identical_models`;
+        nothing changes a model within a wave, and the results are the same).
+        """
         for row in rows:
             self._wrappers[row]._step_cnt = 0  # pylint: disable=protected-access
+        self._models = identical_models(self._targets) or None
 
     def step(self, rows: np.ndarray, actions: np.ndarray, counts: np.ndarray
              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Dict[str, np.ndarray]]:
@@ -143,7 +151,8 @@ class LeanStepper:
             self._raise(rows, 'action', scaled, scaled, counts)
         envs = [self._targets[r] for r in rows]
         try:
-            obs, rewards, terminated, truncated, infos = self._batch_step(envs, scaled)
+            with stepping_with_models(self._models):
+                obs, rewards, terminated, truncated, infos = self._batch_step(envs, scaled)
         except Exception as error:
             index = getattr(error, 'lean_index', None)  # the env of the batch it is about
             if index is not None:
