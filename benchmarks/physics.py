@@ -22,12 +22,13 @@ alike:
 * ``MuJoCo in the sampler``: of the lean sampler's time, what MuJoCo's own
   functions took (``mj_step``, ``mj_forward``, ``mj_rnePostConstraint``,
   timed in a second lean pass by wrapping them; the wrapper adds a fraction
-  of a microsecond a call). It can exceed the ``physics`` column although
-  the work is the same: replaying the sampler's own (clipped) actions
-  through bare ``mj_step`` costs what random controls cost, so the
-  difference is the sampler's memory traffic (many simulations, and the
-  Python, numpy and torch work between their steps, which evicts MuJoCo's
-  working set from the caches). ``sampler lean - MuJoCo in the sampler`` is
+  of a microsecond a call), and ``the sampler's steps replayed``: every
+  recorded ``mj_step`` again from the state it started from, alone on one
+  ``MjData`` (the physics of the sampler's own steps: a policy's actions and
+  the states they lead to cost more or less than random controls). MuJoCo
+  in the sampler above the replay is memory traffic (many simulations, and
+  the Python, numpy and torch work between their steps).
+  ``sampler lean - MuJoCo in the sampler`` is
   what the package's own code costs a step;
 
 and prints microseconds per env step and ``physics / sampler``, the fraction
@@ -134,25 +135,30 @@ class MujocoClock:
 
     They are wrapped on the ``mujoco`` module, where gymnasium's ``MujocoEnv``,
     Meta-World and the package's envs all look them up at every call, so only
-    an in-process sampler is seen. ``controls`` holds, per ``MjData`` stepped,
-    its model, ``nstep`` and the controls of each ``mj_step`` (copied before
-    the clock starts), for :func:`replay_us`.
+    an in-process sampler is seen. ``steps`` holds, per model, ``nstep`` and
+    the state before each ``mj_step`` call (MuJoCo's integration state:
+    positions, velocities, controls, warm start..., taken before the clock
+    starts), for :func:`replay_us`.
     """
 
     def __init__(self):
         self.seconds, self.calls = 0., 0
-        self.controls: dict = {}
+        self.steps: dict = {}
 
     def __enter__(self):
         import mujoco  # pylint: disable=import-outside-toplevel
+        import numpy as np  # pylint: disable=import-outside-toplevel
+        SPEC = mujoco.mjtState.mjSTATE_INTEGRATION  # pylint: disable=invalid-name
         self._saved = {name: getattr(mujoco, name) for name in MUJOCO_FUNCTIONS}
 
         def timed(function):
             def call(*args, **kwargs):
                 if function is self._saved['mj_step']:
                     model, data = args[:2]
-                    self.controls.setdefault(id(data), (model, kwargs.get('nstep', 1), []))[2] \
-                        .append(data.ctrl.copy())
+                    state = np.empty(mujoco.mj_stateSize(model, SPEC))
+                    mujoco.mj_getState(model, data, state, SPEC)
+                    self.steps.setdefault((id(model), kwargs.get('nstep', 1)),
+                                          (model, kwargs.get('nstep', 1), []))[2].append(state)
                 start = time.perf_counter()
                 try:
                     return function(*args, **kwargs)
@@ -195,35 +201,36 @@ def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1):
 
 
 def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task):
-    """MuJoCo in the lean in-process sampler, and the same controls replayed alone.
+    """MuJoCo in the lean in-process sampler, and the same steps replayed alone.
 
     A meta-batch of its own, with :class:`MujocoClock` timing MuJoCo's calls;
     returns microseconds per env step of MuJoCo's functions in it, and of
-    :func:`replay_us` on the controls it recorded.
+    :func:`replay_us` on the steps it recorded.
     """
     clock = MujocoClock()
     _, steps = _timed_meta_batch(env_name, True, meta_batch_size, episodes_per_task, 1, clock)
-    return clock.seconds / steps * 1e6, replay_us(clock.controls)
+    return clock.seconds / steps * 1e6, replay_us(clock.steps)
 
 
-def replay_us(controls):
-    """Microseconds per ``mj_step`` call of bare ``mj_step`` on recorded controls.
+def replay_us(steps):
+    """Microseconds per ``mj_step`` call of bare ``mj_step`` from recorded states.
 
-    Each recorded simulation's controls, in order, on a fresh ``MjData`` of its
-    model, one simulation after the other: the physics of the sampler's own
-    actions without the sampler (episode resets are not replayed; the
-    simulation goes on).
+    Every recorded call again, one at a time on one ``MjData`` per model: the
+    state it started from set (``mj_setState``, untimed), then ``mj_step``
+    timed. The same physics as in the sampler, with nothing else between the
+    steps and one simulation's memory in the caches.
     """
     import mujoco  # pylint: disable=import-outside-toplevel
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
     elapsed, calls = 0., 0
-    for model, nstep, sequence in controls.values():
+    for model, nstep, states in steps.values():
         data = mujoco.MjData(model)
-        start = time.perf_counter()
-        for ctrl in sequence:
-            data.ctrl[:] = ctrl
+        for state in states:
+            mujoco.mj_setState(model, data, state, spec)
+            start = time.perf_counter()
             mujoco.mj_step(model, data, nstep=nstep)
-        elapsed += time.perf_counter() - start
-        calls += len(sequence)
+            elapsed += time.perf_counter() - start
+        calls += len(states)
     return elapsed / max(calls, 1) * 1e6
 
 
@@ -292,7 +299,7 @@ def format_table(results, meta_batch_size, episodes_per_task):
                   'env step): MuJoCo\'s own functions, and the rest (the package, the env\'s '
                   'Python, the policy and the learner\'s processing between rounds):', '',
                   '| env | sampler, lean | MuJoCo in the sampler | the rest | MuJoCo / sampler '
-                  '| MuJoCo in the sampler / physics `mj_step` | physics, the sampler\'s controls '
+                  '| MuJoCo in the sampler / physics `mj_step` | physics, the sampler\'s steps '
                   'replayed (per `mj_step` call) |', '|---|---|---|---|---|---|---|']
         for r in split:
             lines.append(f"| {r['env']} | {r['sampler_lean']:.1f} | {r['sampler_mujoco']:.1f} | "

@@ -64,8 +64,9 @@ def test_mujoco_clock_times_every_physics_call_of_a_meta_batch_and_restores_mujo
     # 2 rounds (pre- and post-update) x 2 tasks x 2 episodes of H = 100 steps, and their resets
     assert steps == 800 and steps < clock.calls <= steps + 2 * 8
     assert 0 < clock.seconds < elapsed
-    # every env step's controls, by simulation: 2 tasks x 2 episodes, each its own MjData
-    sequences = [sequence for _, _, sequence in clock.controls.values()]
-    assert sum(map(len, sequences)) == steps and len(sequences) == 4
-    assert all(nstep == 5 for _, nstep, _ in clock.controls.values())
-    assert physics.replay_us(clock.controls) > 0
+    # the state before every env step, by model: the wave's 4 envs step one shared model
+    assert len(clock.steps) == 1
+    (model, nstep, states), = clock.steps.values()
+    assert isinstance(model, mujoco.MjModel) and nstep == 5 and len(states) == steps
+    assert len({state.tobytes() for state in states}) == steps
+    assert physics.replay_us(clock.steps) > 0
