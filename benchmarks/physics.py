@@ -155,10 +155,10 @@ class MujocoClock:
             def call(*args, **kwargs):
                 if function is self._saved['mj_step']:
                     model, data = args[:2]
+                    nstep = kwargs.get('nstep', 1)
                     state = np.empty(mujoco.mj_stateSize(model, SPEC))
                     mujoco.mj_getState(model, data, state, SPEC)
-                    self.steps.setdefault((id(model), kwargs.get('nstep', 1)),
-                                          (model, kwargs.get('nstep', 1), []))[2].append(state)
+                    self.steps.setdefault((id(model), nstep), (model, nstep, []))[2].append(state)
                 start = time.perf_counter()
                 try:
                     return function(*args, **kwargs)
@@ -275,7 +275,7 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     if 'sampler_mujoco' in result:
         result.update(ratio_mujoco_share=result['sampler_mujoco'] / result['sampler_lean'],
                       package_us=result['sampler_lean'] - result['sampler_mujoco'],
-                      ratio_actions=result['sampler_mujoco'] / result['physics'])
+                      ratio_mujoco_physics=result['sampler_mujoco'] / result['physics'])
     return result
 
 
@@ -304,7 +304,7 @@ def format_table(results, meta_batch_size, episodes_per_task):
         for r in split:
             lines.append(f"| {r['env']} | {r['sampler_lean']:.1f} | {r['sampler_mujoco']:.1f} | "
                          f"{r['package_us']:.1f} | {r['ratio_mujoco_share']:.2f} | "
-                         f"{r['ratio_actions']:.2f} | {r['physics_replayed']:.1f} |")
+                         f"{r['ratio_mujoco_physics']:.2f} | {r['physics_replayed']:.1f} |")
     return '\n'.join(lines)
 
 

@@ -24,7 +24,7 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
         assert row[key] > 0
     assert row['package_us'] == pytest.approx(row['sampler_lean'] - row['sampler_mujoco'])
     assert row['ratio_mujoco_share'] == pytest.approx(row['sampler_mujoco'] / row['sampler_lean'])
-    assert row['ratio_actions'] == pytest.approx(row['sampler_mujoco'] / row['physics'])
+    assert row['ratio_mujoco_physics'] == pytest.approx(row['sampler_mujoco'] / row['physics'])
     assert row['ratio_lean'] == pytest.approx(row['physics'] / row['sampler_lean'])
     assert row['ratio_lean_lockstep'] == pytest.approx(row['physics_lockstep']
                                                        / row['sampler_lean'])
