@@ -32,6 +32,37 @@ _CAP = [None]  # the learner's thread cap while workers sample, or None
 #: training does.
 ADAPTATION_THREADS = 1
 
+#: numpy's and SciPy's BLAS threads in the per-task processing (the linear
+#: baselines' normal equations and least squares, original ProMP code's
+#: meta_policy_search/baselines/linear_baseline.py). OpenBLAS splits a product
+#: or a solve differently over different thread counts and the last bits of a
+#: baseline's coefficients change with it: by default it takes every core, so
+#: a run's numbers depended on the machine and on ``OMP_NUM_THREADS`` (a direct
+#: ``train.py`` on 2 cores against a campaign run with ``OMP_NUM_THREADS=1``).
+#: One thread also keeps the learner off the cores of the workers it overlaps
+#: with: the Gram product of a HalfCheetah task's 2,000 x 38 features took 27 ms
+#: on two threads beside two busy processes, 0.14 ms on one.
+PROCESSING_BLAS_THREADS = 1
+
+_BLAS = []  # the threadpoolctl controller of the loaded BLAS libraries, made once
+
+
+def _blas_controller():
+    if not _BLAS:
+        import scipy.linalg  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+        from threadpoolctl import ThreadpoolController  # pylint: disable=import-outside-toplevel
+        # SciPy's own OpenBLAS (the least squares' fallback) is loaded first, so that
+        # the controller holds it beside numpy's.
+        _BLAS.append(ThreadpoolController().select(user_api='blas'))
+    return _BLAS[0]
+
+
+@contextlib.contextmanager
+def processing_blas_threads():
+    """Run the block with :data:`PROCESSING_BLAS_THREADS` BLAS threads in numpy and SciPy."""
+    with _blas_controller().limit(limits=PROCESSING_BLAS_THREADS):
+        yield
+
 
 @contextlib.contextmanager
 def learner_cores_while_sampling(n_workers: int):

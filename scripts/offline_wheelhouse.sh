@@ -39,7 +39,7 @@ for p in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manyli
     PLATFORMS+=(--platform "$p")
 done
 for p in mujoco gymnasium gym-notices cma setproctitle tensorboardX Farama-Notifications glfw \
-         PyOpenGL metaworld absl-py etils ImageIO; do
+         PyOpenGL metaworld absl-py etils ImageIO threadpoolctl; do
     "${PIP[@]}" download -q --no-deps --only-binary=:all: --python-version "$PYVER" \
         --implementation cp "${PLATFORMS[@]}" -d "$DIR" "$(pin "$p")"
 done

@@ -1,4 +1,6 @@
 """Baselines: the checks of the original ProMP code's tests/test_baselines.py."""
+import os
+import pathlib
 import pickle
 
 from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline
@@ -113,3 +115,86 @@ def test_overflowing_normal_equations_are_named_before_lapack_sees_them():
     with pytest.raises(FloatingPointError,
                        match=r'normal equations overflow .*\|return\| 1.7e\+308'):
         LinearFeatureBaseline().fit(obs, np.full((2, 5), 1.7e308), mask)
+
+
+def _processing_inputs(n_tasks=2, episodes=10, horizon=200, obs_dim=17, seed=0):
+    """HalfCheetah-sized episodes (2,000 x 38 baseline features a task)."""
+    from garage_promp.algos._batch import ProcessingConfig  # pylint: disable=import-outside-toplevel
+
+    import akro  # pylint: disable=import-outside-toplevel
+    from garage import EnvSpec, EpisodeBatch  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(seed)
+    n = n_tasks * episodes
+    lengths = np.full(n, horizon)
+    steps = int(lengths.sum())
+    spec = EnvSpec(akro.Box(-np.inf, np.inf, (obs_dim,)), akro.Box(-1., 1., (6,)),
+                   max_episode_length=horizon)
+    episodes_batch = EpisodeBatch(
+        env_spec=spec, episode_infos={},
+        observations=rng.normal(size=(steps, obs_dim)) * rng.uniform(0.01, 5, obs_dim),
+        last_observations=np.zeros((n, obs_dim)),
+        actions=rng.uniform(-1, 1, (steps, 6)), rewards=rng.normal(size=steps),
+        env_infos={}, agent_infos={'mean': np.zeros((steps, 6)), 'log_std': np.zeros((steps, 6))},
+        step_types=np.array([0] * steps, dtype=object), lengths=lengths)
+    config = ProcessingConfig(discount=0.99, gae_lambda=1., normalize_adv=False,
+                              positive_adv=False, baseline=LinearFeatureBaseline())
+    return episodes_batch, n_tasks, episodes, horizon, config
+
+
+def test_the_per_task_processing_runs_on_one_blas_thread(monkeypatch):
+    """Whatever numpy's BLAS is set to outside, the baseline fits see one thread."""
+    from garage_promp.algos import _batch  # pylint: disable=import-outside-toplevel
+
+    from threadpoolctl import threadpool_info, threadpool_limits  # pylint: disable=import-outside-toplevel
+    seen = []
+    fit_predict = LinearFeatureBaseline.fit_predict
+
+    def spy(self, *args):
+        seen.append([lib['num_threads'] for lib in threadpool_info()
+                     if lib['user_api'] == 'blas'])
+        return fit_predict(self, *args)
+
+    monkeypatch.setattr(LinearFeatureBaseline, 'fit_predict', spy)
+    with threadpool_limits(limits=2, user_api='blas'):
+        outside = [lib['num_threads'] for lib in threadpool_info() if lib['user_api'] == 'blas']
+        _batch.process_episodes(*_processing_inputs())
+    assert len(seen) == 2 and all(counts == [1] * len(counts) and counts for counts in seen)
+    if max(outside) < 2:
+        pytest.skip('this BLAS cannot take 2 threads here; the limit was not exercised')
+
+
+_PROCESS_IN_A_CHILD = '''
+import hashlib, sys
+sys.path.insert(0, {root!r})
+from tests.test_baselines import _processing_inputs
+from garage_promp.algos._batch import process_episodes
+from garage_promp.baselines import LinearFeatureBaseline
+digest = hashlib.sha256()
+
+class Recorded(LinearFeatureBaseline):
+    def fit_predict(self, *args):
+        values = super().fit_predict(*args)
+        digest.update(values.tobytes())  # float64: the float32 advantages hide the last bits
+        return values
+
+inputs = list(_processing_inputs())
+inputs[-1].baseline = Recorded()
+process_episodes(*inputs)
+print(digest.hexdigest())
+'''
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='one core: OpenBLAS takes one thread')
+def test_processing_gives_the_same_bits_with_one_or_two_blas_threads_by_default():
+    """A process's default BLAS thread count (its cores, ``OMP_NUM_THREADS``) does not
+    reach the baseline's values: without the one-thread limit they differ in the last bits."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    root = str(pathlib.Path(__file__).parents[1])
+    digests = set()
+    for threads in ('1', '2'):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+        out = subprocess.run([sys.executable, '-c', _PROCESS_IN_A_CHILD.format(root=root)],
+                             env=env, capture_output=True, text=True, check=True, timeout=300)
+        digests.add(out.stdout.split()[-1])
+    assert len(digests) == 1, digests

@@ -2,6 +2,7 @@
 import dataclasses
 from typing import List
 
+from garage_promp._threads import processing_blas_threads
 from garage_promp.baselines import Baseline
 from garage_promp.objectives import (
     discount_cumsum,
@@ -149,17 +150,18 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
     mask = pad(np.ones(len(episodes.rewards))).astype(np.float64)
     advantages = np.zeros(shape)
     dice = np.zeros(shape) if config.dice_baseline is not None else None
-    for i in range(n_tasks):
-        returns = discount_cumsum(rewards[i], config.discount)
-        values = config.baseline.fit_predict(obs[i], returns, mask[i])
-        adv = gae_advantages(rewards[i], values, mask[i], config.discount,
-                             config.gae_lambda)
-        advantages[i] = _postprocess(adv, mask[i], config)
-        if dice is not None:
-            # Reference §2.3: r~_t = γ^t r_t − b(t), b fit on γ^t r_t.
-            disc = discounted_rewards(rewards[i], config.discount) * mask[i]
-            b = config.dice_baseline.fit_predict(obs[i], disc, mask[i])
-            dice[i] = _postprocess(disc - b, mask[i], config)
+    with processing_blas_threads():  # the fits round alike on every machine
+        for i in range(n_tasks):
+            returns = discount_cumsum(rewards[i], config.discount)
+            values = config.baseline.fit_predict(obs[i], returns, mask[i])
+            adv = gae_advantages(rewards[i], values, mask[i], config.discount,
+                                 config.gae_lambda)
+            advantages[i] = _postprocess(adv, mask[i], config)
+            if dice is not None:
+                # Reference §2.3: r~_t = γ^t r_t − b(t), b fit on γ^t r_t.
+                disc = discounted_rewards(rewards[i], config.discount) * mask[i]
+                b = config.dice_baseline.fit_predict(obs[i], disc, mask[i])
+                dice[i] = _postprocess(disc - b, mask[i], config)
     mean_std_reward = _mean_std_reward(rewards, mask)
 
     as_t = lambda x: torch.as_tensor(x, dtype=torch.float32)  # noqa: E731
