@@ -177,19 +177,65 @@ class MujocoClock:
             setattr(mujoco, name, function)
 
 
+class LearnerClock:
+    """Within ``with``, the learner's work inside ``sample_meta_batch`` is timed (``seconds``).
+
+    That is each task's processing (the baseline's least-squares fit, returns and
+    advantages: ``process_episodes``), its inner steps, and stacking the tasks at the end
+    (``concatenate_tasks``): the algorithm's work between and after the sampling rounds,
+    which the in-process sampler cannot overlap with sampling. Wrapped where
+    ``sample_meta_batch`` looks them up (the ``meta_batch`` module, the algorithm).
+    """
+
+    FUNCTIONS = ('process_episodes', 'concatenate_tasks')
+
+    def __init__(self, algo):
+        self.seconds = 0.
+        self._algo = algo
+
+    def _timed(self, function):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+        return call
+
+    def __enter__(self):
+        from garage_promp.algos import meta_batch  # pylint: disable=import-outside-toplevel
+        self._saved = {name: getattr(meta_batch, name) for name in self.FUNCTIONS}
+        for name, function in self._saved.items():
+            setattr(meta_batch, name, self._timed(function))
+        self._algo._inner_step = self._timed(self._algo._inner_step)  # pylint: disable=protected-access
+        return self
+
+    def __exit__(self, *exc):
+        from garage_promp.algos import meta_batch  # pylint: disable=import-outside-toplevel
+        for name, function in self._saved.items():
+            setattr(meta_batch, name, function)
+        del self._algo._inner_step  # the method again  # pylint: disable=protected-access
+
+
 def _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task, n_workers,
-                      clock=None):
-    """Seconds and env steps of one ProMP meta-batch (all rounds) after a start-up one."""
+                      clock=None, learner=None):
+    """Seconds and env steps of one ProMP meta-batch (all rounds) after a start-up one.
+
+    ``learner``: a list that receives the :class:`LearnerClock` of the meta-batch.
+    """
     exp = promp_experiment(env_name, meta_batch_size, episodes_per_task, n_workers)
     exp.algo.sampler._lean = lean  # pylint: disable=protected-access
+    learner_clock = LearnerClock(exp.algo) if learner is not None else None
     try:
         exp.algo.sample_meta_batch(0)  # start-up: workers, env copies
-        with clock or contextlib.nullcontext():
+        with clock or contextlib.nullcontext(), learner_clock or contextlib.nullcontext():
             start = time.perf_counter()
             batches = exp.algo.sample_meta_batch(1)
             elapsed = time.perf_counter() - start
     finally:
         exp.algo.sampler.shutdown_worker()
+    if learner is not None:
+        learner.append(learner_clock)
     return elapsed, sum(int(b.episodes.lengths.sum()) for b in batches)
 
 
@@ -201,15 +247,18 @@ def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1):
 
 
 def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task):
-    """MuJoCo in the lean in-process sampler, and the same steps replayed alone.
+    """MuJoCo and the learner in the lean in-process sampler, and the same steps replayed alone.
 
-    A meta-batch of its own, with :class:`MujocoClock` timing MuJoCo's calls;
-    returns microseconds per env step of MuJoCo's functions in it, and of
-    :func:`replay_us` on the steps it recorded.
+    A meta-batch of its own, with :class:`MujocoClock` timing MuJoCo's calls and
+    :class:`LearnerClock` the learner's work; returns microseconds per env step of
+    MuJoCo's functions in it, of :func:`replay_us` on the steps it recorded, and of the
+    learner's work.
     """
-    clock = MujocoClock()
-    _, steps = _timed_meta_batch(env_name, True, meta_batch_size, episodes_per_task, 1, clock)
-    return clock.seconds / steps * 1e6, replay_us(clock.steps)
+    clock, learner = MujocoClock(), []
+    _, steps = _timed_meta_batch(env_name, True, meta_batch_size, episodes_per_task, 1, clock,
+                                 learner)
+    return (clock.seconds / steps * 1e6, replay_us(clock.steps),
+            learner[0].seconds / steps * 1e6)
 
 
 def replay_us(steps):
@@ -250,7 +299,7 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
     columns = {'physics': [], 'physics_lockstep': [], 'wrapped': [], 'sampler_wrapped': [],
-               'sampler_lean': [], 'sampler_mujoco': [], 'physics_replayed': []}
+               'sampler_lean': [], 'sampler_mujoco': [], 'physics_replayed': [], 'learner': []}
     for _ in range(repeats):
         columns['physics'].append(physics_us(env_name, n_steps) if n_workers == 1 else
                                   parallel_physics_us(env_name, n_workers, n_steps))
@@ -262,10 +311,11 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
         columns['sampler_wrapped'].append(sampler_us(env_name, False, meta_batch_size,
                                                      episodes_per_task, n_workers))
         if n_workers == 1:  # MuJoCo's calls are timed in-process only
-            mujoco_us, replayed_us = sampler_mujoco_us(env_name, meta_batch_size,
-                                                       episodes_per_task)
+            mujoco_us, replayed_us, learner_us = sampler_mujoco_us(env_name, meta_batch_size,
+                                                                   episodes_per_task)
             columns['sampler_mujoco'].append(mujoco_us)
             columns['physics_replayed'].append(replayed_us)
+            columns['learner'].append(learner_us)
     result = {k: statistics.median(v) for k, v in columns.items() if v}
     result.update(env=env_name, workers=n_workers, repeats=repeats,
                   ratio_lean=result['physics'] / result['sampler_lean'],
@@ -275,7 +325,9 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     if 'sampler_mujoco' in result:
         result.update(ratio_mujoco_share=result['sampler_mujoco'] / result['sampler_lean'],
                       package_us=result['sampler_lean'] - result['sampler_mujoco'],
-                      ratio_mujoco_physics=result['sampler_mujoco'] / result['physics'])
+                      ratio_mujoco_physics=result['sampler_mujoco'] / result['physics'],
+                      sampler_only=result['sampler_lean'] - result['learner'])
+        result.update(ratio_sampler_only=result['physics'] / result['sampler_only'])
     return result
 
 
@@ -297,14 +349,19 @@ def format_table(results, meta_batch_size, episodes_per_task):
     if split:
         lines += ['', "Where the lean sampler's step goes (a second, timed pass; microseconds per "
                   'env step): MuJoCo\'s own functions, and the rest (the package, the env\'s '
-                  'Python, the policy and the learner\'s processing between rounds):', '',
+                  'Python, the policy and the learner\'s processing between rounds); of the '
+                  'rest, the learner\'s work (each task\'s processing with its baseline fit, '
+                  'the inner steps, stacking the tasks), and the sampler without it:', '',
                   '| env | sampler, lean | MuJoCo in the sampler | the rest | MuJoCo / sampler '
                   '| MuJoCo in the sampler / physics `mj_step` | physics, the sampler\'s steps '
-                  'replayed (per `mj_step` call) |', '|---|---|---|---|---|---|---|']
+                  'replayed (per `mj_step` call) | the learner\'s work | sampler without it '
+                  '| physics / sampler without it |', '|---|---|---|---|---|---|---|---|---|---|']
         for r in split:
             lines.append(f"| {r['env']} | {r['sampler_lean']:.1f} | {r['sampler_mujoco']:.1f} | "
                          f"{r['package_us']:.1f} | {r['ratio_mujoco_share']:.2f} | "
-                         f"{r['ratio_mujoco_physics']:.2f} | {r['physics_replayed']:.1f} |")
+                         f"{r['ratio_mujoco_physics']:.2f} | {r['physics_replayed']:.1f} | "
+                         f"{r['learner']:.1f} | {r['sampler_only']:.1f} | "
+                         f"{r['ratio_sampler_only']:.2f} |")
     return '\n'.join(lines)
 
 

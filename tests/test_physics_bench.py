@@ -20,8 +20,10 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
     row = json.loads((tmp_path / 'physics.json').read_text())['results'][0]
     assert row['env'] == 'HalfCheetahFwdBack' and row['workers'] == 1
     for key in ('physics', 'physics_lockstep', 'wrapped', 'sampler_wrapped', 'sampler_lean',
-                'sampler_mujoco', 'physics_replayed'):
+                'sampler_mujoco', 'physics_replayed', 'learner'):
         assert row[key] > 0
+    assert row['sampler_only'] == pytest.approx(row['sampler_lean'] - row['learner'])
+    assert row['ratio_sampler_only'] == pytest.approx(row['physics'] / row['sampler_only'])
     assert row['package_us'] == pytest.approx(row['sampler_lean'] - row['sampler_mujoco'])
     assert row['ratio_mujoco_share'] == pytest.approx(row['sampler_mujoco'] / row['sampler_lean'])
     assert row['ratio_mujoco_physics'] == pytest.approx(row['sampler_mujoco'] / row['physics'])
@@ -70,3 +72,37 @@ def test_mujoco_clock_times_every_physics_call_of_a_meta_batch_and_restores_mujo
     assert isinstance(model, mujoco.MjModel) and nstep == 5 and len(states) == steps
     assert len({state.tobytes() for state in states}) == steps
     assert physics.replay_us(clock.steps) > 0
+
+
+@pytest.mark.mujoco
+def test_learner_clock_times_every_tasks_processing_and_inner_step_and_restores_them():
+    """In a meta-batch of 2 tasks and one inner step: 4 task batches processed (2 rounds),
+    2 inner steps, 2 rounds stacked; the learner's share is part of the meta-batch's time, and
+    afterwards the module's functions and the algorithm's method are themselves again."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    from garage_promp.algos import meta_batch  # pylint: disable=import-outside-toplevel
+    originals = {name: getattr(meta_batch, name) for name in physics.LearnerClock.FUNCTIONS}
+    calls = []
+    learner = []
+
+    class Counting(physics.LearnerClock):
+        def _timed(self, function):
+            timed = super()._timed(function)
+
+            def call(*args, **kwargs):
+                calls.append(getattr(function, '__name__', '?'))
+                return timed(*args, **kwargs)
+            return call
+
+    saved = physics.LearnerClock
+    physics.LearnerClock = Counting
+    try:
+        elapsed, steps = physics._timed_meta_batch('HalfCheetahFwdBack', True, 2, 2, 1,
+                                                   learner=learner)
+    finally:
+        physics.LearnerClock = saved
+    assert {name: getattr(meta_batch, name) for name in physics.LearnerClock.FUNCTIONS} == originals
+    assert sorted(calls) == sorted(['process_episodes'] * 4 + ['_inner_step'] * 2
+                                   + ['concatenate_tasks'] * 2), calls
+    assert steps == 800 and 0 < learner[0].seconds < elapsed
+    assert '_inner_step' not in vars(learner[0]._algo)  # pylint: disable=protected-access

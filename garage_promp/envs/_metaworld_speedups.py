@@ -476,7 +476,23 @@ def install() -> int:
             count += 1
         if getattr(module, 'tolerance', None) is ORIGINALS['tolerance']:
             module.tolerance = tolerance  # reward_utils itself, and modules that import it
+    _INSTALLED[:] = [count]
     return count
+
+
+_INSTALLED = []  # the count of the first install(), once there has been one
+
+
+def ensure_installed() -> int:
+    """:func:`install` on first use, and never again: it scans every loaded module
+    (milliseconds), and the package asks for it at every env-class lookup (a hundred
+    times a Meta-World meta-batch). Meta-World's env modules are all loaded by then
+    (``metaworld.env_dict`` imports them). After an explicit :func:`uninstall`
+    (comparisons with Meta-World's own code) envs keep Meta-World's code until
+    :func:`install` is called again."""
+    if not _INSTALLED:
+        install()
+    return _INSTALLED[0]
 
 
 def uninstall():

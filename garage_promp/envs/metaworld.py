@@ -74,7 +74,7 @@ def _metaworld():
     from garage_promp.envs import _metaworld_speedups  # pylint: disable=import-outside-toplevel
 
     import metaworld.env_dict  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    _metaworld_speedups.install()  # exact, faster equivalents of two per-step costs
+    _metaworld_speedups.ensure_installed()  # exact, faster equivalents of per-step costs
     return metaworld
 
 

@@ -394,3 +394,28 @@ def test_overridden_simulation_and_odd_arguments_take_meta_worlds_own_path():
     with pytest.raises(ValueError):
         env._set_pos_site('goal', np.zeros(2))  # pylint: disable=protected-access
     env.close()
+
+
+@pytest.mark.metaworld
+def test_an_uninstall_stays_while_envs_are_built_and_stepped(monkeypatch):
+    """Comparisons with Meta-World's own code hold: after ``uninstall``
+    the package's env lookups do not put the replacements back (they did until 2026-11-25,
+    and the ML10 rollout test compared the replacements with themselves); and lookups do not
+    scan the loaded modules again once installed."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    try:
+        _metaworld_speedups.uninstall()
+        _rollout('reach-v3', steps=2)
+        assert not getattr(SawyerXYZEnv.step, 'fast', False)
+        assert ROTATION not in {getattr(m, 'Rotation', None) for n, m in sys.modules.items()
+                                if n.startswith('metaworld.envs.')}
+    finally:
+        _metaworld_speedups.install()
+    assert SawyerXYZEnv.step is _metaworld_speedups.step
+    scans = []
+    monkeypatch.setattr(_metaworld_speedups, 'install', lambda: scans.append(1))
+    _rollout('reach-v3', steps=2)
+    assert not scans
