@@ -230,8 +230,8 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         views = [env._views() for env in envs]
         x_before = np.array([view[2][0] for view in views])
         cls._simulate(envs, actions)
-        qpos = np.stack([view[2] for view in views])
-        qvel = np.stack([view[3] for view in views])
+        qpos = np.array([view[2] for view in views])
+        qvel = np.array([view[3] for view in views])
         forward_vel = cls._directions(envs) * (qpos[:, 0] - x_before) / envs[0].dt
         return qpos, qvel, forward_vel
 
@@ -251,7 +251,7 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
     @staticmethod
     def _stack(envs: Sequence['MujocoMetaEnv'], field: str) -> np.ndarray:
         """``data.<field>`` of every env, one row each (flattened, copied)."""
-        return np.stack([getattr(env.data, field) for env in envs]).reshape(len(envs), -1)
+        return np.array([getattr(env.data, field) for env in envs]).reshape(len(envs), -1)
 
     def _info(self, forward_vel: float, ctrl_cost: float,
               **extra: float) -> Dict[str, Any]:

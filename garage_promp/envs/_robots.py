@@ -87,9 +87,9 @@ class AntDirectionBase(DirectionTasks, AntBase):
         if cls._overrides_any(AntDirectionBase, ('step', '_get_obs', '_progress', '_info',
                                                  '_torso_xy', '_contact_cost', '_simulate')):
             return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
-        before = np.stack([env.data.xpos[env._torso, :2] for env in envs])
+        before = np.array([env.data.xpos[env._torso, :2] for env in envs])
         cls._simulate(envs, actions, contact_forces=True)
-        after = np.stack([env.data.xpos[env._torso, :2] for env in envs])
+        after = np.array([env.data.xpos[env._torso, :2] for env in envs])
         forward_vel = cls._batch_progress(envs, before, after) / envs[0].dt
         ctrl_cost = 0.5 * np.square(actions).sum(axis=1).astype(np.float64)
         contacts = np.clip(cls._stack(envs, 'cfrc_ext'), -1, 1)
@@ -102,7 +102,7 @@ class AntDirectionBase(DirectionTasks, AntBase):
         obs = np.concatenate([qpos if cls.full_qpos_obs else qpos[:, 2:], qvel, contacts],
                              axis=1, dtype=np.float32)
         info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
-                    task=np.stack([env._task_vector for env in envs]),
+                    task=np.array([env._task_vector for env in envs]),
                     contact_cost=contact_cost)
         return obs, reward, ~healthy, np.zeros(len(envs), dtype=bool), info
 
@@ -167,9 +167,9 @@ class HumanoidDirectionBase(DirectionTasks, MujocoMetaEnv):
         if cls._overrides_any(HumanoidDirectionBase, ('step', '_get_obs', '_progress', '_info',
                                                       '_mass_center', '_simulate')):
             return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
-        before = np.stack([env._mass_center() for env in envs])
+        before = np.array([env._mass_center() for env in envs])
         cls._simulate(envs, actions, contact_forces=True)
-        after = np.stack([env._mass_center() for env in envs])
+        after = np.array([env._mass_center() for env in envs])
         progress = cls._batch_progress(envs, before, after)
         forward_reward = 0.25 * progress / envs[0].model.opt.timestep
         ctrl_cost = 0.1 * np.square(cls._stack(envs, 'ctrl')).sum(axis=1)
@@ -182,7 +182,7 @@ class HumanoidDirectionBase(DirectionTasks, MujocoMetaEnv):
                               cls._stack(envs, 'cvel'), cls._stack(envs, 'qfrc_actuator'),
                               contacts], axis=1, dtype=np.float32)
         info = dict(forward_vel=progress / envs[0].dt, ctrl_cost=ctrl_cost,
-                    task=np.stack([env._task_vector for env in envs]),
+                    task=np.array([env._task_vector for env in envs]),
                     impact_cost=impact_cost)
         return (obs, reward, (height < 1.0) | (height > 2.0), np.zeros(len(envs), dtype=bool),
                 info)
@@ -236,7 +236,7 @@ class PlanarBase(MujocoMetaEnv):
         obs = np.concatenate([qpos[:, 1:], np.clip(qvel, -10, 10)], axis=1, dtype=np.float32)
         terminated = ~cls._batch_healthy(qpos, qvel)
         info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
-                    task=np.stack([env._task_vector for env in envs]))
+                    task=np.array([env._task_vector for env in envs]))
         return obs, reward, terminated, np.zeros(len(envs), dtype=bool), info
 
     def step(self, action: np.ndarray) -> StepResult:
