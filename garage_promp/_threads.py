@@ -37,8 +37,8 @@ ADAPTATION_THREADS = 1
 #: meta_policy_search/baselines/linear_baseline.py). OpenBLAS splits a product
 #: or a solve differently over different thread counts and the last bits of a
 #: baseline's coefficients change with it: by default it takes every core, so
-#: a run's numbers depended on the machine and on ``OMP_NUM_THREADS`` (a direct
-#: ``train.py`` on 2 cores against a campaign run with ``OMP_NUM_THREADS=1``).
+#: the baselines depended on the machine and on ``OMP_NUM_THREADS``; on one
+#: thread they do not (as :data:`ADAPTATION_THREADS` for the inner steps).
 #: One thread also keeps the learner off the cores of the workers it overlaps
 #: with: the Gram product of a HalfCheetah task's 2,000 x 38 features took 27 ms
 #: on two threads beside two busy processes, 0.14 ms on one.

@@ -480,7 +480,7 @@ def install() -> int:
     return count
 
 
-_INSTALLED = []  # the count of the first install(), once there has been one
+_INSTALLED = []  # the last install()'s count, once there has been one
 
 
 def ensure_installed() -> int:
