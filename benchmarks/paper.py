@@ -556,6 +556,8 @@ def _verdict(t: float, p: float, n_more: float, paper: bool = True) -> str:
                 + 'the opposite is significant (one-sided p < 0.05)')
     more = (f'≈ {n_more:.0f} seeds each would decide it' if math.isfinite(n_more)
             else 'no difference')
+    if t < 0:  # the measured difference runs against the claim
+        more = f'the difference so far runs the other way; {more}'
     return f'not significant at this budget ({more})'
 
 

@@ -146,6 +146,9 @@ def test_verdicts(paper):
     assert paper._verdict(3., 0.01, 3, paper=False).startswith('holds')
     assert paper._verdict(-3., 0.99, 3, paper=False).startswith('does not hold')
     assert '8 seeds' in paper._verdict(1., 0.2, 8)
+    assert 'other way' not in paper._verdict(1., 0.2, 8)
+    against = paper._verdict(-2.9, 0.93, 2)  # two seeds a side can leave |t| = 2.9 undecided
+    assert against.startswith('not significant') and 'runs the other way' in against
     t, p = paper.welch([3., 4., 5.], [0., 1., 2.])
     assert t == pytest.approx(3 / (2 / 3) ** 0.5) and p < 0.05
     assert paper.seeds_needed([3., 4., 5.], [0., 1., 2.]) == 2
