@@ -130,6 +130,21 @@ def wrapped_us(env_name, n_steps, seed=0):
 MUJOCO_FUNCTIONS = ('mj_step', 'mj_forward', 'mj_rnePostConstraint')
 
 
+def _timed(function, clock, before=None):
+    """``function``, adding its time to ``clock.seconds`` and one to ``clock.calls`` at each
+    call; ``before(*args, **kwargs)``, if given, runs first, untimed."""
+    def call(*args, **kwargs):
+        if before is not None:
+            before(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            clock.seconds += time.perf_counter() - start
+            clock.calls += 1
+    return call
+
+
 class MujocoClock:
     """Within ``with``, MuJoCo's :data:`MUJOCO_FUNCTIONS` are timed (``seconds``, ``calls``).
 
@@ -151,24 +166,14 @@ class MujocoClock:
         SPEC = mujoco.mjtState.mjSTATE_INTEGRATION  # pylint: disable=invalid-name
         self._saved = {name: getattr(mujoco, name) for name in MUJOCO_FUNCTIONS}
 
-        def timed(function):
-            def call(*args, **kwargs):
-                if function is self._saved['mj_step']:
-                    model, data = args[:2]
-                    nstep = kwargs.get('nstep', 1)
-                    state = np.empty(mujoco.mj_stateSize(model, SPEC))
-                    mujoco.mj_getState(model, data, state, SPEC)
-                    self.steps.setdefault((id(model), nstep), (model, nstep, []))[2].append(state)
-                start = time.perf_counter()
-                try:
-                    return function(*args, **kwargs)
-                finally:
-                    self.seconds += time.perf_counter() - start
-                    self.calls += 1
-            return call
+        def record(model, data, *args, nstep=1, **kwargs):
+            del args, kwargs
+            state = np.empty(mujoco.mj_stateSize(model, SPEC))
+            mujoco.mj_getState(model, data, state, SPEC)
+            self.steps.setdefault((id(model), nstep), (model, nstep, []))[2].append(state)
 
         for name, function in self._saved.items():
-            setattr(mujoco, name, timed(function))
+            setattr(mujoco, name, _timed(function, self, record if name == 'mj_step' else None))
         return self
 
     def __exit__(self, *exc):
@@ -178,7 +183,8 @@ class MujocoClock:
 
 
 class LearnerClock:
-    """Within ``with``, the learner's work inside ``sample_meta_batch`` is timed (``seconds``).
+    """Within ``with``, the learner's work inside ``sample_meta_batch`` is timed (``seconds``,
+    ``calls``) for the algorithm ``algo`` (set before entering).
 
     That is each task's processing (the baseline's least-squares fit, returns and
     advantages: ``process_episodes``), its inner steps, and stacking the tasks at the end
@@ -189,53 +195,45 @@ class LearnerClock:
 
     FUNCTIONS = ('process_episodes', 'concatenate_tasks')
 
-    def __init__(self, algo):
-        self.seconds = 0.
-        self._algo = algo
+    def __init__(self):
+        self.seconds, self.calls = 0., 0
+        self.algo = None
 
     def _timed(self, function):
-        def call(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-        return call
+        return _timed(function, self)
 
     def __enter__(self):
         from garage_promp.algos import meta_batch  # pylint: disable=import-outside-toplevel
         self._saved = {name: getattr(meta_batch, name) for name in self.FUNCTIONS}
         for name, function in self._saved.items():
             setattr(meta_batch, name, self._timed(function))
-        self._algo._inner_step = self._timed(self._algo._inner_step)  # pylint: disable=protected-access
+        self.algo._inner_step = self._timed(self.algo._inner_step)  # pylint: disable=protected-access
         return self
 
     def __exit__(self, *exc):
         from garage_promp.algos import meta_batch  # pylint: disable=import-outside-toplevel
         for name, function in self._saved.items():
             setattr(meta_batch, name, function)
-        del self._algo._inner_step  # the method again  # pylint: disable=protected-access
+        del self.algo._inner_step  # the method again  # pylint: disable=protected-access
 
 
 def _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task, n_workers,
                       clock=None, learner=None):
-    """Seconds and env steps of one ProMP meta-batch (all rounds) after a start-up one.
-
-    ``learner``: a list that receives the :class:`LearnerClock` of the meta-batch.
-    """
+    """Seconds and env steps of one ProMP meta-batch (all rounds) after a start-up one,
+    timed by ``clock`` (a :class:`MujocoClock`) and ``learner`` (a :class:`LearnerClock`)
+    where given."""
     exp = promp_experiment(env_name, meta_batch_size, episodes_per_task, n_workers)
     exp.algo.sampler._lean = lean  # pylint: disable=protected-access
-    learner_clock = LearnerClock(exp.algo) if learner is not None else None
+    if learner is not None:
+        learner.algo = exp.algo
     try:
         exp.algo.sample_meta_batch(0)  # start-up: workers, env copies
-        with clock or contextlib.nullcontext(), learner_clock or contextlib.nullcontext():
+        with clock or contextlib.nullcontext(), learner or contextlib.nullcontext():
             start = time.perf_counter()
             batches = exp.algo.sample_meta_batch(1)
             elapsed = time.perf_counter() - start
     finally:
         exp.algo.sampler.shutdown_worker()
-    if learner is not None:
-        learner.append(learner_clock)
     return elapsed, sum(int(b.episodes.lengths.sum()) for b in batches)
 
 
@@ -254,11 +252,11 @@ def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task):
     MuJoCo's functions in it, of :func:`replay_us` on the steps it recorded, and of the
     learner's work.
     """
-    clock, learner = MujocoClock(), []
+    clock, learner = MujocoClock(), LearnerClock()
     _, steps = _timed_meta_batch(env_name, True, meta_batch_size, episodes_per_task, 1, clock,
                                  learner)
     return (clock.seconds / steps * 1e6, replay_us(clock.steps),
-            learner[0].seconds / steps * 1e6)
+            learner.seconds / steps * 1e6)
 
 
 def replay_us(steps):

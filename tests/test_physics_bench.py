@@ -83,7 +83,6 @@ def test_learner_clock_times_every_tasks_processing_and_inner_step_and_restores_
     from garage_promp.algos import meta_batch  # pylint: disable=import-outside-toplevel
     originals = {name: getattr(meta_batch, name) for name in physics.LearnerClock.FUNCTIONS}
     calls = []
-    learner = []
 
     class Counting(physics.LearnerClock):
         def _timed(self, function):
@@ -94,15 +93,11 @@ def test_learner_clock_times_every_tasks_processing_and_inner_step_and_restores_
                 return timed(*args, **kwargs)
             return call
 
-    saved = physics.LearnerClock
-    physics.LearnerClock = Counting
-    try:
-        elapsed, steps = physics._timed_meta_batch('HalfCheetahFwdBack', True, 2, 2, 1,
-                                                   learner=learner)
-    finally:
-        physics.LearnerClock = saved
+    learner = Counting()
+    elapsed, steps = physics._timed_meta_batch('HalfCheetahFwdBack', True, 2, 2, 1,
+                                               learner=learner)
     assert {name: getattr(meta_batch, name) for name in physics.LearnerClock.FUNCTIONS} == originals
     assert sorted(calls) == sorted(['process_episodes'] * 4 + ['_inner_step'] * 2
                                    + ['concatenate_tasks'] * 2), calls
-    assert steps == 800 and 0 < learner[0].seconds < elapsed
-    assert '_inner_step' not in vars(learner[0]._algo)  # pylint: disable=protected-access
+    assert steps == 800 and 0 < learner.seconds < elapsed and learner.calls == len(calls)
+    assert '_inner_step' not in vars(learner.algo)
