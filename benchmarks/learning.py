@@ -29,6 +29,7 @@ from garage_promp._process import die_with_parent
 from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS, METAWORLD
 from garage_promp.experiment.plotting import mean_std, plot_bands, post_update_key, read_progress
+from garage_promp.experiment.run_dir import env_steps_done
 from garage_promp.validation import (
     ENV_STEPS,
     OUTPUT_DIR,
@@ -83,9 +84,52 @@ def _env_config(env):
 
 
 def steps_done(run_dir) -> int:
-    """``TotalEnvSteps`` of the last logged epoch of a run (0 if none)."""
-    rows = read_progress(run_dir)
-    return int(float(rows[-1]['TotalEnvSteps'])) if rows else 0
+    """``TotalEnvSteps`` of the last logged epoch of a run (0 if none); a damaged log raises
+    :class:`~garage_promp.experiment.run_dir.DamagedRunFile`, naming it."""
+    return env_steps_done(run_dir)
+
+
+#: What ``launchers/train.py`` (and garage's ``wrap_experiment``) writes in a run
+#: directory before its first snapshot; ``events.out.tfevents.*`` too.
+START_FILES = frozenset({'.lock', 'debug.log', 'experiment.json', 'metadata.json',
+                         'progress.csv', 'variant.json'})
+
+
+def has_snapshot(run_dir) -> bool:
+    """Whether ``run_dir`` holds a training snapshot (``params.pkl``, or ``itr_N.pkl``)."""
+    run_dir = pathlib.Path(run_dir)
+    return (run_dir / 'params.pkl').is_file() or any(run_dir.glob('itr_*.pkl'))
+
+
+def prepare_run_dir(run_dir) -> bool:
+    """Make ``run_dir`` ready for its run's command; True if the run continues (``--resume``).
+
+    A directory with a snapshot continues, whatever its ``progress.csv`` says
+    (``train.py --resume`` checks the log against the snapshot, and refuses what does
+    not fit, naming the file). Without one it holds a start that never saved: the
+    files such a start writes (:data:`START_FILES`) are removed; a directory that holds
+    anything else is moved aside to ``<run_dir>.set-aside-<time>``, not deleted, and a
+    line says so. Nothing a run did not write is ever deleted.
+    """
+    run_dir = pathlib.Path(run_dir)
+    if has_snapshot(run_dir):
+        return True
+    if run_dir.is_dir():
+        entries = list(run_dir.iterdir())
+        if all(e.is_file() and (e.name in START_FILES or e.name.startswith('events.out.tfevents.'))
+               for e in entries):
+            for entry in entries:
+                entry.unlink()
+            run_dir.rmdir()
+        else:
+            aside = run_dir.with_name(f'{run_dir.name}.set-aside-{time.strftime("%Y%m%d-%H%M%S")}')
+            run_dir.rename(aside)
+            click.echo(f'{run_dir} held no snapshot but files a run does not write: moved to '
+                       f'{aside}; the run starts again', err=True)
+    elif run_dir.exists():
+        raise click.ClickException(f'{run_dir} is in the way of a run directory (not a '
+                                   'directory): move it away')
+    return False
 
 
 def _die_with_parent():
@@ -95,6 +139,11 @@ def _die_with_parent():
 
 class Stopped(Exception):
     """The runner got SIGTERM or SIGHUP: its runs were stopped (and saved)."""
+
+
+def _already_stopping(signum, frame):
+    del frame
+    click.echo(f'{signal.Signals(signum).name}: already stopping the runs', err=True)
 
 
 def _stop_on_signal(signum, frame):
@@ -163,16 +212,21 @@ def run_all(specs, parallel, deadline, on_done=None):
         click.echo(f'stopping the runs ({type(why).__name__} {why})', err=True)
         return False
     finally:
+        # A second stop signal while the runs save must not cut this short.
+        for sig in stops:
+            signal.signal(sig, _already_stopping)
         for name, proc in running:
             if proc.poll() is None:
                 proc.terminate()  # Ctrl-C-like: the last snapshot stays intact
                 click.echo(f'stopped {name}', err=True)
-        for _, proc in running:
+        for name, proc in running:
             try:
                 proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if on_done is not None:
+                on_done(name, proc.returncode)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
 
@@ -297,7 +351,7 @@ def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel,
             done = steps_done(run_dir)
             if done >= steps:
                 continue
-            resume = (run_dir / 'params.pkl').exists() and done > 0
+            resume = prepare_run_dir(run_dir)
             specs.append((f'{algo} seed {seed}',
                           _run_command(algo, env, seed, steps,
                                        (meta_batch_size, episodes_per_task), run_dir, resume,

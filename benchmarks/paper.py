@@ -79,6 +79,7 @@ import click
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from garage_promp.experiment.plotting import mean_std, read_progress  # noqa: E402
+from garage_promp.experiment.run_dir import DamagedRunFile, read_variant  # noqa: E402
 from garage_promp.validation import OUTPUT_DIR, WORKERS  # noqa: E402
 
 import learning  # noqa: E402  pylint: disable=wrong-import-position
@@ -221,6 +222,8 @@ class Campaign:
     def __init__(self, runs_dir, results_dir):
         self.runs_dir = pathlib.Path(runs_dir).expanduser()
         self.results_dir = pathlib.Path(results_dir)
+        #: Run name -> why its log cannot be read (the runs that ``state`` calls damaged).
+        self.damage: Dict[str, str] = {}
 
     def run_dir(self, run: Run) -> pathlib.Path:
         return self.runs_dir / run.name
@@ -233,7 +236,15 @@ class Campaign:
         return self.results_dir / run.name
 
     def state(self, run: Run) -> Tuple[str, int]:
-        """``(state, env steps done)``: done, running, partial or missing."""
+        """``(state, env steps done)``: done, running, finished, partial, missing, or damaged
+        (a ``progress.csv`` that is not a run's log; :attr:`damage` says why)."""
+        try:
+            return self._state(run)
+        except DamagedRunFile as error:
+            self.damage[run.name] = str(error)
+            return 'damaged', 0
+
+    def _state(self, run: Run) -> Tuple[str, int]:
         if learning.steps_done(self.result_dir(run)) >= run.steps:
             return 'done', learning.steps_done(self.result_dir(run))
         run_dir = self.run_dir(run)
@@ -257,10 +268,16 @@ class Campaign:
 
     def command(self, run: Run) -> List[str]:
         run_dir = self.run_dir(run)
-        resume = (run_dir / 'params.pkl').exists() and learning.steps_done(run_dir) > 0
-        if not resume and run_dir.exists():
-            shutil.rmtree(run_dir)  # a start that never saved: begin again
         run_dir.parent.mkdir(parents=True, exist_ok=True)
+        resume = learning.prepare_run_dir(run_dir)
+        if resume:  # train.py --resume can check a snapshot only against the run's own variant
+            want = {'algo': run.algo, 'env': run.env, 'seed': run.seed,
+                    'meta_batch_size': run.batch[0], 'episodes_per_task': run.batch[1]}
+            have = {key: read_variant(run_dir).get(key) for key in want}
+            if have != want:
+                raise click.ClickException(
+                    f'{run_dir} holds a snapshot, but its variant.json is not this run\'s '
+                    f'({have}, not {want}): move the directory away to start the run again')
         return learning._run_command(  # pylint: disable=protected-access
             run.algo, run.env, run.seed, run.steps, run.batch, run_dir, resume,
             list(run.options))
@@ -367,7 +384,11 @@ def cost_per_step(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, st
     seconds, steps = {}, {}
     for run in runs:
         for directory in (campaign.result_dir(run), campaign.run_dir(run)):
-            rows = read_progress(directory)
+            try:
+                rows = read_progress(directory)
+                learning.steps_done(directory)
+            except DamagedRunFile:  # status names it; no cost from it
+                continue
             if rows:
                 total = sum(sum(float(r.get(f'Time/{k}') or 0) for k in
                                 ('Sampling', 'Update', 'MetaTest')) for r in rows)
@@ -399,6 +420,8 @@ def status_table(campaign: Campaign, figs: Sequence[str], quick: bool = False,
                 cost = costs.get((run.env, run.algo), DEFAULT_COST.get(run.env, 0.2) / 1000)
                 left += (run.steps - min(done, run.steps)) * cost
             lines.append(f'  {state:8s} {run.name:48s} {done:>11,} / {run.steps:,} env steps')
+            if state == 'damaged':
+                lines.append(f'           {campaign.damage[run.name]}')
     summary = ', '.join(f'{n} {s}' for s, n in sorted(counts.items()))
     lines.append(f'{summary}; about {left / 3600:.1f} core-hours left '
                  f'({left / 3600 / parallel:.1f} h at {parallel} runs at a time)')
@@ -452,10 +475,13 @@ def seeds_needed(a: Sequence[float], b: Sequence[float], t: float = 2.5) -> floa
 def load(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, str], Dict[int, list]]:
     """(env, algo) -> seed -> progress rows, of every run with at least one row.
 
-    Finished runs are read from the results; partial ones from the runs dir.
+    Finished runs are read from the results; partial ones from the runs dir. A run whose
+    log is damaged is left out (``Campaign.state`` says why).
     """
     data = {}
     for run in runs:
+        if campaign.state(run)[0] == 'damaged':
+            continue
         rows = read_progress(campaign.result_dir(run)) or read_progress(campaign.run_dir(run))
         if rows:
             data.setdefault((run.env, run.tag), {})[run.seed] = rows
@@ -660,6 +686,10 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         text.append('')
         if missing:
             text += ['Missing: ' + ', '.join(missing), '']
+        damaged = [r.name for r in runs if r.name in campaign.damage]
+        if damaged:
+            text += ['Left out, their logs damaged: '
+                     + '; '.join(campaign.damage[name] for name in damaged), '']
         if fig == 'fig2':
             text += along_the_way(data, envs, 'ProMP', 'MAML-TRPO')
             for env in envs:
@@ -775,7 +805,17 @@ def common(func):
     return func
 
 
-@click.group()
+class _Commands(click.Group):
+    """The subcommands; a damaged run log found on the way is one ``Error:`` line naming it."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except DamagedRunFile as error:
+            raise click.ClickException(str(error)) from None
+
+
+@click.group(cls=_Commands)
 def cli():
     """Reproduce the ProMP paper's figures: run, status, report."""
 
@@ -795,12 +835,25 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
     seconds = parse_duration(time_limit)
     campaign = _campaign(runs_dir, results_dir, quick)
     deadline = time.time() + seconds if seconds else None
-    if 'fig8' in figs:
-        run_fig8(campaign, quick)
-    if 'fig6' in figs:
-        run_fig6(campaign, quick)
+    for r in (r for fig in figs for r in runs_of(fig, quick)):
+        where, result = campaign.run_dir(r).resolve(), campaign.result_dir(r).resolve()
+        if where == result or where in result.parents or result in where.parents:
+            raise click.UsageError(f"--runs-dir and --results-dir put {r.name}'s run and its "
+                                   f'results in one place ({where}): give two apart')
     todo = [r for fig in figs for r in runs_of(fig, quick)
             if (only is None or only in r.name) and campaign.state(r)[0] != 'done']
+    damaged = [r.name for r in todo if campaign.state(r)[0] == 'damaged']
+    if damaged:  # before any work
+        raise click.ClickException(
+            'runs whose log cannot be read (move the file away to start the run again, or '
+            'restore it): ' + '; '.join(campaign.damage[name] for name in damaged))
+    for fig, script in (('fig8', run_fig8), ('fig6', run_fig6)):
+        if fig in figs and (only is None or only in fig):
+            if (campaign.results_dir / fig / SCRIPTED[fig]).exists():
+                click.echo(f'{fig}: done ({campaign.results_dir / fig / SCRIPTED[fig]}; '
+                           'remove it to compute it again)', err=True)
+            else:
+                script(campaign, quick)
     for r in todo:  # finished earlier but not yet copied
         if campaign.state(r)[0] == 'finished':
             campaign.collect(r)

@@ -149,6 +149,8 @@ MAX_ENV_STEPS = 10 ** 13
 MAX_EPISODE_LENGTH = 10 ** 6
 #: Units of one hidden layer (a 4096 x 4096 layer is 64 MiB of float32).
 MAX_HIDDEN_SIZE = 4096
+#: Hidden layers of a policy (the paper's have 2; 16 of MAX_HIDDEN_SIZE are 1 GiB of float32).
+MAX_HIDDEN_LAYERS = 16
 #: Env steps of one sampling round (tasks x episodes x horizon): 600 times the
 #: paper's largest (40 x 20 x 200), and about what fits in memory.
 MAX_BATCH_STEPS = 10 ** 8
@@ -204,14 +206,16 @@ class CommaList(click.ParamType):
     Args:
         item_type (click.ParamType): The type of each element.
         example (str): A valid value, shown in the error.
+        max_items (int or None): The most elements it takes.
 
     """
 
     name = 'list'
 
-    def __init__(self, item_type: click.ParamType, example: str):
+    def __init__(self, item_type: click.ParamType, example: str, max_items: int | None = None):
         self.item_type = item_type
         self.example = example
+        self.max_items = max_items
 
     def get_metavar(self, param, ctx=None):  # pylint: disable=unused-argument
         return 'A,B,...'
@@ -223,11 +227,13 @@ class CommaList(click.ParamType):
         if any(not part.strip() for part in parts):
             self.fail(f'expected a comma-separated list such as {self.example!r}, got '
                       f'{value!r}', param, ctx)
+        if self.max_items is not None and len(parts) > self.max_items:
+            self.fail(f'at most {self.max_items} elements, got {len(parts)}', param, ctx)
         return tuple(self.item_type.convert(part.strip(), param, ctx) for part in parts)
 
 
 #: A click type: a policy's hidden layer sizes, e.g. '64,64'.
-HIDDEN_SIZES = CommaList(click.IntRange(1, MAX_HIDDEN_SIZE), '64,64')
+HIDDEN_SIZES = CommaList(click.IntRange(1, MAX_HIDDEN_SIZE), '64,64', MAX_HIDDEN_LAYERS)
 
 
 def check_output_path(path: Any, name: str, directory: bool = True) -> str:
@@ -296,23 +302,28 @@ OUTPUT_DIR = OutputPath(directory=True)
 OUTPUT_FILE = OutputPath(directory=False)
 
 
-def check_batch_steps(horizon: int, factor: int = 1, **sizes: int) -> int:
+def check_batch_steps(horizon: int, factor: int = 1, *, as_arguments: bool = False,
+                      factor_name: str | None = None, **sizes: int) -> int:
     """Env steps sampled at once: the product of ``sizes``, ``horizon`` and ``factor``.
 
     ``sizes`` are named by their options, e.g. ``meta_batch_size=40`` for
-    ``--meta-batch-size``; ``factor`` is whatever else multiplies them.
+    ``--meta-batch-size``, or with ``as_arguments`` by the Python arguments
+    (``meta_batch_size=40``); ``factor`` is whatever else multiplies them, named
+    first in the message by ``factor_name`` where given.
 
     Raises:
-        ValueError: If it is over MAX_BATCH_STEPS, naming the options.
+        ValueError: If it is over MAX_BATCH_STEPS, naming the options (arguments).
 
     """
     steps = horizon * factor
     for value in sizes.values():
         steps *= value
     if steps > MAX_BATCH_STEPS:
-        options = ' x '.join(f'--{k.replace("_", "-")} {v:,}' for k, v in sizes.items())
-        extra = f' x {factor:,}' if factor != 1 else ''
-        raise ValueError(f'{options} x horizon {horizon:,}{extra} = {steps:,} env steps '
+        options = ' x '.join((f'{k}={v:,}' if as_arguments else f'--{k.replace("_", "-")} {v:,}')
+                             for k, v in sizes.items())
+        extra = f' x {factor:,}' if factor != 1 and not factor_name else ''
+        first = f'{factor_name} = {factor:,} x ' if factor_name else ''
+        raise ValueError(f'{first}{options} x horizon {horizon:,}{extra} = {steps:,} env steps '
                          f'sampled at once; at most {MAX_BATCH_STEPS:,} fit in memory')
     return steps
 
@@ -364,14 +375,21 @@ def _option_for(message: str, ctx, hints: dict | None) -> str | None:
 
     Constructors name their arguments (``meta_batch_size must be ...``); an
     argument that is a parameter of the running command stands for its option
-    (``--meta-batch-size``), and ``hints`` maps other names (``--set`` keys).
+    (``--meta-batch-size``), and ``hints`` maps other names (``--set`` keys), which
+    come first.
     """
-    names = dict(hints or {})
+    words = re.findall(r'[A-Za-z_][A-Za-z0-9_]*', message)
+    # An argument given through ``hints`` first: a message naming several arguments
+    # (a product of sizes) is about the one the user set that way.
+    for word in words:
+        if word in (hints or {}):
+            return hints[word]
+    names = {}
     if ctx is not None:
         for param in ctx.command.params:
             if param.name and param.opts:
                 names.setdefault(param.name, param.get_error_hint(ctx))
-    for word in re.findall(r'[A-Za-z_][A-Za-z0-9_]*', message):
+    for word in words:
         if word in names:
             return names[word]
     return None

@@ -1,9 +1,13 @@
 """The throughput benchmark runs end to end (tiny batches; no timing asserted)."""
 import csv
 import json
+import os
 import pathlib
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 from click.testing import CliRunner
 import numpy as np
@@ -172,6 +176,32 @@ def test_the_runner_reports_a_killed_run_as_failed_not_done(tmp_path, capsys):
     assert 'done ok' in err and 'done killed' not in err and 'done error' not in err
     assert "FAILED killed: killed by SIGKILL" in err and str(tmp_path / 'killed.log') in err
     assert f"FAILED error (exit 3); log: {tmp_path / 'error.log'}" in err
+
+
+def test_a_second_stop_while_the_runs_save_does_not_cut_the_runner_short(tmp_path, capsys):
+    """The deadline stops a run that takes a while to save; a SIGTERM to the runner meanwhile
+    is acknowledged, the run is waited for, and ``on_done`` gets its exit code."""
+    learning = load_script(ROOT / 'benchmarks' / 'learning.py', 'learning_bench')
+    saving = ('import signal, sys, time\n'
+              'signal.signal(signal.SIGTERM, lambda *a: (time.sleep(3), sys.exit(5)))\n'
+              'print("up", flush=True)\n'
+              'time.sleep(60)\n')
+    specs = [('slow', [sys.executable, '-c', saving], tmp_path / 'slow.log')]
+    codes = {}
+
+    def on_done(name, code):
+        codes[name] = code
+
+    timer = threading.Timer(4.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        assert not learning.run_all(specs, 1, time.time() + 2.5, on_done=on_done)
+    finally:
+        timer.cancel()
+    assert codes == {'slow': 5}
+    err = capsys.readouterr().err
+    assert 'time limit reached' in err and 'SIGTERM: already stopping the runs' in err
+    assert signal.getsignal(signal.SIGTERM) is not learning._already_stopping  # restored
 
 
 @pytest.mark.mujoco

@@ -333,3 +333,111 @@ def test_stepsize_reuses_fig2s_fixed_step_runs(paper):
         assert (a.env, a.algo, a.steps, a.batch) == (b.env, b.algo, b.steps, b.batch)
         assert b.options == ('--set', 'trainable_inner_step_size=true')
         assert b.name == f'stepsize/HalfCheetahFwdBack/{paper.LEARNED_STEP}_seed={b.seed}'
+
+
+def _paper_fails(*args):
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, check=False)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
+def test_a_run_dir_with_a_snapshot_continues_whatever_its_log(paper, tmp_path):
+    """A snapshot is never deleted, even beside an empty or missing progress.csv: the run
+    continues (and train.py --resume checks the log against the snapshot)."""
+    run = paper.quick_runs('fig5')[0]
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    run_dir = campaign.run_dir(run)
+    run_dir.mkdir(parents=True)
+    (run_dir / 'params.pkl').write_bytes(b'snapshot')
+    (run_dir / 'progress.csv').write_text('TotalEnvSteps\n')
+    (run_dir / 'variant.json').write_text(json.dumps(
+        dict(algo=run.algo, env=run.env, seed=run.seed, meta_batch_size=run.batch[0],
+             episodes_per_task=run.batch[1])))
+    command = campaign.command(run)
+    assert '--resume' in command
+    assert (run_dir / 'params.pkl').read_bytes() == b'snapshot'
+
+
+def test_a_snapshot_of_another_run_is_refused_not_trained_on(paper, tmp_path):
+    run = paper.quick_runs('fig5')[0]
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    run_dir = campaign.run_dir(run)
+    run_dir.mkdir(parents=True)
+    (run_dir / 'params.pkl').write_bytes(b'snapshot')
+    with pytest.raises(paper.click.ClickException, match="not this run's"):
+        campaign.command(run)  # no variant.json: nothing says whose snapshot it is
+    (run_dir / 'variant.json').write_text(json.dumps(dict(algo='ProMP', env=run.env, seed=1)))
+    with pytest.raises(paper.click.ClickException, match="not this run's"):
+        campaign.command(run)
+    assert sorted(p.name for p in run_dir.iterdir()) == ['params.pkl', 'variant.json']
+
+
+def test_a_start_that_never_saved_is_cleared_and_foreign_files_set_aside(paper, tmp_path):
+    run = paper.quick_runs('fig5')[0]
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    run_dir = campaign.run_dir(run)
+    run_dir.mkdir(parents=True)
+    for name in ('progress.csv', 'variant.json', 'debug.log', '.lock',
+                 'events.out.tfevents.1.vm'):
+        (run_dir / name).write_text('x')
+    assert '--resume' not in campaign.command(run)
+    assert not run_dir.exists()  # only what a start writes: removed
+    run_dir.mkdir(parents=True)
+    (run_dir / 'progress.csv').write_text('x')
+    (run_dir / 'notes.txt').write_text('mine')
+    assert '--resume' not in campaign.command(run)
+    assert not run_dir.exists()
+    aside = list(run_dir.parent.glob(run_dir.name + '.set-aside-*'))
+    assert len(aside) == 1 and (aside[0] / 'notes.txt').read_text() == 'mine'
+
+
+def test_a_damaged_log_is_named_by_status_and_report_and_refused_by_run(paper, tmp_path):
+    run = paper.quick_runs('fig5')[0]
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    _write_progress(campaign.run_dir(run), [100])
+    with open(campaign.run_dir(run) / 'progress.csv', 'a') as f:
+        f.write('1,2\n')  # a row that does not fit the header
+    assert campaign.state(run)[0] == 'damaged'
+    args = ['--quick', '--runs-dir', str(tmp_path / 'runs'), '--results-dir',
+            str(tmp_path / 'results')]
+    # run: refused before any work, naming the file and line.
+    campaign = paper.Campaign(tmp_path / 'runs' / 'quick', tmp_path / 'results')
+    _write_progress(campaign.run_dir(run), [100])
+    with open(campaign.run_dir(run) / 'progress.csv', 'a') as f:
+        f.write('1,2\n')
+    err = _paper_fails('run', 'fig5', *args).stderr
+    assert 'progress.csv, line 3' in err and str(campaign.run_dir(run)) in err
+    assert sorted(p.name for p in campaign.run_dir(run).iterdir()) == ['progress.csv']
+    status = _paper('status', 'fig5', *args).stdout
+    assert f'damaged  {run.name}' in status and 'line 3' in status
+    assert 'line 3' in paper.report(campaign, ['fig5'])
+
+
+def test_a_row_cut_short_by_a_kill_is_not_read(paper, tmp_path):
+    run = paper.quick_runs('fig5')[0]
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    _write_progress(campaign.run_dir(run), [100, 200])
+    with open(campaign.run_dir(run) / 'progress.csv', 'a') as f:
+        f.write('30')  # the start of a row of 300 steps, cut by a kill
+    assert campaign.state(run) == ('partial', 200)
+
+
+def test_run_refuses_one_place_for_runs_and_results(tmp_path):
+    err = _paper_fails('run', 'fig5', '--quick', '--runs-dir', str(tmp_path),
+                       '--results-dir', str(tmp_path / 'quick')).stderr
+    assert 'in one place' in err
+    assert not (tmp_path / 'quick' / 'fig5').exists()
+
+
+def test_a_done_scripted_figure_is_not_computed_again(tmp_path):
+    results = tmp_path / 'quick' / 'results' / 'fig6'
+    results.mkdir(parents=True)
+    (results / 'fig6.json').write_text('{"kept": true}')
+    out = _paper('run', 'fig6', '--quick', '--runs-dir', str(tmp_path)).stderr
+    assert 'fig6: done' in out
+    assert (results / 'fig6.json').read_text() == '{"kept": true}'
+    (results / 'fig6.json').unlink()
+    _paper('run', 'fig6', '--quick', '--only', 'nothing-matches', '--runs-dir', str(tmp_path))
+    assert not (results / 'fig6.json').exists()  # --only leaves it out

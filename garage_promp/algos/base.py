@@ -47,6 +47,7 @@ from garage_promp.policies import named_params
 from garage_promp.sampler import MetaSampler
 from garage_promp.sampler.rollout import check_same_spaces
 from garage_promp.validation import (
+    check_batch_steps,
     check_bool,
     check_choice,
     check_device,
@@ -180,6 +181,10 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
                'task_sampler', 'a garage TaskSampler with sample(n)',
                task_sampler)
         horizon = check_env_and_policy(env, policy)
+        # Every sampling round of a meta-batch is kept for the outer update.
+        check_batch_steps(horizon, num_inner_grad_steps + 1, as_arguments=True,
+                          factor_name='sampling rounds (num_inner_grad_steps + 1)',
+                          meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task)
         # garage's SetTaskSampler (and ours) hold a template env: compare it now.
         template = getattr(task_sampler, '_env', None)
         if template is not None:

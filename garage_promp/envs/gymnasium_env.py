@@ -7,6 +7,7 @@ meta-environment interface (``sample_tasks``, ``set_task``, ``get_task``,
 wrappers such as ``garage.envs.normalize`` reach it.
 """
 import contextlib
+import inspect
 import math
 from typing import Any, Dict, Tuple
 
@@ -383,6 +384,14 @@ class GymnasiumMetaEnv(GymnasiumEnv):
         max_episode_length = check_max_episode_length(max_episode_length)
         if seed is not None:
             check_seed(seed)
+        takes = inspect.signature(self.gym_env_cls).parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes.values()):
+            own = sorted(set(takes) - {'seed'})
+            for key in env_kwargs:
+                if key not in takes or key == 'seed':
+                    raise ValueError(f'{type(self).__name__} takes no argument {key!r} (its '
+                                     f'arguments: max_episode_length, seed, check_finite'
+                                     f'{"".join(", " + name for name in own)})')
         super().__init__(self.gym_env_cls(seed=seed, **env_kwargs),
                          max_episode_length or self.default_max_episode_length,
                          check_finite)

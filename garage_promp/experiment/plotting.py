@@ -8,12 +8,13 @@ settings that do not change what is computed, :data:`NOT_CONFIGURATION`) are
 one configuration, drawn as the mean over seeds with a ± one standard
 deviation band.
 """
-import csv
 import itertools
 import json
 import math
 import pathlib
 from typing import Dict, List, Sequence, Tuple
+
+from garage_promp.experiment.run_dir import read_progress, read_variant  # noqa: F401  (re-exported)
 
 #: variant.json keys that do not change a run's numbers: the seed (the
 #: thing being averaged over), the epoch budget, the console and the
@@ -22,21 +23,6 @@ from typing import Dict, List, Sequence, Tuple
 NOT_CONFIGURATION = frozenset({'seed', 'epochs', 'full_table', 'sampler', 'n_workers',
                                'log_dir', 'snapshot_mode', 'device', 'max_env_steps',
                                'worker_timeout'})
-
-
-def read_progress(run_dir) -> List[dict]:
-    """The rows of ``run_dir/progress.csv`` (empty if there is none)."""
-    path = pathlib.Path(run_dir) / 'progress.csv'
-    if not path.exists():
-        return []
-    with open(path, newline='') as f:
-        return list(csv.DictReader(f))
-
-
-def read_variant(run_dir) -> dict:
-    """``run_dir/variant.json``, or ``{}`` if there is none."""
-    path = pathlib.Path(run_dir) / 'variant.json'
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def post_update_key(rows: Sequence[dict]) -> str:

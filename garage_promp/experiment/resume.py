@@ -9,13 +9,18 @@ With garage_promp's algorithms the continued rows equal those of an
 uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 """
 import csv
-import json
 import os
 import warnings
 
 from garage_promp._garage_compat import TRAINING_SNAPSHOT_KEYS, NotASnapshotError
 from garage_promp.experiment.progress import ProgressOutput
-from garage_promp.experiment.run_dir import owned_run_dir
+from garage_promp.experiment.run_dir import (
+    DamagedRunFile,
+    complete_lines,
+    owned_run_dir,
+    read_progress,
+    read_variant,
+)
 from garage_promp.validation import (
     MAX_COUNT,
     MAX_ENV_STEPS,
@@ -47,22 +52,35 @@ class AppendingCsvOutput(CsvOutput):
 
 
 def _keep_rows(path: str, n_rows: int):
-    """Keep the header and the first ``n_rows`` rows of a CSV (atomically)."""
-    with open(path, newline='') as f:
-        lines = f.readlines()
-    if len(lines) <= n_rows + 1:
+    """Keep the header and the first ``n_rows`` complete rows of a CSV (atomically); a last
+    row cut short by a kill goes too."""
+    with open(path, newline='', encoding='utf-8') as f:
+        text = f.read()
+    kept = complete_lines(path)[:n_rows + 1]
+    if ''.join(kept) == text:
         return
     tmp = path + '.tmp'
-    with open(tmp, 'w', newline='') as f:
-        f.writelines(lines[:n_rows + 1])
+    with open(tmp, 'w', newline='', encoding='utf-8') as f:
+        f.writelines(kept)
     os.replace(tmp, path)
 
 
 def _count_rows(path: str) -> int | None:
+    """The complete epoch rows of a run's ``progress.csv`` (None if it has none).
+
+    Raises:
+        DamagedRunFile: If it is not a run's log (no ``TotalEnvSteps`` column, rows that
+            do not fit the header).
+
+    """
     if not os.path.exists(path):
         return None
-    with open(path, newline='') as f:
-        return max(sum(1 for _ in csv.reader(f)) - 1, 0)
+    rows = read_progress(os.path.dirname(path) or '.')
+    lines = complete_lines(path)
+    if lines and 'TotalEnvSteps' not in next(csv.reader(lines[:1])):
+        raise DamagedRunFile(f'{path} has no TotalEnvSteps column: not the log of a training '
+                             'run, so the resumed epochs cannot be appended to it')
+    return len(rows)
 
 
 def check_snapshot_matches_variant(log_dir: str, algo) -> None:
@@ -75,14 +93,7 @@ def check_snapshot_matches_variant(log_dir: str, algo) -> None:
     Raises:
         ValueError: Naming the first option that differs.
     """
-    path = os.path.join(log_dir, 'variant.json')
-    if not os.path.exists(path):
-        return
-    with open(path) as f:
-        try:
-            variant = json.load(f)
-        except ValueError as error:
-            raise ValueError(f'{path} is not valid JSON ({error})') from error
+    variant = read_variant(log_dir)
     from garage_promp.experiment.paper_config import ALGOS  # pylint: disable=import-outside-toplevel
     label = variant.get('algo')
     if label in ALGOS and type(algo) is not ALGOS[label][0]:  # pylint: disable=unidiomatic-typecheck

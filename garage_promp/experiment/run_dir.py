@@ -1,5 +1,6 @@
-"""One writer per run directory: an advisory lock held for the run's life.
+"""A run directory: one writer at a time, and its files read back.
 
+**One writer.**
 Two processes training into one directory (two ``--resume DIR`` at once, or a
 campaign runner racing a run it has lost track of) would append the same
 epochs twice to ``progress.csv`` and overwrite each other's snapshots.
@@ -7,11 +8,24 @@ epochs twice to ``progress.csv`` and overwrite each other's snapshots.
 for as long as the run lasts and refuses a second writer, naming the holder's
 pid; the kernel drops the lock when the holder exits, however it exits, so a
 killed run never leaves a stale lock behind.
+
+**Its files read back.** :func:`read_progress` and :func:`read_variant` are the one
+way the launchers, the resume and the campaign tools read ``progress.csv`` and
+``variant.json``. A run killed while dowel was writing a row leaves that row cut
+short: only newline-terminated lines are rows (a cut number would otherwise read as a
+smaller, valid one). Anything else that is not what ``launchers/train.py`` writes (a
+row with too few or too many fields, a ``variant.json`` that is not a JSON object,
+bytes that are not text) raises :class:`DamagedRunFile`, naming the file and the line.
 """
 import contextlib
+import csv
 import errno
 import fcntl
+import io
+import json
 import os
+import pathlib
+from typing import List
 
 LOCK_NAME = '.lock'
 
@@ -40,3 +54,89 @@ def owned_run_dir(path: str):
         yield
     finally:
         os.close(fd)  # closing drops the lock
+
+
+class DamagedRunFile(ValueError):
+    """A run directory's ``progress.csv`` or ``variant.json`` is not what a run writes."""
+
+
+def complete_lines(path) -> List[str]:
+    """The newline-terminated lines of a text file (a last line cut short is left out).
+
+    Raises:
+        DamagedRunFile: If the file is not UTF-8 text.
+
+    """
+    try:
+        with open(path, newline='', encoding='utf-8') as f:
+            lines = f.readlines()
+    except UnicodeDecodeError as error:
+        raise DamagedRunFile(f'{path} is not a text file ({error})') from None
+    if lines and not lines[-1].endswith('\n'):
+        lines.pop()  # a row being written when the run was killed
+    return lines
+
+
+def read_progress(run_dir) -> List[dict]:
+    """The complete rows of ``run_dir/progress.csv`` (empty if there is none).
+
+    Raises:
+        DamagedRunFile: Naming the file and line of a row whose fields do not match
+            the header.
+
+    """
+    path = pathlib.Path(run_dir) / 'progress.csv'
+    if not path.is_file():
+        return []
+    lines = complete_lines(path)
+    if not lines:
+        return []
+    reader = csv.reader(io.StringIO(''.join(lines)))
+    header = next(reader)
+    rows = []
+    for row in reader:
+        if len(row) != len(header):
+            raise DamagedRunFile(f'{path}, line {reader.line_num}: {len(row)} fields where its '
+                                 f'header has {len(header)}: not a row of a run\'s log')
+        rows.append(dict(zip(header, row)))
+    return rows
+
+
+def read_variant(run_dir) -> dict:
+    """``run_dir/variant.json`` (the run's options), or ``{}`` if there is none.
+
+    Raises:
+        DamagedRunFile: If it is not a JSON object.
+
+    """
+    path = pathlib.Path(run_dir) / 'variant.json'
+    if not path.is_file():
+        return {}
+    try:
+        variant = json.loads(path.read_text(encoding='utf-8'))
+    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        raise DamagedRunFile(f'{path} is not valid JSON ({error})') from None
+    if not isinstance(variant, dict):
+        raise DamagedRunFile(f'{path} holds a JSON {type(variant).__name__}, not the object of '
+                             'options a run writes')
+    return variant
+
+
+def env_steps_done(run_dir) -> int:
+    """``TotalEnvSteps`` of the last logged epoch of a run (0 if none).
+
+    Raises:
+        DamagedRunFile: If ``progress.csv`` has no such column or no number in it.
+
+    """
+    rows = read_progress(run_dir)
+    if not rows:
+        return 0
+    path = pathlib.Path(run_dir) / 'progress.csv'
+    if 'TotalEnvSteps' not in rows[-1]:
+        raise DamagedRunFile(f'{path} has no TotalEnvSteps column: not the log of a training run')
+    try:
+        return int(float(rows[-1]['TotalEnvSteps']))
+    except ValueError:
+        raise DamagedRunFile(f'{path}: TotalEnvSteps of its last row is '
+                             f'{rows[-1]["TotalEnvSteps"]!r}, not a number') from None

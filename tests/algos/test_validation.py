@@ -152,3 +152,13 @@ def test_promp_counts_a_non_finite_batch_once(monkeypatch):
     assert all(torch.equal(p.detach(), b) for p, b in zip(algo.policy.parameters(), before))
     with pytest.raises(FloatingPointError, match='consecutive epochs.*learning_rate=0.001'):
         algo.optimize(9, batches)
+
+
+@pytest.mark.parametrize('sizes, culprit', [
+    (dict(meta_batch_size=10 ** 7, episodes_per_task=10 ** 2), 'meta_batch_size=10,000,000'),
+    (dict(num_inner_grad_steps=10 ** 8), r'sampling rounds \(num_inner_grad_steps \+ 1\)')])
+def test_a_meta_batch_too_large_for_memory_is_refused_by_the_constructor(sizes, culprit):
+    """Every sampling round of a meta-batch is kept for the outer update: their env steps
+    together are refused over MAX_BATCH_STEPS, before anything is sampled."""
+    with pytest.raises(ValueError, match=culprit + '.*fit in memory'):
+        make_algo('LVCVPG', **sizes)

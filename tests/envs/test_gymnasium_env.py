@@ -288,3 +288,13 @@ def test_adapter_copies_keep_task_and_state(clone):
         np.testing.assert_array_equal(a.observation, b.observation)
         assert a.reward == b.reward and a.step_type == b.step_type
     np.testing.assert_array_equal(env.reset()[0], twin.reset()[0])
+
+
+def test_a_package_env_refuses_an_argument_its_gymnasium_env_does_not_take():
+    from garage_promp.envs import HalfCheetahFwdBackEnv, PointEnvCorner
+    assert PointEnvCorner(reward_type='dense').unwrapped is not None  # one it takes
+    with pytest.raises(ValueError, match="HalfCheetahFwdBackEnv takes no argument 'reward_type'"):
+        HalfCheetahFwdBackEnv(reward_type="dense")
+    with pytest.raises(ValueError, match="PointEnvCorner takes no argument 'rewardtype'.*"
+                                         'reward_type'):
+        PointEnvCorner(rewardtype='dense')

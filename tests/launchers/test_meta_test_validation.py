@@ -222,3 +222,63 @@ def test_a_run_with_defaults_writes_only_meta_test_csv_in_log_dir(snapshot_dir, 
     rows = _read_csv(log_dir / 'meta_test.csv')
     assert len(rows) == 10 + 1  # 10 test tasks by default, plus the average
     assert all(int(r['episodes']) == 2 for r in rows[:-1])  # 2 per task off Meta-World
+
+
+def _copy_run(snapshot_dir, tmp_path):
+    run = tmp_path / 'run'
+    shutil.copytree(snapshot_dir, run)
+    (run / '.lock').unlink(missing_ok=True)
+    return run
+
+
+@pytest.mark.parametrize('variant', ['{"env": ', '[]', '"PointEnvCorner"'])
+def test_a_variant_json_that_is_not_an_object_is_a_usage_error_naming_it(
+        snapshot_dir, tmp_path, no_load, variant):
+    run = _copy_run(snapshot_dir, tmp_path)
+    (run / 'variant.json').write_text(variant)
+    result = _invoke(no_load, run)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert 'variant.json' in result.output and 'Traceback' not in result.output
+
+
+def test_the_default_table_path_is_checked_before_any_work(snapshot_dir, tmp_path, no_load):
+    run = _copy_run(snapshot_dir, tmp_path)
+    (run / 'meta_test.csv').mkdir()
+    result = _invoke(no_load, run)
+    _assert_refused(result, '--csv')
+    assert 'meta_test.csv' in result.output
+
+
+@pytest.mark.parametrize('name', ['progress.csv', 'params.pkl', 'variant.json'])
+def test_csv_never_overwrites_a_file_that_is_not_a_meta_test_table(
+        snapshot_dir, tmp_path, no_load, name):
+    run = _copy_run(snapshot_dir, tmp_path)
+    before = (run / name).read_bytes()
+    result = _invoke(no_load, run, '--csv', run / name)
+    _assert_refused(result, '--csv')
+    assert 'not a meta-test table' in result.output
+    assert (run / name).read_bytes() == before
+
+
+def test_a_meta_test_table_is_overwritten_by_the_next_one(snapshot_dir, tmp_path):
+    run = _copy_run(snapshot_dir, tmp_path)
+    args = (run, '--n-test-tasks', 1, '--n-exploration-eps', 1, '--n-test-episodes', 1)
+    for _ in range(2):
+        result = _invoke(_load('meta_test'), *args)
+        assert result.exit_code == 0, (result.output, result.exception)
+    assert len(_rows(run / 'meta_test.csv')) >= 1
+
+
+def _rows(path):
+    with open(path, newline='') as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize('option', ['--n-exploration-eps', '--n-test-episodes'])
+def test_an_evaluation_too_large_for_memory_is_refused_before_sampling(
+        snapshot_dir, tmp_path, option):
+    run = _copy_run(snapshot_dir, tmp_path)
+    result = _invoke(_load('meta_test'), run, '--n-test-tasks', 1, option, 10 ** 8)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert option in result.output and 'fit in memory' in result.output
+    assert not (run / 'meta_test.csv').exists()

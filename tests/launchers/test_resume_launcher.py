@@ -53,3 +53,44 @@ def test_resume_refuses_other_options_and_a_finished_run(tmp_path):
     result = _invoke('--resume', run, '--epochs', 1)
     assert result.exit_code == 2 and 'has done 1 epochs' in result.output
     assert len(_rows(run)) == 1
+
+
+def test_a_row_cut_short_by_a_kill_is_dropped_before_appending(tmp_path):
+    """A kill while dowel wrote the row of the snapshot's epoch leaves part of that row:
+    the resume drops it (that row stays missing, with a warning) instead of appending the
+    next row to the same line."""
+    cut, full = tmp_path / 'cut', tmp_path / 'full'
+    assert _invoke(*TINY, '--epochs', 4, '--log-dir', full).exit_code == 0
+    assert _invoke(*TINY, '--epochs', 3, '--log-dir', cut).exit_code == 0
+    text = (cut / 'progress.csv').read_text()
+    last = text.rstrip('\r\n').rfind('\n') + 1
+    (cut / 'progress.csv').write_text(text[:last + (len(text) - last) // 2])
+    result = _invoke('--resume', cut, '--epochs', 4)
+    assert result.exit_code == 0, result.output
+    resumed, uninterrupted = _rows(cut), _rows(full)
+    assert len(resumed) == 3  # epochs 1, 2 and 4
+    assert all(None not in row and None not in row.values() for row in resumed)
+    for a, b in zip(resumed, [uninterrupted[i] for i in (0, 1, 3)]):
+        assert {k: v for k, v in a.items() if not k.startswith('Time/')} == \
+            {k: v for k, v in b.items() if not k.startswith('Time/')}
+
+
+def test_a_log_that_is_not_a_runs_progress_csv_is_refused_on_resume(tmp_path):
+    run = tmp_path / 'run'
+    assert _invoke(*TINY, '--epochs', 1, '--log-dir', run).exit_code == 0
+    (run / 'progress.csv').write_text('foo,bar\n1,2\n')
+    result = CliRunner().invoke(_main(), ['--resume', str(run), '--epochs', '2'])
+    assert result.exit_code == 1, result.output
+    assert 'progress.csv has no TotalEnvSteps column' in result.output
+    assert 'Traceback' not in result.output
+    assert (run / 'progress.csv').read_text() == 'foo,bar\n1,2\n'  # nothing appended
+
+
+def test_a_variant_json_that_is_not_an_object_is_refused_on_resume(tmp_path):
+    run = tmp_path / 'run'
+    assert _invoke(*TINY, '--epochs', 1, '--log-dir', run).exit_code == 0
+    (run / 'variant.json').write_text('[]')
+    result = CliRunner().invoke(_main(), ['--resume', str(run), '--epochs', '2'])
+    assert result.exit_code == 1, result.output
+    assert 'variant.json holds a JSON list' in result.output
+    assert len(_rows(run)) == 1

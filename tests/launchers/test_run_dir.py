@@ -132,3 +132,41 @@ def test_a_fresh_run_into_a_live_runs_directory_touches_nothing(tmp_path):
     after = {p.name: p.read_bytes() for p in log_dir.iterdir() if p.is_file()}
     assert {k: v for k, v in after.items() if k != '.lock'} == {
         k: v for k, v in before.items() if k != '.lock'}
+
+
+def test_read_progress_leaves_out_a_row_cut_short_and_names_a_damaged_one(tmp_path):
+    from garage_promp.experiment.run_dir import DamagedRunFile, env_steps_done, read_progress
+    path = tmp_path / 'progress.csv'
+    path.write_text('TotalEnvSteps,Return\r\n100,1.5\r\n200,2.5\r\n30')  # dowel's line ends
+    assert read_progress(tmp_path) == [{'TotalEnvSteps': '100', 'Return': '1.5'},
+                                       {'TotalEnvSteps': '200', 'Return': '2.5'}]
+    assert env_steps_done(tmp_path) == 200  # not 30, the start of a cut row
+    path.write_text('TotalEnvSteps,Return\n100,1.5\n200\n300,3.5\n')
+    with pytest.raises(DamagedRunFile, match=r'progress.csv, line 3: 1 fields where its '
+                                             r'header has 2'):
+        read_progress(tmp_path)
+    path.write_text('foo,bar\n1,2\n')
+    with pytest.raises(DamagedRunFile, match='no TotalEnvSteps column'):
+        env_steps_done(tmp_path)
+    path.write_text('TotalEnvSteps\nabc\n')
+    with pytest.raises(DamagedRunFile, match="'abc', not a number"):
+        env_steps_done(tmp_path)
+    path.write_bytes(b'\xaf\xfe\n')
+    with pytest.raises(DamagedRunFile, match='not a text file'):
+        read_progress(tmp_path)
+    path.write_text('')
+    assert read_progress(tmp_path) == [] and env_steps_done(tmp_path) == 0
+    path.unlink()
+    assert read_progress(tmp_path) == []
+
+
+@pytest.mark.parametrize('text, match', [('{"algo": ', 'not valid JSON'),
+                                         ('[1, 2]', 'holds a JSON list'),
+                                         ('"ProMP"', 'holds a JSON str')])
+def test_read_variant_refuses_what_is_not_an_object_of_options(tmp_path, text, match):
+    from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
+    (tmp_path / 'variant.json').write_text(text)
+    with pytest.raises(DamagedRunFile, match=match):
+        read_variant(tmp_path)
+    (tmp_path / 'variant.json').write_text('{"algo": "ProMP"}')
+    assert read_variant(tmp_path) == {'algo': 'ProMP'}

@@ -139,3 +139,52 @@ def test_paper_env_task_updates_pickle_with_their_arguments():
     assert env.spec.max_episode_length == 7
     assert setup.env.spec.max_episode_length == 7
     assert update(env) is env  # garage's re-tasking path still reuses the env
+
+
+def _refused(tmp_path, *args):
+    """train.py's exit code and output for a tiny run, and whether its log dir exists."""
+    log_dir = tmp_path / 'log'
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+        '--log-dir', str(log_dir), *args])
+    assert 'Traceback' not in result.output
+    return result.exit_code, result.output, log_dir.exists()
+
+
+@pytest.mark.parametrize('override', ['meta_batch_size=30000000', 'episodes_per_task=30000000',
+                                      'num_inner_grad_steps=100000000'])
+def test_a_batch_too_large_for_memory_given_by_set_is_refused_before_the_run_dir(
+        tmp_path, override):
+    code, output, made = _refused(tmp_path, '--set', override)
+    assert code == 2 and '--set' in output and 'fit in memory' in output, output
+    assert override.split('=')[0] in output and not made
+
+
+def test_an_env_argument_the_env_does_not_take_is_a_usage_error(tmp_path):
+    code, output, made = _refused(tmp_path, '--env', 'HalfCheetahFwdBack', '--set',
+                                  'reward_type=sparse')
+    assert code == 2 and "takes no argument 'reward_type'" in output and not made, output
+
+
+def test_a_worker_timeout_under_a_second_is_refused(tmp_path):
+    code, output, made = _refused(tmp_path, '--worker-timeout', '0.5')
+    assert code == 2 and '--worker-timeout' in output and not made, output
+
+
+def test_a_sampler_worker_error_ends_the_run_with_one_error_line(tmp_path, monkeypatch):
+    """A worker that stops making progress ends the run: its message, exit 1, no traceback."""
+    launcher = _load_launcher()
+    from garage_promp.sampler.backends import SamplerWorkerError
+
+    def stuck(*args, **kwargs):
+        raise SamplerWorkerError('sampler worker 0 made no progress for 600 s (...)')
+
+    monkeypatch.setattr(launcher, 'meta_train', stuck)
+    result = CliRunner().invoke(launcher.main, [
+        '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+        '--log-dir', str(tmp_path / 'log')])
+    assert result.exit_code == 1, result.output
+    assert 'Error: sampler worker 0 made no progress' in result.output
+    assert isinstance(result.exception, SystemExit)
