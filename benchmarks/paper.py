@@ -786,23 +786,27 @@ def _figs(figs) -> List[str]:
     return list(figs) or list(FIGURES)
 
 
-_common = [
-    click.option('--runs-dir', type=OUTPUT_DIR, default=None,
-                 help='Run directories (snapshots) [default: $GARAGE_PROMP_RUNS or '
-                      '~/garage_promp_runs].'),
-    click.option('--results-dir', type=OUTPUT_DIR, default=None,
-                 help='Finished runs, figures and report [default: '
-                      f'{RESULTS.relative_to(HERE.parent)}; with --quick, '
-                      'RUNS_DIR/quick/results].'),
-    click.option('--quick', is_flag=True,
-                 help='Tiny budgets: each pipeline end to end in seconds.'),
-]
+def common(writes_runs: bool):
+    """The options every subcommand takes; ``writes_runs``: the command writes in the runs
+    dir (``run``), so it is tried for writability while parsing; the others only read it."""
+    runs_type = OUTPUT_DIR if writes_runs else click.Path(file_okay=False)
+    options = [
+        click.option('--runs-dir', type=runs_type, default=None,
+                     help='Run directories (snapshots) [default: $GARAGE_PROMP_RUNS or '
+                          '~/garage_promp_runs].'),
+        click.option('--results-dir', type=OUTPUT_DIR, default=None,
+                     help='Finished runs, figures and report [default: '
+                          f'{RESULTS.relative_to(HERE.parent)}; with --quick, '
+                          'RUNS_DIR/quick/results].'),
+        click.option('--quick', is_flag=True,
+                     help='Tiny budgets: each pipeline end to end in seconds.'),
+    ]
 
-
-def common(func):
-    for option in reversed(_common):
-        func = option(func)
-    return func
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return decorate
 
 
 class _Commands(click.Group):
@@ -829,7 +833,7 @@ def cli():
                    'last snapshot and continues on the next run.')
 @click.option('--only', default=None,
               help='Only runs whose name (fig/env/algo_seed=s) contains this text.')
-@common
+@common(writes_runs=True)
 def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
     """Run (or continue) the training runs of FIGS until done or the time limit."""
     seconds = parse_duration(time_limit)
@@ -939,7 +943,7 @@ def run_fig8(campaign: Campaign, quick: bool):
 @click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
 @click.option('--parallel', type=WORKERS, default=2, show_default=True,
               help='Runs at a time, for the time estimate.')
-@common
+@common(writes_runs=False)
 def status(figs, parallel, runs_dir, results_dir, quick):
     """Which runs of FIGS (default: all) are done, running, partial or missing."""
     text, _ = status_table(_campaign(runs_dir, results_dir, quick), _figs(figs), quick, parallel)
@@ -948,7 +952,7 @@ def status(figs, parallel, runs_dir, results_dir, quick):
 
 @cli.command(name='report')
 @click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
-@common
+@common(writes_runs=True)
 def report_command(figs, runs_dir, results_dir, quick):
     """Draw the figures and write report.md (with the claims table) from what is done.
 

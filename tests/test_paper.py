@@ -441,3 +441,14 @@ def test_a_done_scripted_figure_is_not_computed_again(tmp_path):
     (results / 'fig6.json').unlink()
     _paper('run', 'fig6', '--quick', '--only', 'nothing-matches', '--runs-dir', str(tmp_path))
     assert not (results / 'fig6.json').exists()  # --only leaves it out
+
+
+@pytest.mark.skipif(not pathlib.Path('/proc/sys').is_dir(), reason='needs Linux /proc')
+def test_status_only_reads_the_runs_dir(tmp_path):
+    """status needs no writable runs dir (/proc/sys takes no new file); run does."""
+    out = _paper('status', 'fig6', '--runs-dir', '/proc/sys', '--results-dir',
+                 str(tmp_path)).stdout
+    assert 'fig6: missing' in out
+    err = _paper_fails('run', 'fig6', '--runs-dir', '/proc/sys', '--results-dir',
+                       str(tmp_path)).stderr
+    assert 'cannot be written' in err
