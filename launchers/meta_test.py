@@ -16,7 +16,6 @@ CSV (LOG_DIR/meta_test.csv or --csv) is the only file written.
 """
 import collections
 import csv
-import json
 import math
 import os
 
@@ -26,7 +25,16 @@ from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
-from garage_promp.validation import EPISODE_LENGTH, OUTPUT_FILE, SEED, WORKERS, count
+from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
+from garage_promp.validation import (
+    EPISODE_LENGTH,
+    OUTPUT_FILE,
+    SEED,
+    WORKERS,
+    check_batch_steps,
+    check_output_path,
+    count,
+)
 
 import click
 import dowel
@@ -144,10 +152,10 @@ def format_table(rows):
 def _experiment_options(log_dir, cli):
     """The env options of the experiment (variant.json), CLI values winning."""
     path = os.path.join(log_dir, 'variant.json')
-    variant = {}
-    if os.path.isfile(path):
-        with open(path) as f:
-            variant = json.load(f)
+    try:
+        variant = read_variant(log_dir)
+    except DamagedRunFile as error:
+        raise click.UsageError(str(error)) from None
     if cli['env'] is not None and cli['env'] != variant.get('env'):
         # Another env family: the experiment's task and horizon do not apply.
         variant = {k: variant[k] for k in ('seed', 'episodes_per_task') if k in variant}
@@ -168,16 +176,28 @@ def _check_itr(ctx, param, value):
     raise click.BadParameter(f"expected 'last', 'first' or an epoch number >= 0, got {value!r}")
 
 
-def _check_csv_path(csv_path):
-    """Refuse (before any work) a --csv that cannot be written as a file."""
-    if csv_path is None:
-        return
-    if not csv_path:
+def _check_csv_path(csv_path, log_dir):
+    """Where the table goes (--csv, else LOG_DIR/meta_test.csv), refused before any work if
+    it cannot be written as a file, or if it is a file that is not a meta-test table (the
+    run's progress.csv or snapshot, say): it overwrites only a table of its own kind."""
+    if csv_path is not None and not csv_path:
         raise click.BadParameter('expected a file name, got an empty one', param_hint='--csv')
-    parent = os.path.dirname(os.path.abspath(csv_path))
-    if not os.path.isdir(parent):
-        raise click.BadParameter(f'the directory of {csv_path!r} does not exist',
-                                 param_hint='--csv')
+    hint = '--csv' if csv_path is not None else '--csv (by default LOG_DIR/meta_test.csv)'
+    path = csv_path if csv_path is not None else os.path.join(log_dir, 'meta_test.csv')
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise click.BadParameter(f'the directory of {path!r} does not exist', param_hint=hint)
+    try:
+        check_output_path(path, hint, directory=False)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    if os.path.isfile(path):
+        with open(path, 'rb') as f:
+            first = f.readline().decode('utf-8', errors='replace').strip()
+        if first != ','.join(COLUMNS + ('protocol', )):
+            raise click.BadParameter(
+                f'{path!r} exists and is not a meta-test table (its first line is '
+                f'{first[:60]!r}): it is not overwritten; give another --csv', param_hint=hint)
+    return path
 
 
 def _load_snapshot(log_dir, itr):
@@ -244,7 +264,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
          n_test_tasks, n_exploration_eps, n_test_episodes, seed, sampler, n_workers, csv_path,
          protocol, goals_per_class, deterministic, terminate_on_success, before_adaptation):
     """Meta-test the snapshot in LOG_DIR on the test tasks; print and save a per-task table."""
-    _check_csv_path(csv_path)
+    csv_path = _check_csv_path(csv_path, log_dir)
     if goals_per_class is not None and n_test_tasks is not None:
         raise click.UsageError('give --goals-per-class or --n-test-tasks, not both')
     options = _experiment_options(log_dir, dict(
@@ -305,6 +325,13 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         n_exploration_eps = env_config(options['env']).get('episodes_per_task', 20)
     if n_test_episodes is None:
         n_test_episodes = setup.n_test_episodes
+    try:  # each round samples every test goal's episodes at once
+        for episodes in (dict(n_exploration_eps=n_exploration_eps),
+                         dict(n_test_episodes=n_test_episodes)):
+            check_batch_steps(setup.env.spec.max_episode_length, n_test_tasks=n_test_tasks,
+                              **episodes)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from error
     # A sampler of its own: the snapshot's (pickled as configuration) is never
     # started, and the test tasks may have a shorter horizon. It keeps the env's
     # budget of env copies per worker (Meta-World: 40): without it a worker would
@@ -338,8 +365,6 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         tabular.clear()
         logger.remove_output_type(dowel.StdOutput)
     click.echo(format_table(rows))
-    if csv_path is None:
-        csv_path = os.path.join(log_dir, 'meta_test.csv')
     with open(csv_path, 'w', newline='') as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS + ('protocol', ))
         writer.writeheader()

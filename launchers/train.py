@@ -21,16 +21,17 @@ from garage_promp.experiment.builder import build_experiment, check_overrides, o
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs, env_config
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import SNAPSHOT_MODES, resume_run
-from garage_promp.experiment.run_dir import RunDirBusy, owned_run_dir
-from garage_promp.sampler.backends import live_worker_pids
+from garage_promp.experiment.run_dir import LOCK_NAME, RunDirBusy, owned_run_dir
+from garage_promp.sampler.backends import SamplerWorkerError, live_worker_pids
 from garage_promp.validation import (
     ENV_STEPS,
     EPISODE_LENGTH,
     HIDDEN_SIZES,
+    MAX_SECONDS,
     OUTPUT_DIR,
-    SECONDS,
     SEED,
     WORKERS,
+    FiniteFloat,
     check_batch_steps,
     check_output_path,
     check_run_dir,
@@ -45,6 +46,10 @@ import dowel
 from dowel import logger
 from garage import wrap_experiment
 from garage.trainer import Trainer
+
+#: Errors that end a run part-way, whose message says all (which worker, env, task and step):
+#: one ``Error:`` line and exit 1, the snapshots of the epochs done kept.
+RUN_ERRORS = (SamplerWorkerError, )
 
 #: A few-minute ProMP run on 2 cores (the README's first command).
 PRESETS = {
@@ -116,9 +121,9 @@ def _key(options):
 @click.option('--envs-per-task', type=count(), default=None,
               help='Env copies per task per worker; episodes run in waves '
                    '[default: one per episode; Meta-World: at most 40 per worker].')
-@click.option('--worker-timeout', type=SECONDS, default=None,
-              help='Seconds a busy sampler worker (in process too) may make no progress (not one '
-                   'env step) before the run ends naming it [default: 600].')
+@click.option('--worker-timeout', type=FiniteFloat(min=1., max=MAX_SECONDS), default=None,
+              help='Seconds (at least 1) a busy sampler worker (in process too) may make no '
+                   'progress (not one env step) before the run ends naming it [default: 600].')
 @click.option('--device', default='cpu', show_default=True,
               help="Where the meta-update runs: cpu, cuda or cuda:N (sampling stays on the CPU).")
 @click.option('--n-test-tasks', type=count(), default=10, show_default=True)
@@ -165,8 +170,9 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         with user_errors('--resume'):
             check_run_dir(resume_dir)  # before its lock file is written there
             check_output_path(resume_dir, 'the run directory')
-            resume_run(resume_dir, epochs if epochs_given else None, snapshot_mode, full_table,
-                       max_env_steps=max_env_steps)
+            with user_errors(expected=RUN_ERRORS):
+                resume_run(resume_dir, epochs if epochs_given else None, snapshot_mode,
+                           full_table, max_env_steps=max_env_steps)
         return
     args = dict(algo=algo, env=env_name, seed=seed, epochs=epochs,
                 meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task,
@@ -218,12 +224,18 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         with user_errors(expected=(RunDirBusy, )):
             with owned_run_dir(log_dir):
                 pass
+        if any(name != LOCK_NAME for name in os.listdir(log_dir)):
+            click.echo(f'{log_dir} already holds files: this run goes to a new directory beside '
+                       "it (garage's wrap_experiment adds _1, _2, ...; its 'Logging to' line "
+                       f'names it). To continue the run in {log_dir}: --resume {log_dir}',
+                       err=True)
     if max_env_steps is not None and click_ctx.get_parameter_source(
             'epochs') != click.core.ParameterSource.COMMANDLINE:
         run['epochs'] = built.algo.epochs_for_budget(max_env_steps)
     _BUILT[_key(run)] = built
     try:
-        meta_train(options, full_table=full_table, max_env_steps=max_env_steps, **run)
+        with user_errors(expected=RUN_ERRORS):
+            meta_train(options, full_table=full_table, max_env_steps=max_env_steps, **run)
     except RunDirBusy as error:
         raise click.ClickException(str(error)) from error
 
