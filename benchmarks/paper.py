@@ -70,6 +70,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from typing import Dict, List, Sequence, Tuple
 import warnings
@@ -557,7 +558,8 @@ def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: st
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(envs):]:
         ax.axis('off')
-    fig.suptitle(title, fontsize=10)
+    # Wrapped to the figure's width (about 9 characters an inch at this size).
+    fig.suptitle(textwrap.fill(title, int(9 * 4.6 * cols)), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
