@@ -387,7 +387,7 @@ def cost_per_step(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, st
         for directory in (campaign.result_dir(run), campaign.run_dir(run)):
             try:
                 rows = read_progress(directory)
-                learning.steps_done(directory)
+                done = learning.steps_done(directory)
             except DamagedRunFile:  # status names it; no cost from it
                 continue
             if rows:
@@ -395,7 +395,7 @@ def cost_per_step(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, st
                                 ('Sampling', 'Update', 'MetaTest')) for r in rows)
                 key = (run.env, run.algo)
                 seconds[key] = seconds.get(key, 0.) + total
-                steps[key] = steps.get(key, 0) + int(float(rows[-1]['TotalEnvSteps']))
+                steps[key] = steps.get(key, 0) + done
                 break
     return {key: seconds[key] / steps[key] for key in seconds if steps[key] > 0}
 

@@ -3,6 +3,7 @@ import csv
 import pathlib
 
 from click.testing import CliRunner
+import pytest
 
 from tests.helpers import load_script
 
@@ -75,22 +76,16 @@ def test_a_row_cut_short_by_a_kill_is_dropped_before_appending(tmp_path):
             {k: v for k, v in b.items() if not k.startswith('Time/')}
 
 
-def test_a_log_that_is_not_a_runs_progress_csv_is_refused_on_resume(tmp_path):
+@pytest.mark.parametrize('name, text, message', [
+    ('progress.csv', 'foo,bar\n1,2\n', 'progress.csv has no TotalEnvSteps column'),
+    ('variant.json', '[]', 'variant.json holds a JSON list')])
+def test_a_damaged_run_file_is_refused_on_resume_naming_it(tmp_path, name, text, message):
     run = tmp_path / 'run'
     assert _invoke(*TINY, '--epochs', 1, '--log-dir', run).exit_code == 0
-    (run / 'progress.csv').write_text('foo,bar\n1,2\n')
+    (run / name).write_text(text)
+    log = (run / 'progress.csv').read_text()
     result = CliRunner().invoke(_main(), ['--resume', str(run), '--epochs', '2'])
     assert result.exit_code == 1, result.output
-    assert 'progress.csv has no TotalEnvSteps column' in result.output
+    assert message in result.output
     assert 'Traceback' not in result.output
-    assert (run / 'progress.csv').read_text() == 'foo,bar\n1,2\n'  # nothing appended
-
-
-def test_a_variant_json_that_is_not_an_object_is_refused_on_resume(tmp_path):
-    run = tmp_path / 'run'
-    assert _invoke(*TINY, '--epochs', 1, '--log-dir', run).exit_code == 0
-    (run / 'variant.json').write_text('[]')
-    result = CliRunner().invoke(_main(), ['--resume', str(run), '--epochs', '2'])
-    assert result.exit_code == 1, result.output
-    assert 'variant.json holds a JSON list' in result.output
-    assert len(_rows(run)) == 1
+    assert (run / 'progress.csv').read_text() == log  # nothing appended
