@@ -101,6 +101,15 @@ def has_snapshot(run_dir) -> bool:
     return (run_dir / 'params.pkl').is_file() or any(run_dir.glob('itr_*.pkl'))
 
 
+def set_aside(run_dir, why, then):
+    """Move ``run_dir`` to ``<run_dir>.set-aside-<time>`` (never delete it) and say so."""
+    run_dir = pathlib.Path(run_dir)
+    aside = run_dir.with_name(f'{run_dir.name}.set-aside-{time.strftime("%Y%m%d-%H%M%S")}')
+    run_dir.rename(aside)
+    click.echo(f'{run_dir} {why}: moved to {aside}; {then}', err=True)
+    return aside
+
+
 def prepare_run_dir(run_dir) -> bool:
     """Make ``run_dir`` ready for its run's command; True if the run continues (``--resume``).
 
@@ -122,10 +131,8 @@ def prepare_run_dir(run_dir) -> bool:
                 entry.unlink()
             run_dir.rmdir()
         else:
-            aside = run_dir.with_name(f'{run_dir.name}.set-aside-{time.strftime("%Y%m%d-%H%M%S")}')
-            run_dir.rename(aside)
-            click.echo(f'{run_dir} held no snapshot but files a run does not write: moved to '
-                       f'{aside}; the run starts again', err=True)
+            set_aside(run_dir, 'held no snapshot but files a run does not write', 'the run '
+                      'starts again')
     elif run_dir.exists():
         raise click.ClickException(f'{run_dir} is in the way of a run directory (not a '
                                    'directory): move it away')

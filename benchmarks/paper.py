@@ -57,12 +57,22 @@ that is stopped (``--time-limit``, Ctrl-C, SIGTERM) keeps its last snapshot
 and continues from it on the next ``run``. As each run reaches its budget its
 ``progress.csv`` and ``variant.json`` are copied to
 ``benchmarks/results/paper/<figure>/<env>/<algo>_seed=<s>/``, to be
-committed: ``status`` on a fresh clone counts those as done, and a run that
-was part-way on another machine starts again from scratch here.
+committed: ``status`` on a fresh clone counts those as done.
+
+A run that ``run`` stops part-way is *parked*: its last snapshot
+(``params.pkl``, xz-compressed, about 0.2-1 MB), ``progress.csv`` and
+``variant.json`` are copied to ``parked/`` in its results directory, to be
+committed with the rest. On another machine (a fresh clone, an empty runs
+dir) the next ``run`` continues from the parked snapshot instead of starting
+again, and ``status`` and ``report`` count its steps; a runs dir that holds
+the run further along is used instead, and one behind it is set aside. When
+the run reaches its budget its parked copy is removed. ``park`` does the same
+for runs stopped some other way (a runner killed outright).
 """
 import csv
 import dataclasses
 import json
+import lzma
 import math
 import os
 import pathlib
@@ -86,6 +96,10 @@ from garage_promp.validation import OUTPUT_DIR, WORKERS  # noqa: E402
 import learning  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = HERE / 'results' / 'paper'
+#: A stopped run's snapshot, in its results directory (``Campaign.park``).
+PARKED = 'parked'
+PARKED_SNAPSHOT = 'params.pkl.xz'
+PARKED_LOGS = ('progress.csv', 'variant.json')
 #: Fig. 2's six environments (the paper's text, Section 7.3), in the campaign's order.
 FIG2_ENVS = ('HalfCheetahFwdBack', 'WalkerFwdBack', 'AntRandDirec', 'HopperRandParams',
              'WalkerRandParams', 'HumanoidRandDirec')
@@ -236,6 +250,82 @@ class Campaign:
     def result_dir(self, run: Run) -> pathlib.Path:
         return self.results_dir / run.name
 
+    def parked_dir(self, run: Run) -> pathlib.Path:
+        """A stopped run's last snapshot, kept with the results (:meth:`park`)."""
+        return self.result_dir(run) / PARKED
+
+    def log_dir(self, run: Run) -> pathlib.Path:
+        """The directory of the run's furthest log: its results, its run dir or its
+        parked copy (the first of them on a tie)."""
+        return max((self.result_dir(run), self.run_dir(run), self.parked_dir(run)),
+                   key=learning.steps_done)
+
+    def park(self, run: Run) -> int:
+        """Copy a stopped run's last snapshot (xz-compressed), ``progress.csv`` and
+        ``variant.json`` to :meth:`parked_dir`, where they are committed with the results
+        so that a clone on another machine continues the run (:meth:`unpark`).
+
+        Returns the env steps parked; 0 if the run dir holds no snapshot (``params.pkl``,
+        the campaign's snapshot mode), or nothing further along than what is parked, or a
+        finished run. The run must not be running. The parked copy is replaced whole: it is
+        written beside it first, then renamed.
+        """
+        run_dir, target = self.run_dir(run), self.parked_dir(run)
+        done = learning.steps_done(run_dir)
+        if (not (run_dir / 'params.pkl').is_file() or done >= run.steps
+                or done <= learning.steps_done(target)):
+            return 0
+        staging = target.with_name(target.name + '.new')
+        _remove_parked(staging)
+        staging.mkdir(parents=True)
+        for name in PARKED_LOGS:
+            shutil.copyfile(run_dir / name, staging / name)
+        with open(run_dir / 'params.pkl', 'rb') as src, \
+                lzma.open(staging / PARKED_SNAPSHOT, 'wb') as dst:
+            shutil.copyfileobj(src, dst)
+        _remove_parked(target)
+        staging.rename(target)
+        return done
+
+    def unpark(self, run: Run) -> bool:
+        """Make the parked snapshot the run's run dir, where it is further along than the
+        run dir's own snapshot (or the run dir has none); True if it did.
+
+        A run dir with a snapshot behind it is set aside (``<dir>.set-aside-<time>``), not
+        deleted; one without a snapshot is cleared as :func:`learning.prepare_run_dir`
+        clears it. The run dir appears whole (assembled beside it, then renamed).
+        """
+        parked, run_dir = self.parked_dir(run), self.run_dir(run)
+        steps = learning.steps_done(parked)
+        if not steps or (learning.has_snapshot(run_dir)
+                         and learning.steps_done(run_dir) >= steps):
+            return False
+        if learning.has_snapshot(run_dir):
+            learning.set_aside(run_dir, f'is behind the parked snapshot in {parked} '
+                               f'({steps:,} env steps)', 'the run continues from that')
+        else:
+            learning.prepare_run_dir(run_dir)
+        staging = run_dir.with_name(run_dir.name + '.unparking')
+        if staging.exists():  # a restore cut short: only what this method writes
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        for name in PARKED_LOGS:
+            shutil.copyfile(parked / name, staging / name)
+        try:
+            with lzma.open(parked / PARKED_SNAPSHOT, 'rb') as src, \
+                    open(staging / 'params.pkl', 'wb') as dst:
+                shutil.copyfileobj(src, dst)
+        except (OSError, lzma.LZMAError, EOFError) as error:
+            shutil.rmtree(staging)
+            raise click.ClickException(
+                f'{parked / PARKED_SNAPSHOT} is not a whole xz-compressed snapshot ({error}): '
+                'restore it from git, or move the parked directory away to start the run '
+                'again') from None
+        staging.rename(run_dir)
+        click.echo(f'{run.name}: continues from its parked snapshot ({steps:,} env steps, '
+                   f'{parked})', err=True)
+        return True
+
     def state(self, run: Run) -> Tuple[str, int]:
         """``(state, env steps done)``: done, running, finished, partial, missing, or damaged
         (a ``progress.csv`` that is not a run's log; :attr:`damage` says why)."""
@@ -254,10 +344,12 @@ class Campaign:
             return 'running', done
         if done >= run.steps:  # finished, but its results were not copied yet
             return 'finished', done
+        done = max(done, learning.steps_done(self.parked_dir(run)))
         return ('partial', done) if done else ('missing', 0)
 
     def collect(self, run: Run) -> bool:
-        """Copy a finished run's progress.csv and variant.json to the results."""
+        """Copy a finished run's progress.csv and variant.json to the results (and drop
+        its parked snapshot, which they supersede)."""
         if learning.steps_done(self.run_dir(run)) < run.steps:
             return False
         target = self.result_dir(run)
@@ -265,11 +357,13 @@ class Campaign:
         for name in ('progress.csv', 'variant.json'):
             if (self.run_dir(run) / name).exists():
                 shutil.copyfile(self.run_dir(run) / name, target / name)
+        _remove_parked(self.parked_dir(run))
         return True
 
     def command(self, run: Run) -> List[str]:
         run_dir = self.run_dir(run)
         run_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.unpark(run)
         resume = learning.prepare_run_dir(run_dir)
         if resume:  # train.py --resume can check a snapshot only against the run's own variant
             want = {'algo': run.algo, 'env': run.env, 'seed': run.seed,
@@ -282,6 +376,15 @@ class Campaign:
         return learning._run_command(  # pylint: disable=protected-access
             run.algo, run.env, run.seed, run.steps, run.batch, run_dir, resume,
             list(run.options))
+
+
+def _remove_parked(path: pathlib.Path):
+    """Remove a parked snapshot directory: only the files :meth:`Campaign.park` writes
+    (anything else in it stays, and so does the directory then)."""
+    for name in (*PARKED_LOGS, PARKED_SNAPSHOT):
+        (path / name).unlink(missing_ok=True)
+    if path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
 
 
 def _partial(target: pathlib.Path) -> pathlib.Path:
@@ -384,19 +487,18 @@ def cost_per_step(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, st
     """Core-seconds per env step of every (env, algo), from the epochs' logged times."""
     seconds, steps = {}, {}
     for run in runs:
-        for directory in (campaign.result_dir(run), campaign.run_dir(run)):
-            try:
-                rows = read_progress(directory)
-                done = learning.steps_done(directory)
-            except DamagedRunFile:  # status names it; no cost from it
-                continue
-            if rows:
-                total = sum(sum(float(r.get(f'Time/{k}') or 0) for k in
-                                ('Sampling', 'Update', 'MetaTest')) for r in rows)
-                key = (run.env, run.algo)
-                seconds[key] = seconds.get(key, 0.) + total
-                steps[key] = steps.get(key, 0) + done
-                break
+        try:
+            directory = campaign.log_dir(run)
+            rows = read_progress(directory)
+            done = learning.steps_done(directory)
+        except DamagedRunFile:  # status names it; no cost from it
+            continue
+        if rows:
+            total = sum(sum(float(r.get(f'Time/{k}') or 0) for k in
+                            ('Sampling', 'Update', 'MetaTest')) for r in rows)
+            key = (run.env, run.algo)
+            seconds[key] = seconds.get(key, 0.) + total
+            steps[key] = steps.get(key, 0) + done
     return {key: seconds[key] / steps[key] for key in seconds if steps[key] > 0}
 
 
@@ -420,7 +522,10 @@ def status_table(campaign: Campaign, figs: Sequence[str], quick: bool = False,
             if state != 'done':
                 cost = costs.get((run.env, run.algo), DEFAULT_COST.get(run.env, 0.2) / 1000)
                 left += (run.steps - min(done, run.steps)) * cost
-            lines.append(f'  {state:8s} {run.name:48s} {done:>11,} / {run.steps:,} env steps')
+            where = ('  (parked)' if state == 'partial'
+                     and campaign.log_dir(run) == campaign.parked_dir(run) else '')
+            lines.append(f'  {state:8s} {run.name:48s} {done:>11,} / {run.steps:,} env steps'
+                         + where)
             if state == 'damaged':
                 lines.append(f'           {campaign.damage[run.name]}')
     summary = ', '.join(f'{n} {s}' for s, n in sorted(counts.items()))
@@ -476,14 +581,15 @@ def seeds_needed(a: Sequence[float], b: Sequence[float], t: float = 2.5) -> floa
 def load(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, str], Dict[int, list]]:
     """(env, algo) -> seed -> progress rows, of every run with at least one row.
 
-    Finished runs are read from the results; partial ones from the runs dir. A run whose
-    log is damaged is left out (``Campaign.state`` says why).
+    Each run is read from its furthest log (``Campaign.log_dir``): the results of a finished
+    run, else the runs dir or the parked copy. A run whose log is damaged is left out
+    (``Campaign.state`` says why).
     """
     data = {}
     for run in runs:
         if campaign.state(run)[0] == 'damaged':
             continue
-        rows = read_progress(campaign.result_dir(run)) or read_progress(campaign.run_dir(run))
+        rows = read_progress(campaign.log_dir(run))
         if rows:
             data.setdefault((run.env, run.tag), {})[run.seed] = rows
     return data
@@ -891,6 +997,8 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
         campaign.pid_file(r).unlink(missing_ok=True)
         if code == 0 and campaign.collect(r):
             click.echo(f'collected {name} -> {campaign.result_dir(r)}', err=True)
+        else:
+            _say_parked(campaign, r)
 
     click.echo(f'{len(specs) - len(evaluations)} runs to do'
                + (f', {len(evaluations)} final evaluations' if evaluations else ''), err=True)
@@ -899,6 +1007,33 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
         draw_fig5_trajectories(campaign, quick)
     text, _ = status_table(campaign, figs, quick, parallel)
     click.echo(text)
+
+
+def _say_parked(campaign: Campaign, run: Run):
+    steps = campaign.park(run)
+    if steps:
+        click.echo(f'parked {run.name} at {steps:,} env steps -> {campaign.parked_dir(run)} '
+                   '(commit it: a clone elsewhere continues from there)', err=True)
+
+
+@cli.command()
+@click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
+@click.option('--only', default=None,
+              help='Only runs whose name (fig/env/algo_seed=s) contains this text.')
+@common(writes_runs=False)
+def park(figs, only, runs_dir, results_dir, quick):
+    """Park the stopped, unfinished runs of FIGS (default: all): copy each one's last
+    snapshot into its results, to be committed, so that a clone on another machine
+    continues it. ``run`` parks the runs it stops itself; this is for runs stopped
+    another way. A running run is left alone (stop it first)."""
+    campaign = _campaign(runs_dir, results_dir, quick)
+    for r in (r for fig in _figs(figs) for r in runs_of(fig, quick)
+              if only is None or only in r.name):
+        state = campaign.state(r)[0]
+        if state == 'running':
+            click.echo(f'{r.name} is running: not parked (stop it first)', err=True)
+        elif state == 'partial':
+            _say_parked(campaign, r)
 
 
 def draw_fig5_trajectories(campaign: Campaign, quick: bool):

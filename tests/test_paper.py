@@ -2,6 +2,7 @@
 import csv
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -170,17 +171,20 @@ def _numbers(rows):
 @pytest.mark.slow
 def test_an_interrupted_run_continues_with_the_rows_of_an_uninterrupted_one(paper, tmp_path):
     run = paper.quick_runs('fig5')[0]
-    campaign = paper.Campaign(tmp_path / 'a', tmp_path / 'a-results')
+    # --quick puts the runs in RUNS_DIR/quick.
+    campaign = paper.Campaign(tmp_path / 'a' / 'quick', tmp_path / 'a-results')
     # Interrupted: the run has done part of its budget (as after --time-limit).
     first = campaign.command(run)
     half = first.index('--max-env-steps') + 1
     first[half] = str(run.steps // 2)
     subprocess.run(first, check=True, capture_output=True, cwd=ROOT, timeout=600)
     assert campaign.state(run)[0] == 'partial'
+    before = _rows(campaign.run_dir(run) / 'progress.csv')
     args = ['--runs-dir', str(tmp_path / 'a'), '--results-dir', str(tmp_path / 'a-results')]
     out = _paper('run', 'fig5', '--quick', '--only', run.name, *args).stdout
     assert 'done' in out
     resumed = _rows(campaign.result_dir(run) / 'progress.csv')
+    assert resumed[:len(before)] == before  # continued: the first epochs' rows, times and all
     # Uninterrupted, elsewhere.
     _paper('run', 'fig5', '--quick', '--only', run.name, '--runs-dir', str(tmp_path / 'b'),
            '--results-dir', str(tmp_path / 'b-results'))
@@ -452,3 +456,117 @@ def test_status_only_reads_the_runs_dir(tmp_path):
     err = _paper_fails('run', 'fig6', '--runs-dir', '/proc/sys', '--results-dir',
                        str(tmp_path)).stderr
     assert 'cannot be written' in err
+
+
+def _variant(run):
+    return json.dumps(dict(algo=run.algo, env=run.env, seed=run.seed,
+                           meta_batch_size=run.batch[0], episodes_per_task=run.batch[1]))
+
+
+def _stopped_run(campaign, run, steps, snapshot=b'snapshot'):
+    """A run dir as a run stopped part-way leaves it (a fake snapshot)."""
+    run_dir = campaign.run_dir(run)
+    _write_progress(run_dir, steps)
+    (run_dir / 'variant.json').write_text(_variant(run))
+    (run_dir / 'params.pkl').write_bytes(snapshot)
+    return run_dir
+
+
+def test_a_parked_snapshot_is_counted_and_restored_on_another_machine(paper, tmp_path):
+    run = paper.runs_of('fig5')[0]
+    here = paper.Campaign(tmp_path / 'here', tmp_path / 'results')
+    assert here.park(run) == 0  # nothing to park
+    _stopped_run(here, run, [1000, 2000], b'snapshot at 2000')
+    assert here.park(run) == 2000
+    assert here.park(run) == 0  # nothing newer
+    parked = here.parked_dir(run)
+    assert sorted(p.name for p in parked.iterdir()) == [
+        'params.pkl.xz', 'progress.csv', 'variant.json']
+    # Another machine: an empty runs dir. status counts the parked steps, and says so.
+    there = paper.Campaign(tmp_path / 'there', tmp_path / 'results')
+    assert there.state(run) == ('partial', 2000)
+    text, _ = paper.status_table(there, ['fig5'])
+    assert f'{run.name}' in text and '(parked)' in text
+    command = there.command(run)
+    assert '--resume' in command
+    assert (there.run_dir(run) / 'params.pkl').read_bytes() == b'snapshot at 2000'
+    assert paper.read_progress(there.run_dir(run)) == paper.read_progress(parked)
+    assert not list(there.run_dir(run).parent.glob('*.unparking'))
+    # Here the run dir is as far along as the parked copy: it is used as it is.
+    assert here.unpark(run) is False
+
+
+def test_a_run_dir_behind_its_parked_snapshot_is_set_aside(paper, tmp_path):
+    run = paper.runs_of('fig5')[0]
+    ahead = paper.Campaign(tmp_path / 'ahead', tmp_path / 'results')
+    _stopped_run(ahead, run, [1000, 2000, 3000], b'snapshot at 3000')
+    ahead.park(run)
+    behind = paper.Campaign(tmp_path / 'behind', tmp_path / 'results')
+    _stopped_run(behind, run, [1000], b'snapshot at 1000')
+    assert behind.state(run) == ('partial', 3000)
+    behind.command(run)
+    assert (behind.run_dir(run) / 'params.pkl').read_bytes() == b'snapshot at 3000'
+    aside = list(behind.run_dir(run).parent.glob(behind.run_dir(run).name + '.set-aside-*'))
+    assert len(aside) == 1 and (aside[0] / 'params.pkl').read_bytes() == b'snapshot at 1000'
+    # A run dir further along than the parked copy is parked over it, and kept.
+    _stopped_run(ahead, run, [1000, 2000, 3000, 4000], b'snapshot at 4000')
+    assert ahead.park(run) == 4000
+    assert ahead.unpark(run) is False
+    assert (ahead.run_dir(run) / 'params.pkl').read_bytes() == b'snapshot at 4000'
+
+
+def test_a_damaged_parked_snapshot_is_refused_naming_it(paper, tmp_path):
+    run = paper.runs_of('fig5')[0]
+    here = paper.Campaign(tmp_path / 'here', tmp_path / 'results')
+    _stopped_run(here, run, [1000], b'x' * 10000)
+    here.park(run)
+    snapshot = here.parked_dir(run) / 'params.pkl.xz'
+    snapshot.write_bytes(snapshot.read_bytes()[:40])  # cut short
+    there = paper.Campaign(tmp_path / 'there', tmp_path / 'results')
+    with pytest.raises(paper.click.ClickException, match='params.pkl.xz is not a whole'):
+        there.command(run)
+    assert not there.run_dir(run).exists()
+    assert not list(there.run_dir(run).parent.glob('*.unparking'))
+
+
+def test_a_finished_run_drops_its_parked_snapshot(paper, tmp_path):
+    run = paper.runs_of('fig5')[0]
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    _stopped_run(campaign, run, [1000])
+    campaign.park(run)
+    _stopped_run(campaign, run, [1000, run.steps])
+    assert campaign.park(run) == 0  # a finished run is collected, not parked
+    assert campaign.collect(run)
+    assert not campaign.parked_dir(run).exists()
+    assert campaign.state(run) == ('done', run.steps)
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_the_time_limit_continues_on_another_machine(paper, tmp_path):
+    """``run`` parks the run it stops; a clone with an empty runs dir continues it from
+    the parked snapshot, to the rows of a run that was never stopped."""
+    run = paper.quick_runs('fig5')[0]
+    results = tmp_path / 'results'
+    here = paper.Campaign(tmp_path / 'here' / 'quick', results)  # --quick: RUNS_DIR/quick
+    first = here.command(run)
+    first[first.index('--max-env-steps') + 1] = str(run.steps // 2)
+    subprocess.run(first, check=True, capture_output=True, cwd=ROOT, timeout=600)
+    half = here.state(run)[1]
+    assert 0 < half < run.steps
+    before = _rows(here.run_dir(run) / 'progress.csv')
+    err = _paper('run', 'fig5', '--quick', '--only', run.name, '--time-limit', '1',
+                 '--runs-dir', str(tmp_path / 'here'), '--results-dir', str(results)).stderr
+    assert f'parked {run.name}' in err
+    there = ['--runs-dir', str(tmp_path / 'there'), '--results-dir', str(results)]
+    status = _paper('status', 'fig5', '--quick', *there).stdout
+    assert re.search(rf'partial +{re.escape(run.name)} .*\(parked\)', status)
+    err = _paper('run', 'fig5', '--quick', '--only', run.name, *there).stderr
+    assert 'continues from its parked snapshot' in err
+    assert not here.parked_dir(run).exists()
+    resumed = _rows(results / run.name / 'progress.csv')
+    assert resumed[:len(before)] == before  # continued: the first epochs' rows, times and all
+    _paper('run', 'fig5', '--quick', '--only', run.name, '--runs-dir', str(tmp_path / 'b'),
+           '--results-dir', str(tmp_path / 'b-results'))
+    straight = _rows(tmp_path / 'b-results' / run.name / 'progress.csv')
+    assert len(resumed) == len(straight) >= 2
+    assert _numbers(resumed) == _numbers(straight)
