@@ -150,10 +150,12 @@ class MujocoClock:
 
     They are wrapped on the ``mujoco`` module, where gymnasium's ``MujocoEnv``,
     Meta-World and the package's envs all look them up at every call, so only
-    an in-process sampler is seen. ``steps`` holds, per model, ``nstep`` and
-    the state before each ``mj_step`` call (MuJoCo's integration state:
-    positions, velocities, controls, warm start..., taken before the clock
-    starts), for :func:`replay_us`.
+    an in-process sampler is seen; so is the package's compiled stepping loop
+    (``garage_promp.envs._cstep.step_batch``, timed whole: MuJoCo's calls and a few
+    copies around them), counted as one call per simulation it steps. ``steps``
+    holds, per model, ``nstep`` and the state before each ``mj_step`` call
+    (MuJoCo's integration state: positions, velocities, controls, warm start...,
+    taken before the clock starts), for :func:`replay_us`.
     """
 
     def __init__(self):
@@ -174,12 +176,31 @@ class MujocoClock:
 
         for name, function in self._saved.items():
             setattr(mujoco, name, _timed(function, self, record if name == 'mj_step' else None))
+        from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
+        self._step_batch = real_batch = _cstep.step_batch
+
+        def step_batch(lib, models, datas, actions, nstep, *args):
+            # The compiled loop (garage_promp/envs/_cstep.py): each simulation's mj_step
+            # calls (and mj_rnePostConstraint) in one call, timed whole; a call per simulation.
+            for model, data in zip(models, datas):
+                record(model, data, nstep=nstep)
+            start = time.perf_counter()
+            try:
+                return real_batch(lib, models, datas, actions, nstep, *args)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += len(datas)
+
+        _cstep.step_batch = step_batch
         return self
 
     def __exit__(self, *exc):
+        from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
+
         import mujoco  # pylint: disable=import-outside-toplevel
         for name, function in self._saved.items():
             setattr(mujoco, name, function)
+        _cstep.step_batch = self._step_batch
 
 
 class LearnerClock:

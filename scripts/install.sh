@@ -27,4 +27,7 @@ PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" --no-deps 'garage==2021.3.0'
 # Lets `import garage` come before `import garage_promp` (garage_promp/_import_order.py).
 .venv/bin/python -m garage_promp._import_order >/dev/null
+# The lean path's compiled stepping loop (garage_promp/envs/_cstep.py): built now rather
+# than on first use; without a C compiler the envs step from Python (same numbers).
+.venv/bin/python -c 'from garage_promp.envs._cstep import main; main()'
 .venv/bin/python -c "import sys, garage, garage_promp; assert 'tensorflow' not in sys.modules; print('garage_promp', garage_promp.__version__, 'installed in .venv')"

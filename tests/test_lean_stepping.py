@@ -371,11 +371,18 @@ def test_a_lean_wave_steps_identical_models_as_one(monkeypatch):
     """Inside the stepper, a wave's HalfCheetah copies are stepped with one model (the
     sampler's episodes are still those of the wrapped path, tested above); outside it,
     ``batch_step`` steps every env with its own."""
+    from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
+
     import mujoco  # pylint: disable=import-outside-toplevel
     stepped = []
-    real = mujoco.mj_step
+    real, real_batch = mujoco.mj_step, _cstep.step_batch
     monkeypatch.setattr(mujoco, 'mj_step', lambda m, d, nstep: (stepped.append(id(m)),
                                                                    real(m, d, nstep=nstep)))
+
+    def step_batch(lib, models, *args):  # the compiled loop, where it is built
+        stepped.extend(id(m) for m in models)
+        return real_batch(lib, models, *args)
+    monkeypatch.setattr(_cstep, 'step_batch', step_batch)
     _sample('HalfCheetahFwdBack', True, horizon=5)
     assert stepped and len(set(stepped)) == 1
     stepped.clear()

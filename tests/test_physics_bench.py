@@ -58,11 +58,15 @@ def test_mujoco_clock_times_every_physics_call_of_a_meta_batch_and_restores_mujo
     """Every env step of the lean sampler runs ``mj_step`` through the clock (HalfCheetah:
     one call per env step, ``mj_forward`` at resets); outside ``with``, MuJoCo is itself."""
     physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
+
     import mujoco  # pylint: disable=import-outside-toplevel
     originals = {name: getattr(mujoco, name) for name in physics.MUJOCO_FUNCTIONS}
+    original_batch = _cstep.step_batch
     clock = physics.MujocoClock()
     elapsed, steps = physics._timed_meta_batch('HalfCheetahFwdBack', True, 2, 2, 1, clock)
     assert {name: getattr(mujoco, name) for name in physics.MUJOCO_FUNCTIONS} == originals
+    assert _cstep.step_batch is original_batch
     # 2 rounds (pre- and post-update) x 2 tasks x 2 episodes of H = 100 steps, and their resets
     assert steps == 800 and steps < clock.calls <= steps + 2 * 8
     assert 0 < clock.seconds < elapsed

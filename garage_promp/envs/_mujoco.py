@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
-from garage_promp.envs import _tasks
+from garage_promp.envs import _cstep, _tasks
 from garage_promp.envs.base import MetaEnv, stack_step_infos
 
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
@@ -210,16 +210,40 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         (the lean path's wave), each env is stepped with the model given for
         it, one identical to its own.
         """
+        MujocoMetaEnv._step_all(envs, actions, contact_forces, gather=False)
+
+    @staticmethod
+    def _step_all(envs: Sequence['MujocoMetaEnv'], actions: np.ndarray, contact_forces: bool,
+                  gather: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`_simulate`'s work; with ``gather``, also ``(x_before, qpos, qvel)``: each
+        env's ``qpos[0]`` before the step and its ``qpos`` and ``qvel`` after it (rows).
+
+        The loop runs in C (:mod:`garage_promp.envs._cstep`: the same MuJoCo calls on the
+        same ``MjData``, bit for bit) where it could be compiled, the envs share one frame
+        skip and the actions are one row per env; else from Python.
+        """
         models = _STEP_MODELS.get() or {}
-        for env, action in zip(envs, actions):
-            data, ctrl = env._views()[:2]
+        step_models = [models.get(id(env)) or env.model for env in envs]
+        lib = _cstep.library()
+        skip = envs[0].frame_skip
+        if (lib is not None and actions.shape == (len(envs), step_models[0].nu)
+                and all(env.frame_skip == skip for env in envs)):
+            datas = [env._views()[0] for env in envs]
+            result = _cstep.step_batch(lib, step_models, datas, actions, skip,
+                                       contact_forces, gather)
+            return result if gather else None
+        views = [env._views() for env in envs]
+        x_before = np.array([view[2][0] for view in views]) if gather else None
+        for env, model, view, action in zip(envs, step_models, views, actions):
+            data, ctrl = view[:2]
             ctrl[:] = action
-            model = models.get(id(env))
-            if model is None:
-                model = env.model
             mujoco.mj_step(model, data, nstep=env.frame_skip)
             if contact_forces:
                 mujoco.mj_rnePostConstraint(model, data)
+        if not gather:
+            return None
+        return (x_before, np.array([view[2] for view in views]),
+                np.array([view[3] for view in views]))
 
     @classmethod
     def _batch_advance(cls, envs: Sequence['MujocoMetaEnv'], actions: np.ndarray
@@ -227,11 +251,14 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         """Step every env (:meth:`_simulate`); its ``qpos``, ``qvel`` (rows) and
         forward velocity ``d (x_after - x_before) / dt`` along x = qpos[0],
         each row what ``step`` computes for its env."""
-        views = [env._views() for env in envs]
-        x_before = np.array([view[2][0] for view in views])
-        cls._simulate(envs, actions)
-        qpos = np.array([view[2] for view in views])
-        qvel = np.array([view[3] for view in views])
+        if cls._simulate is not MujocoMetaEnv._simulate:  # a subclass's own simulation
+            views = [env._views() for env in envs]
+            x_before = np.array([view[2][0] for view in views])
+            cls._simulate(envs, actions)
+            qpos = np.array([view[2] for view in views])
+            qvel = np.array([view[3] for view in views])
+        else:
+            x_before, qpos, qvel = MujocoMetaEnv._step_all(envs, actions, False, gather=True)
         forward_vel = cls._directions(envs) * (qpos[:, 0] - x_before) / envs[0].dt
         return qpos, qvel, forward_vel
 
