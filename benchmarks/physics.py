@@ -18,7 +18,9 @@ alike:
 * ``sampler (wrapped)`` and ``sampler (lean)``: a ProMP meta-batch (``-M``
   tasks x ``-R`` episodes, every sampling round and the inner steps between
   them, the policy forward included) through the in-process sampler, with the
-  lean stepping path off and on (``garage_promp.sampler.lean``);
+  lean stepping path off and on (``garage_promp.sampler.lean``); in one process,
+  also the lean path with its per-env stepping loop in Python rather than the
+  compiled loop (``garage_promp.envs._cstep``), side by side;
 * ``MuJoCo in the sampler``: of the lean sampler's time, what MuJoCo's own
   functions took (``mj_step``, ``mj_forward``, ``mj_rnePostConstraint``,
   timed in a second lean pass by wrapping them; the wrapper adds a fraction
@@ -258,10 +260,20 @@ def _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task, n_work
     return elapsed, sum(int(b.episodes.lengths.sum()) for b in batches)
 
 
-def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1):
-    """Microseconds per env step of one ProMP meta-batch (all rounds) through the sampler."""
-    elapsed, steps = _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task,
-                                       n_workers)
+def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1,
+               compiled=True):
+    """Microseconds per env step of one ProMP meta-batch (all rounds) through the sampler;
+    ``compiled=False``: the in-process lean path with its stepping loop in Python (the
+    compiled loop, ``garage_promp.envs._cstep``, switched off for the call)."""
+    from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
+    saved = _cstep._library  # pylint: disable=protected-access
+    if not compiled:
+        _cstep._library = None  # pylint: disable=protected-access
+    try:
+        elapsed, steps = _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task,
+                                           n_workers)
+    finally:
+        _cstep._library = saved  # pylint: disable=protected-access
     return elapsed / steps * 1e6
 
 
@@ -318,7 +330,8 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
     columns = {'physics': [], 'physics_lockstep': [], 'wrapped': [], 'sampler_wrapped': [],
-               'sampler_lean': [], 'sampler_mujoco': [], 'physics_replayed': [], 'learner': []}
+               'sampler_lean': [], 'sampler_mujoco': [], 'physics_replayed': [], 'learner': [],
+               'sampler_lean_python_loop': []}
     for _ in range(repeats):
         columns['physics'].append(physics_us(env_name, n_steps) if n_workers == 1 else
                                   parallel_physics_us(env_name, n_workers, n_steps))
@@ -330,6 +343,8 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
         columns['sampler_wrapped'].append(sampler_us(env_name, False, meta_batch_size,
                                                      episodes_per_task, n_workers))
         if n_workers == 1:  # MuJoCo's calls are timed in-process only
+            columns['sampler_lean_python_loop'].append(sampler_us(
+                env_name, True, meta_batch_size, episodes_per_task, compiled=False))
             mujoco_us, replayed_us, learner_us = sampler_mujoco_us(env_name, meta_batch_size,
                                                                    episodes_per_task)
             columns['sampler_mujoco'].append(mujoco_us)
@@ -346,7 +361,9 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
                       package_us=result['sampler_lean'] - result['sampler_mujoco'],
                       ratio_mujoco_physics=result['sampler_mujoco'] / result['physics'],
                       sampler_only=result['sampler_lean'] - result['learner'])
-        result.update(ratio_sampler_only=result['physics'] / result['sampler_only'])
+        result.update(ratio_sampler_only=result['physics'] / result['sampler_only'],
+                      ratio_lean_python_loop=result['physics']
+                      / result['sampler_lean_python_loop'])
     return result
 
 
@@ -374,13 +391,15 @@ def format_table(results, meta_batch_size, episodes_per_task):
                   '| env | sampler, lean | MuJoCo in the sampler | the rest | MuJoCo / sampler '
                   '| MuJoCo in the sampler / physics `mj_step` | physics, the sampler\'s steps '
                   'replayed (per `mj_step` call) | the learner\'s work | sampler without it '
-                  '| physics / sampler without it |', '|---|---|---|---|---|---|---|---|---|---|']
+                  '| physics / sampler without it | sampler, lean, Python stepping loop | '
+                  'physics / it |', '|---|---|---|---|---|---|---|---|---|---|---|---|']
         for r in split:
             lines.append(f"| {r['env']} | {r['sampler_lean']:.1f} | {r['sampler_mujoco']:.1f} | "
                          f"{r['package_us']:.1f} | {r['ratio_mujoco_share']:.2f} | "
                          f"{r['ratio_mujoco_physics']:.2f} | {r['physics_replayed']:.1f} | "
                          f"{r['learner']:.1f} | {r['sampler_only']:.1f} | "
-                         f"{r['ratio_sampler_only']:.2f} |")
+                         f"{r['ratio_sampler_only']:.2f} | {r['sampler_lean_python_loop']:.1f} | "
+                         f"{r['ratio_lean_python_loop']:.2f} |")
     return '\n'.join(lines)
 
 

@@ -22,6 +22,9 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
     for key in ('physics', 'physics_lockstep', 'wrapped', 'sampler_wrapped', 'sampler_lean',
                 'sampler_mujoco', 'physics_replayed', 'learner'):
         assert row[key] > 0
+    assert row['sampler_lean_python_loop'] > 0
+    assert row['ratio_lean_python_loop'] == pytest.approx(row['physics']
+                                                          / row['sampler_lean_python_loop'])
     assert row['sampler_only'] == pytest.approx(row['sampler_lean'] - row['learner'])
     assert row['ratio_sampler_only'] == pytest.approx(row['physics'] / row['sampler_only'])
     assert row['package_us'] == pytest.approx(row['sampler_lean'] - row['sampler_mujoco'])
