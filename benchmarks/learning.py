@@ -226,16 +226,22 @@ def run_all(specs, parallel, deadline, on_done=None):
             if proc.poll() is None:
                 proc.terminate()  # Ctrl-C-like: the last snapshot stays intact
                 click.echo(f'stopped {name}', err=True)
-        for name, proc in running:
+        failure = None
+        for name, proc in running:  # every one waited for, whatever on_done raises
             try:
                 proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
             if on_done is not None:
-                on_done(name, proc.returncode)
+                try:
+                    on_done(name, proc.returncode)
+                except Exception as error:  # pylint: disable=broad-except
+                    failure = failure or error
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        if failure is not None:
+            raise failure
 
 
 def _series(rows, key):

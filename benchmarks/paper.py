@@ -100,6 +100,9 @@ RESULTS = HERE / 'results' / 'paper'
 PARKED = 'parked'
 PARKED_SNAPSHOT = 'params.pkl.xz'
 PARKED_LOGS = ('progress.csv', 'variant.json')
+PARKED_FILES = (*PARKED_LOGS, PARKED_SNAPSHOT)
+#: What ``Campaign.unpark`` writes beside a run dir before renaming it into place.
+UNPARKING_FILES = (*PARKED_LOGS, 'params.pkl')
 #: Fig. 2's six environments (the paper's text, Section 7.3), in the campaign's order.
 FIG2_ENVS = ('HalfCheetahFwdBack', 'WalkerFwdBack', 'AntRandDirec', 'HopperRandParams',
              'WalkerRandParams', 'HumanoidRandDirec')
@@ -254,60 +257,115 @@ class Campaign:
         """A stopped run's last snapshot, kept with the results (:meth:`park`)."""
         return self.result_dir(run) / PARKED
 
+    def parked_steps(self, run: Run) -> int:
+        """Env steps of the run's parked copy (0 if there is none).
+
+        Raises:
+            DamagedRunFile: If the parked copy is not a directory, lacks one of its three
+                files, or its log cannot be read, naming it.
+
+        """
+        parked = self.parked_dir(run)
+        if not (parked.exists() or parked.is_symlink()):
+            return 0
+        if parked.is_symlink() or not parked.is_dir():
+            raise DamagedRunFile(f'{parked} is not a directory: not a parked run (move it away)')
+        missing = [name for name in (*PARKED_LOGS, PARKED_SNAPSHOT)
+                   if not (parked / name).is_file()]
+        if missing:
+            raise DamagedRunFile(f'{parked} lacks {", ".join(missing)}: not a whole parked run '
+                                 '(restore it from git, or move it away)')
+        return learning.steps_done(parked)
+
     def log_dir(self, run: Run) -> pathlib.Path:
         """The directory of the run's furthest log: its results, its run dir or its
         parked copy (the first of them on a tie)."""
-        return max((self.result_dir(run), self.run_dir(run), self.parked_dir(run)),
-                   key=learning.steps_done)
+        steps = {self.result_dir(run): learning.steps_done(self.result_dir(run)),
+                 self.run_dir(run): learning.steps_done(self.run_dir(run)),
+                 self.parked_dir(run): self.parked_steps(run)}
+        return max(steps, key=steps.get)
+
+    def variant_mismatch(self, run: Run, directory: pathlib.Path) -> str | None:
+        """Why ``directory``'s ``variant.json`` is not ``run``'s (None if it is)."""
+        want = {'algo': run.algo, 'env': run.env, 'seed': run.seed,
+                'meta_batch_size': run.batch[0], 'episodes_per_task': run.batch[1]}
+        have = {key: read_variant(directory).get(key) for key in want}
+        if have != want:
+            return f"its variant.json is not this run's ({have}, not {want})"
+        return None
 
     def park(self, run: Run) -> int:
         """Copy a stopped run's last snapshot (xz-compressed), ``progress.csv`` and
         ``variant.json`` to :meth:`parked_dir`, where they are committed with the results
         so that a clone on another machine continues the run (:meth:`unpark`).
 
-        Returns the env steps parked; 0 if the run dir holds no snapshot (``params.pkl``,
-        the campaign's snapshot mode), or nothing further along than what is parked, or a
-        finished run. The run must not be running. The parked copy is replaced whole: it is
-        written beside it first, then renamed.
+        Returns the env steps parked; 0 if the run dir holds no whole stopped run (a
+        ``params.pkl``, the campaign's snapshot mode, with its log and options), or
+        nothing further along than what is parked, or a finished run. The run must not be
+        running. The copy is assembled beside the parked one, then its files replace the
+        parked ones one by one, the snapshot last (a log ahead of its snapshot is what a
+        resume expects after a kill: it drops the rows after the snapshot).
+
+        Raises:
+            click.ClickException: If the run dir's ``variant.json`` is not the run's, or
+                the parked directory holds files this method does not write (named).
+
         """
         run_dir, target = self.run_dir(run), self.parked_dir(run)
-        done = learning.steps_done(run_dir)
-        if (not (run_dir / 'params.pkl').is_file() or done >= run.steps
-                or done <= learning.steps_done(target)):
+        if not all((run_dir / name).is_file() for name in ('params.pkl', *PARKED_LOGS)):
             return 0
+        done = learning.steps_done(run_dir)
+        try:
+            parked = self.parked_steps(run)
+        except DamagedRunFile:  # replaced by a whole copy
+            parked = 0
+        if done >= run.steps or done <= parked:
+            return 0
+        why = self.variant_mismatch(run, run_dir)
+        if why:
+            raise click.ClickException(f'{run_dir} holds a snapshot, but {why}: not parked')
         staging = target.with_name(target.name + '.new')
-        _remove_parked(staging)
+        _check_own(target, PARKED_FILES)  # before anything is written
+        _remove_own(staging, PARKED_FILES)  # a park cut short
         staging.mkdir(parents=True)
         for name in PARKED_LOGS:
             shutil.copyfile(run_dir / name, staging / name)
         with open(run_dir / 'params.pkl', 'rb') as src, \
                 lzma.open(staging / PARKED_SNAPSHOT, 'wb') as dst:
             shutil.copyfileobj(src, dst)
-        _remove_parked(target)
-        staging.rename(target)
+        target.mkdir(exist_ok=True)
+        for name in (*PARKED_LOGS, PARKED_SNAPSHOT):
+            os.replace(staging / name, target / name)
+        staging.rmdir()
         return done
 
     def unpark(self, run: Run) -> bool:
         """Make the parked snapshot the run's run dir, where it is further along than the
         run dir's own snapshot (or the run dir has none); True if it did.
 
-        A run dir with a snapshot behind it is set aside (``<dir>.set-aside-<time>``), not
-        deleted; one without a snapshot is cleared as :func:`learning.prepare_run_dir`
-        clears it. The run dir appears whole (assembled beside it, then renamed).
+        The parked copy is checked whole (its options are the run's, its snapshot
+        decompresses) before the run dir is touched. Then a run dir with a snapshot
+        behind it is set aside (``<dir>.set-aside-<time>``), not deleted; one without a
+        snapshot is cleared as :func:`learning.prepare_run_dir` clears it; and the restored
+        run dir, assembled beside it, is renamed into place.
+
+        Raises:
+            click.ClickException: If the parked copy is not the run's or its snapshot is
+                not whole, naming it.
+            DamagedRunFile: If the parked copy lacks a file or its log cannot be read.
+
         """
         parked, run_dir = self.parked_dir(run), self.run_dir(run)
-        steps = learning.steps_done(parked)
+        steps = self.parked_steps(run)
         if not steps or (learning.has_snapshot(run_dir)
                          and learning.steps_done(run_dir) >= steps):
             return False
-        if learning.has_snapshot(run_dir):
-            learning.set_aside(run_dir, f'is behind the parked snapshot in {parked} '
-                               f'({steps:,} env steps)', 'the run continues from that')
-        else:
-            learning.prepare_run_dir(run_dir)
+        why = self.variant_mismatch(run, parked)
+        if why:
+            raise click.ClickException(f'{parked} is a parked snapshot, but {why}: move it away '
+                                       'to start the run again')
         staging = run_dir.with_name(run_dir.name + '.unparking')
-        if staging.exists():  # a restore cut short: only what this method writes
-            shutil.rmtree(staging)
+        _remove_own(staging, UNPARKING_FILES)  # a restore cut short
         staging.mkdir(parents=True)
         for name in PARKED_LOGS:
             shutil.copyfile(parked / name, staging / name)
@@ -315,12 +373,17 @@ class Campaign:
             with lzma.open(parked / PARKED_SNAPSHOT, 'rb') as src, \
                     open(staging / 'params.pkl', 'wb') as dst:
                 shutil.copyfileobj(src, dst)
-        except (OSError, lzma.LZMAError, EOFError) as error:
-            shutil.rmtree(staging)
+        except (lzma.LZMAError, EOFError) as error:
+            _remove_own(staging, UNPARKING_FILES)
             raise click.ClickException(
                 f'{parked / PARKED_SNAPSHOT} is not a whole xz-compressed snapshot ({error}): '
-                'restore it from git, or move the parked directory away to start the run '
-                'again') from None
+                'restore it from git, or move the parked directory away (the run then '
+                'continues from its run dir here, if any, or starts again)') from None
+        if learning.has_snapshot(run_dir):
+            learning.set_aside(run_dir, f'is behind the parked snapshot in {parked} '
+                               f'({steps:,} env steps)', 'the run continues from that')
+        else:
+            learning.prepare_run_dir(run_dir)
         staging.rename(run_dir)
         click.echo(f'{run.name}: continues from its parked snapshot ({steps:,} env steps, '
                    f'{parked})', err=True)
@@ -340,11 +403,12 @@ class Campaign:
             return 'done', learning.steps_done(self.result_dir(run))
         run_dir = self.run_dir(run)
         done = learning.steps_done(run_dir)
-        if _alive(self.pid_file(run)):
+        # A runner's pid file, or the pid in the lock of a train.py writing there anyway.
+        if _alive(self.pid_file(run)) or _alive(run_dir / '.lock'):
             return 'running', done
         if done >= run.steps:  # finished, but its results were not copied yet
             return 'finished', done
-        done = max(done, learning.steps_done(self.parked_dir(run)))
+        done = max(done, self.parked_steps(run))
         return ('partial', done) if done else ('missing', 0)
 
     def collect(self, run: Run) -> bool:
@@ -357,7 +421,10 @@ class Campaign:
         for name in ('progress.csv', 'variant.json'):
             if (self.run_dir(run) / name).exists():
                 shutil.copyfile(self.run_dir(run) / name, target / name)
-        _remove_parked(self.parked_dir(run))
+        try:
+            _remove_own(self.parked_dir(run), PARKED_FILES)
+        except click.ClickException as error:
+            click.echo(f'{error.message}: the parked copy stays (the run is done)', err=True)
         return True
 
     def command(self, run: Run) -> List[str]:
@@ -365,25 +432,43 @@ class Campaign:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         self.unpark(run)
         resume = learning.prepare_run_dir(run_dir)
-        if resume:  # train.py --resume can check a snapshot only against the run's own variant
-            want = {'algo': run.algo, 'env': run.env, 'seed': run.seed,
-                    'meta_batch_size': run.batch[0], 'episodes_per_task': run.batch[1]}
-            have = {key: read_variant(run_dir).get(key) for key in want}
-            if have != want:
-                raise click.ClickException(
-                    f'{run_dir} holds a snapshot, but its variant.json is not this run\'s '
-                    f'({have}, not {want}): move the directory away to start the run again')
+        why = resume and self.variant_mismatch(run, run_dir)
+        if why:  # train.py --resume can check a snapshot only against the run's own variant
+            raise click.ClickException(f'{run_dir} holds a snapshot, but {why}: move the '
+                                       'directory away to start the run again')
         return learning._run_command(  # pylint: disable=protected-access
             run.algo, run.env, run.seed, run.steps, run.batch, run_dir, resume,
             list(run.options))
 
 
-def _remove_parked(path: pathlib.Path):
-    """Remove a parked snapshot directory: only the files :meth:`Campaign.park` writes
-    (anything else in it stays, and so does the directory then)."""
-    for name in (*PARKED_LOGS, PARKED_SNAPSHOT):
-        (path / name).unlink(missing_ok=True)
-    if path.is_dir() and not any(path.iterdir()):
+def _check_own(path: pathlib.Path, names) -> bool:
+    """Whether directory ``path`` exists, checked to hold nothing but the files ``names``
+    (those this module writes there).
+
+    Raises:
+        click.ClickException: If ``path`` is a link or not a directory, or holds anything
+            else (named).
+
+    """
+    if not (path.exists() or path.is_symlink()):
+        return False
+    if path.is_symlink() or not path.is_dir():
+        raise click.ClickException(f'{path} is in the way (not a directory this tool wrote): '
+                                   'move it away')
+    foreign = sorted(e.name for e in path.iterdir() if e.name not in names or not e.is_file()
+                     or e.is_symlink())
+    if foreign:
+        raise click.ClickException(f'{path} holds {", ".join(foreign)}, which this tool did not '
+                                   'write: move them away')
+    return True
+
+
+def _remove_own(path: pathlib.Path, names):
+    """Remove directory ``path`` and its files ``names``, after :func:`_check_own`: nothing
+    is deleted that this module did not write."""
+    if _check_own(path, names):
+        for name in names:
+            (path / name).unlink(missing_ok=True)
         path.rmdir()
 
 
@@ -918,12 +1003,13 @@ def common(writes_runs: bool):
 
 
 class _Commands(click.Group):
-    """The subcommands; a damaged run log found on the way is one ``Error:`` line naming it."""
+    """The subcommands; a damaged run log or a file system error found on the way is one
+    ``Error:`` line naming the file."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except DamagedRunFile as error:
+        except (DamagedRunFile, OSError) as error:  # a damaged log, a file in the way...
             raise click.ClickException(str(error)) from None
 
 
@@ -995,10 +1081,16 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
             return
         r = by_name[name]
         campaign.pid_file(r).unlink(missing_ok=True)
-        if code == 0 and campaign.collect(r):
-            click.echo(f'collected {name} -> {campaign.result_dir(r)}', err=True)
-        else:
-            _say_parked(campaign, r)
+        try:
+            if code == 0 and campaign.collect(r):
+                click.echo(f'collected {name} -> {campaign.result_dir(r)}', err=True)
+            else:
+                _say_parked(campaign, r)
+        except (click.ClickException, DamagedRunFile, OSError) as error:
+            # One run's results or parking must not stop the others' (nor their waits).
+            message = error.message if isinstance(error, click.ClickException) else error
+            click.echo(f'{name}: its results or parked copy were not written: {message}',
+                       err=True)
 
     click.echo(f'{len(specs) - len(evaluations)} runs to do'
                + (f', {len(evaluations)} final evaluations' if evaluations else ''), err=True)
@@ -1032,6 +1124,8 @@ def park(figs, only, runs_dir, results_dir, quick):
         state = campaign.state(r)[0]
         if state == 'running':
             click.echo(f'{r.name} is running: not parked (stop it first)', err=True)
+        elif state == 'damaged':
+            click.echo(f'{r.name}: not parked: {campaign.damage[r.name]}', err=True)
         elif state == 'partial':
             _say_parked(campaign, r)
 

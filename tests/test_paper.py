@@ -570,3 +570,88 @@ def test_a_run_stopped_by_the_time_limit_continues_on_another_machine(paper, tmp
     straight = _rows(tmp_path / 'b-results' / run.name / 'progress.csv')
     assert len(resumed) == len(straight) >= 2
     assert _numbers(resumed) == _numbers(straight)
+
+
+def test_parking_deletes_nothing_it_did_not_write(paper, tmp_path):
+    """A link, a file or a foreign file where the parked copy goes: refused, naming it,
+    before anything is deleted or written."""
+    run = paper.runs_of('fig5')[0]
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    _stopped_run(campaign, run, [1000])
+    other = tmp_path / 'other'
+    other.mkdir()
+    for name in ('progress.csv', 'variant.json', 'keep.txt'):
+        (other / name).write_text('mine')
+    campaign.result_dir(run).mkdir(parents=True)
+    campaign.parked_dir(run).symlink_to(other)
+    with pytest.raises(paper.click.ClickException, match='is in the way'):
+        campaign.park(run)
+    assert sorted(p.read_text() for p in other.iterdir()) == ['mine'] * 3
+    assert campaign.state(run)[0] == 'damaged'
+    campaign.parked_dir(run).unlink()
+    assert campaign.park(run) == 1000
+    (campaign.parked_dir(run) / 'NOTES.md').write_text('mine')
+    _stopped_run(campaign, run, [1000, 2000], b'snapshot at 2000')
+    with pytest.raises(paper.click.ClickException, match='NOTES.md, which this tool did not'):
+        campaign.park(run)
+    assert paper.learning.steps_done(campaign.parked_dir(run)) == 1000  # the old copy, whole
+    assert not campaign.parked_dir(run).with_name('parked.new').exists()
+    assert campaign.collect(run) is False
+
+
+def test_a_parked_copy_is_checked_whole_before_the_run_dir_is_touched(paper, tmp_path):
+    run = paper.runs_of('fig5')[0]
+    ahead = paper.Campaign(tmp_path / 'ahead', tmp_path / 'results')
+    _stopped_run(ahead, run, [1000, 2000])
+    ahead.park(run)
+    parked = ahead.parked_dir(run)
+    behind = paper.Campaign(tmp_path / 'behind', tmp_path / 'results')
+    run_dir = _stopped_run(behind, run, [1000], b'snapshot at 1000')
+    # A snapshot that is not xz: refused, and the run dir here stays where it is.
+    good = (parked / 'params.pkl.xz').read_bytes()
+    (parked / 'params.pkl.xz').write_bytes(b'not xz')
+    with pytest.raises(paper.click.ClickException, match='params.pkl.xz is not a whole'):
+        behind.command(run)
+    assert (run_dir / 'params.pkl').read_bytes() == b'snapshot at 1000'
+    assert not list(run_dir.parent.glob('*.set-aside-*'))
+    assert not list(run_dir.parent.glob('*.unparking'))
+    # Another run's options: refused, naming the parked copy.
+    (parked / 'params.pkl.xz').write_bytes(good)
+    (parked / 'variant.json').write_text(json.dumps(dict(algo='ProMP', env=run.env, seed=1)))
+    with pytest.raises(paper.click.ClickException, match=f'{parked} is a parked snapshot'):
+        behind.command(run)
+    assert (run_dir / 'params.pkl').read_bytes() == b'snapshot at 1000'
+    # A file missing: damaged, named by status and refused by run before any work.
+    (parked / 'variant.json').unlink()
+    assert behind.state(run)[0] == 'damaged'
+    assert 'lacks variant.json' in behind.damage[run.name]
+
+
+def test_a_train_py_writing_a_run_dir_is_running_without_a_pid_file(paper, tmp_path):
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    run = paper.runs_of('fig5')[0]
+    _stopped_run(campaign, run, [1000])
+    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py'])
+    cmdline = pathlib.Path(f'/proc/{proc.pid}/cmdline')
+    while b'sleep' not in cmdline.read_bytes():
+        time.sleep(0.01)
+    try:
+        (campaign.run_dir(run) / '.lock').write_text(f'{proc.pid}\n')
+        assert campaign.state(run)[0] == 'running'
+    finally:
+        proc.kill()
+        proc.wait()
+    assert campaign.state(run)[0] == 'partial'
+
+
+def test_run_all_waits_for_every_run_whatever_on_done_raises(paper, tmp_path):
+    ended = []
+
+    def on_done(name, code):
+        ended.append(name)
+        if name == 'a':
+            raise OSError('cannot write a')
+    specs = [(n, ['sleep', '30'], tmp_path / f'{n}.log') for n in ('a', 'b')]
+    with pytest.raises(OSError, match='cannot write a'):
+        paper.learning.run_all(specs, 2, time.time() + 1, on_done=on_done)
+    assert sorted(ended) == ['a', 'b']

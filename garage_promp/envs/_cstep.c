@@ -11,20 +11,28 @@
  *
  * with the same MuJoCo library the Python bindings call, so every number is the
  * same bit for bit. A MuJoCo error (mju_error) inside the loop does not unwind
- * through these frames: while the loop runs, MuJoCo's error hook jumps back here,
- * the hook is restored, and the function returns the failing simulation's index
- * plus one, with MuJoCo's message in gp_last_error(); the caller raises it as the
- * bindings do (mujoco.FatalError). Returns 0 when every simulation was stepped.
- * The caller holds the GIL throughout (ctypes.PyDLL), so no other Python thread
- * steps MuJoCo while the hook is replaced.
+ * through these frames: while the loop runs, this thread's MuJoCo error handler
+ * (the thread-local one, which mju_error calls before the global mju_user_error,
+ * and which the Python bindings set around their own calls) jumps back here; the
+ * previous handler is restored on every path, and the function returns the
+ * failing simulation's index plus one, with MuJoCo's message in gp_last_error();
+ * the caller raises it as the bindings do (mujoco.FatalError). Returns 0 when
+ * every simulation was stepped. The thread-local handler's accessors are exported
+ * by libmujoco but not declared in its public headers: they are declared here, and
+ * a MuJoCo without them fails to link, so the loop is not built (the caller then
+ * steps from Python).
  */
 #include <setjmp.h>
 #include <string.h>
 
 #include <mujoco/mujoco.h>
 
-static jmp_buf gp_jump;
-static char gp_message[1024];
+typedef void (*gp_error_fn)(const char*);
+extern gp_error_fn _mjPRIVATE__get_tls_error_fn(void);
+extern void _mjPRIVATE__set_tls_error_fn(gp_error_fn);
+
+static __thread jmp_buf gp_jump;
+static __thread char gp_message[1024];
 
 static void gp_on_error(const char* message) {
   strncpy(gp_message, message, sizeof(gp_message) - 1);
@@ -37,13 +45,13 @@ const char* gp_last_error(void) { return gp_message; }
 int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int nu,
                   int nstep, int rne, double* x_before, double* qpos, int nq,
                   double* qvel, int nv) {
-  void (*previous)(const char*) = mju_user_error;
+  gp_error_fn previous = _mjPRIVATE__get_tls_error_fn();
   volatile int i = 0;
   if (setjmp(gp_jump)) {
-    mju_user_error = previous;
+    _mjPRIVATE__set_tls_error_fn(previous);
     return i + 1;
   }
-  mju_user_error = gp_on_error;
+  _mjPRIVATE__set_tls_error_fn(gp_on_error);
   for (i = 0; i < n; i++) {
     mjData* data = d[i];
     const mjModel* model = m[i];
@@ -54,6 +62,6 @@ int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int 
     if (qpos) memcpy(qpos + (size_t)i * nq, data->qpos, (size_t)nq * sizeof(double));
     if (qvel) memcpy(qvel + (size_t)i * nv, data->qvel, (size_t)nv * sizeof(double));
   }
-  mju_user_error = previous;
+  _mjPRIVATE__set_tls_error_fn(previous);
   return 0;
 }

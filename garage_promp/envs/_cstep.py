@@ -10,21 +10,28 @@ headers), on the bindings' own ``mjModel`` and ``mjData`` (``MjData._address``):
 the same calls on the same numbers, so the episodes are the same bit for bit
 (``tests/test_lean_stepping.py`` checks it against ``step`` for every paper env).
 
-It is compiled on first use with the C compiler (``$CC`` or ``cc``; about 0.3 s)
-into ``$GARAGE_PROMP_CACHE`` (default ``~/.cache/garage_promp``, else the
-temporary directory), one file per MuJoCo version and source, and loaded with
-``ctypes``. Where there is no compiler, or the build fails, or
-``GARAGE_PROMP_CSTEP=0``, :func:`library` returns None and the envs step from
-Python as before (same numbers, slower). :func:`main` builds it and says where
-(``scripts/install.sh`` runs it).
+It is compiled on first use with the C compiler (``$CC``, split as a shell would,
+or ``cc``; about 0.3 s) into ``$GARAGE_PROMP_CACHE`` (default
+``~/.cache/garage_promp``, else ``garage_promp-<uid>`` in the temporary directory;
+a directory is used only if it is this user's and no one else may write to it),
+one file per source, MuJoCo, compiler and machine, and loaded with ``ctypes``. A
+cached file that does not load is built again once. Where there is no compiler,
+or the build fails, or ``GARAGE_PROMP_CSTEP=0``, :func:`library` returns None
+(:data:`reason` says why, and a warning says so once per process unless it was
+switched off) and the envs step from Python as before (same numbers, slower).
+:func:`main` builds it and says where (``scripts/install.sh`` runs it).
 """
 import ctypes
 import hashlib
 import os
 import pathlib
+import platform
+import shlex
+import stat
 import subprocess
 import tempfile
-from typing import Any, Sequence
+from typing import Any, List, Sequence
+import warnings
 
 import mujoco
 import numpy as np
@@ -51,9 +58,27 @@ def _cache_dirs():
     yield pathlib.Path(tempfile.gettempdir()) / f'garage_promp-{os.getuid()}'
 
 
+def _own_directory(directory: pathlib.Path) -> pathlib.Path:
+    """``directory``, made if missing (mode 700), once it is checked to be a directory of
+    this user that no one else may write to (code is loaded from it)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = directory.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise OSError(f'{directory} is not a directory')
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise OSError(f'{directory} is not only this user\'s (owner {info.st_uid}, mode '
+                      f'{stat.S_IMODE(info.st_mode):o}): not loading code from it')
+    return directory
+
+
+def _compiler() -> List[str]:
+    return shlex.split(os.environ.get('CC') or 'cc')
+
+
 def _target_name() -> str:
-    digest = hashlib.sha256(SOURCE.read_bytes() + mujoco.__version__.encode()
-                            + str(_mujoco_dir()).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(b'\0'.join([
+        SOURCE.read_bytes(), mujoco.__version__.encode(), str(_mujoco_dir()).encode(),
+        ' '.join(_compiler()).encode(), platform.machine().encode()])).hexdigest()[:16]
     return f'cstep-mujoco{mujoco.__version__}-{digest}.so'
 
 
@@ -64,36 +89,54 @@ def _libmujoco() -> pathlib.Path:
     return found[0]
 
 
-def build() -> pathlib.Path:
-    """Compile ``_cstep.c`` (if not yet) and return the shared library's path.
+def _compile(target: pathlib.Path):
+    """Compile into ``target``: whole, or not there (a per-process file, then renamed, so
+    concurrent builds are safe; removed on any failure or interruption)."""
+    partial = target.with_name(f'{target.name}.{os.getpid()}.tmp')
+    libmujoco = _libmujoco()
+    command = [*_compiler(), '-O2', '-shared', '-fPIC', f'-I{_mujoco_dir() / "include"}',
+               str(SOURCE), '-o', str(partial), str(libmujoco),
+               f'-Wl,-rpath,{libmujoco.parent}']
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                              check=False)
+        if proc.returncode != 0:
+            raise OSError(f'{shlex.join(command)} failed: {proc.stderr.strip()[-2000:]}')
+        os.replace(partial, target)
+    except subprocess.SubprocessError as error:
+        raise OSError(f'{shlex.join(command)}: {error}') from None
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def build(rebuild: bool = False) -> pathlib.Path:
+    """Compile ``_cstep.c`` (if not yet, or again with ``rebuild``) and return the shared
+    library's path.
 
     Raises:
-        OSError: Where no cache directory is writable or the compiler fails (its
-            output in the message).
+        OSError: Where no cache directory can be used or the compiler fails (its output
+            in the message).
 
     """
     name, errors = _target_name(), []
     for directory in _cache_dirs():
-        target = directory / name
-        if target.is_file():
-            return target
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            partial = directory / f'{name}.{os.getpid()}.tmp'
-            libmujoco = _libmujoco()
-            command = [os.environ.get('CC', 'cc'), '-O2', '-shared', '-fPIC',
-                       f'-I{_mujoco_dir() / "include"}', str(SOURCE), '-o', str(partial),
-                       str(libmujoco), f'-Wl,-rpath,{libmujoco.parent}']
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                                  check=False)
-            if proc.returncode != 0:
-                partial.unlink(missing_ok=True)
-                raise OSError(f'{" ".join(command)} failed: {proc.stderr.strip()[-2000:]}')
-            os.replace(partial, target)  # whole, or not there: concurrent builds are safe
+            target = _own_directory(directory) / name
+            if rebuild or not target.is_file():
+                _compile(target)
             return target
-        except (OSError, subprocess.SubprocessError) as error:
+        except OSError as error:
             errors.append(str(error))
     raise OSError('; '.join(errors))
+
+
+def _load(path: pathlib.Path):
+    loaded = ctypes.PyDLL(str(path))
+    step = loaded.gp_step_batch
+    step.argtypes = [_I, _P, _P, _P, _I, _I, _I, _P, _P, _I, _P, _I]
+    step.restype = _I
+    loaded.gp_last_error.restype = ctypes.c_char_p
+    return loaded
 
 
 def library():
@@ -104,14 +147,16 @@ def library():
             _library, reason = None, 'GARAGE_PROMP_CSTEP=0'
             return None
         try:
-            loaded = ctypes.PyDLL(str(build()))  # holds the GIL: see _cstep.c
-            step = loaded.gp_step_batch
-            step.argtypes = [_I, _P, _P, _P, _I, _I, _I, _P, _P, _I, _P, _I]
-            step.restype = _I
-            loaded.gp_last_error.restype = ctypes.c_char_p
-            _library, reason = loaded, None
-        except OSError as error:
+            try:
+                _library = _load(build())
+            except (OSError, AttributeError):  # a cached file that does not load: once more
+                _library = _load(build(rebuild=True))
+            reason = None
+        except (OSError, AttributeError) as error:
             _library, reason = None, str(error)
+            warnings.warn(f'garage_promp: the compiled stepping loop is not available '
+                          f'({reason}); the envs step from Python (same numbers, slower)',
+                          RuntimeWarning, stacklevel=2)
     return _library
 
 
@@ -130,7 +175,10 @@ def step_batch(lib, models: Sequence[Any], datas: Sequence[Any], actions: np.nda
     n = len(datas)
     model0 = models[0]
     nq, nv, nu = model0.nq, model0.nv, model0.nu
-    ctrl = np.ascontiguousarray(actions, dtype=np.float64).reshape(n, nu)
+    ctrl = np.ascontiguousarray(actions, dtype=np.float64)
+    if ctrl.shape != (n, nu) or len(models) != n:
+        raise ValueError(f'{len(models)} models, {n} simulations and actions of shape '
+                         f'{ctrl.shape}: one row of {nu} controls per simulation expected')
     model_ptrs = np.fromiter((m._address for m in models), dtype=np.uintp, count=n)  # pylint: disable=protected-access
     data_ptrs = np.fromiter((d._address for d in datas), dtype=np.uintp, count=n)  # pylint: disable=protected-access
     x_before = qpos = qvel = None

@@ -220,26 +220,34 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
 
         The loop runs in C (:mod:`garage_promp.envs._cstep`: the same MuJoCo calls on the
         same ``MjData``, bit for bit) where it could be compiled, the envs share one frame
-        skip and the actions are one row per env; else from Python.
+        skip and their models one size (``nq``, ``nv``, ``nu``), and the actions are one
+        row per env; else from Python. Either way a MuJoCo error carries ``lean_index``,
+        the position in ``envs`` of the env it came from.
         """
         models = _STEP_MODELS.get() or {}
         step_models = [models.get(id(env)) or env.model for env in envs]
         lib = _cstep.library()
         skip = envs[0].frame_skip
-        if (lib is not None and actions.shape == (len(envs), step_models[0].nu)
-                and all(env.frame_skip == skip for env in envs)):
+        if (lib is not None and np.shape(actions) == (len(envs), step_models[0].nu)
+                and all(env.frame_skip == skip for env in envs)
+                and len({(m.nq, m.nv, m.nu)
+                         for m in {id(m): m for m in step_models}.values()}) == 1):
             datas = [env._views()[0] for env in envs]
             result = _cstep.step_batch(lib, step_models, datas, actions, skip,
                                        contact_forces, gather)
             return result if gather else None
         views = [env._views() for env in envs]
         x_before = np.array([view[2][0] for view in views]) if gather else None
-        for env, model, view, action in zip(envs, step_models, views, actions):
+        for n, (env, model, view, action) in enumerate(zip(envs, step_models, views, actions)):
             data, ctrl = view[:2]
             ctrl[:] = action
-            mujoco.mj_step(model, data, nstep=env.frame_skip)
-            if contact_forces:
-                mujoco.mj_rnePostConstraint(model, data)
+            try:
+                mujoco.mj_step(model, data, nstep=env.frame_skip)
+                if contact_forces:
+                    mujoco.mj_rnePostConstraint(model, data)
+            except mujoco.FatalError as error:
+                error.lean_index = n
+                raise
         if not gather:
             return None
         return (x_before, np.array([view[2] for view in views]),

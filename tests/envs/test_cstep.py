@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from garage_promp.envs import _cstep
+from garage_promp.envs._mujoco import MujocoMetaEnv
 from garage_promp.experiment.paper_config import ENVS
 
 import mujoco
@@ -78,8 +79,23 @@ def test_a_mujoco_error_is_raised_as_the_bindings_raise_it(loops):
         mujoco.mj_step(envs[1].model, envs[1].data)  # the hook: a Python error, no jump
     assert str(compiled.value) == str(bindings.value) == 'mj_step: invalid integrator'
     loops(False)
-    with pytest.raises(mujoco.FatalError, match='invalid integrator'):
+    with pytest.raises(mujoco.FatalError, match='invalid integrator') as plain:
         gym_cls.batch_step(envs, np.zeros((3, 6)))
+    assert plain.value.lean_index == 1
+
+
+@needs_compiler
+@pytest.mark.mujoco
+def test_envs_of_different_sizes_are_stepped_from_python():
+    """One batch, two models of different sizes: the Python loop's error, and nothing
+    written into the smaller simulation."""
+    assert _cstep.library() is not None, _cstep.reason
+    _, (humanoid, ) = _gym_envs('HumanoidRandDirec', n=1)
+    _, (cheetah, ) = _gym_envs('HalfCheetahFwdBack', n=1)
+    before = cheetah.data.qfrc_applied.copy()
+    with pytest.raises(ValueError, match='broadcast'):
+        MujocoMetaEnv._simulate([humanoid, cheetah], np.full((2, 17), 7.))  # pylint: disable=protected-access
+    np.testing.assert_array_equal(cheetah.data.qfrc_applied, before)
 
 
 def _library_in_subprocess(tmp_path, **env):
@@ -97,6 +113,30 @@ def test_without_a_compiler_the_envs_step_from_python(tmp_path):
     assert not list(tmp_path.iterdir())  # nothing half-written left
     state, reason = _library_in_subprocess(tmp_path, GARAGE_PROMP_CSTEP='0')
     assert state == 'none' and reason == 'GARAGE_PROMP_CSTEP=0'
+
+
+def test_a_cache_directory_others_may_write_to_is_not_loaded_from(tmp_path):
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    shared.chmod(0o777)
+    state, reason = _library_in_subprocess(shared)
+    assert state == 'none' and 'not only this user' in reason
+    assert not list(shared.iterdir())
+
+
+@needs_compiler
+def test_a_cached_file_that_does_not_load_is_built_again(tmp_path):
+    assert _library_in_subprocess(tmp_path)[0] == 'built'
+    built, = tmp_path.iterdir()
+    built.write_bytes(b'not a shared library')
+    assert _library_in_subprocess(tmp_path)[0] == 'built'
+    assert built.read_bytes().startswith(b'\x7fELF')
+
+
+@needs_compiler
+def test_a_compiler_with_arguments(tmp_path):
+    cc = os.environ.get('CC', 'cc')
+    assert _library_in_subprocess(tmp_path, CC=f'{cc} -O1')[0] == 'built'
 
 
 @needs_compiler
