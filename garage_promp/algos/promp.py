@@ -166,5 +166,5 @@ class ProMP(MetaPolicySearch):
         tabular.record('LossBefore', loss_before)
         tabular.record('LossAfter', loss_after)
         tabular.record('dLoss', loss_before - loss_after)
-        tabular.record('KL', float(after.kl))
+        tabular.record('KL', float(after.kl.detach()))
         tabular.record('ClipEps', self._current_clip_eps)

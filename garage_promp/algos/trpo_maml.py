@@ -273,7 +273,7 @@ class TRPOMAML(MetaPolicySearch):
                         self._set_flat_params(theta_prev +
                                               ratio * step_size * direction)
                         after = self.meta_objective(batches, create_graph=False)
-                        objective, kl = float(after.objective), float(after.kl)
+                        objective, kl = float(after.objective.detach()), float(after.kl.detach())
                         if objective > objective_before and \
                                 kl <= self._max_kl_step:
                             accepted = True
@@ -290,8 +290,8 @@ class TRPOMAML(MetaPolicySearch):
             with self._timed('After'):
                 after = self.meta_objective(batches, create_graph=False)
         tabular.record('LossBefore', -objective_before)
-        tabular.record('LossAfter', -float(after.objective))
-        tabular.record('dLoss', float(after.objective) - objective_before)
-        tabular.record('KL', float(after.kl))
+        tabular.record('LossAfter', -float(after.objective.detach()))
+        tabular.record('dLoss', float(after.objective.detach()) - objective_before)
+        tabular.record('KL', float(after.kl.detach()))
         tabular.record('LineSearchBacktracks', n_backtracks)
         tabular.record('StepAccepted', float(accepted))

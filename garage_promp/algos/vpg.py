@@ -61,10 +61,10 @@ class MetaVPG(MetaPolicySearch):
             self._adam_step(self._optimizer, -before.objective)
         with self._timed('After'):
             after = self.meta_objective(batches, create_graph=False)
-        tabular.record('LossBefore', -float(before.objective))
-        tabular.record('LossAfter', -float(after.objective))
-        tabular.record('dLoss', float(after.objective - before.objective))
-        tabular.record('KL', float(after.kl))
+        tabular.record('LossBefore', -float(before.objective.detach()))
+        tabular.record('LossAfter', -float(after.objective.detach()))
+        tabular.record('dLoss', float(after.objective.detach() - before.objective.detach()))
+        tabular.record('KL', float(after.kl.detach()))
 
 
 class LVCVPG(MetaVPG):
