@@ -270,7 +270,7 @@ class Campaign:
             return 0
         if parked.is_symlink() or not parked.is_dir():
             raise DamagedRunFile(f'{parked} is not a directory: not a parked run (move it away)')
-        missing = [name for name in (*PARKED_LOGS, PARKED_SNAPSHOT)
+        missing = [name for name in PARKED_FILES
                    if not (parked / name).is_file()]
         if missing:
             raise DamagedRunFile(f'{parked} lacks {", ".join(missing)}: not a whole parked run '
@@ -334,7 +334,7 @@ class Campaign:
                 lzma.open(staging / PARKED_SNAPSHOT, 'wb') as dst:
             shutil.copyfileobj(src, dst)
         target.mkdir(exist_ok=True)
-        for name in (*PARKED_LOGS, PARKED_SNAPSHOT):
+        for name in PARKED_FILES:  # the snapshot last
             os.replace(staging / name, target / name)
         staging.rmdir()
         return done

@@ -168,29 +168,38 @@ def _numbers(rows):
             for r in rows]
 
 
-@pytest.mark.slow
-def test_an_interrupted_run_continues_with_the_rows_of_an_uninterrupted_one(paper, tmp_path):
-    run = paper.quick_runs('fig5')[0]
-    # --quick puts the runs in RUNS_DIR/quick.
-    campaign = paper.Campaign(tmp_path / 'a' / 'quick', tmp_path / 'a-results')
-    # Interrupted: the run has done part of its budget (as after --time-limit).
+def _half_run(campaign, run):
+    """Train ``run`` in ``campaign`` to half its budget, as a run stopped by --time-limit is
+    left; return its rows."""
     first = campaign.command(run)
-    half = first.index('--max-env-steps') + 1
-    first[half] = str(run.steps // 2)
+    first[first.index('--max-env-steps') + 1] = str(run.steps // 2)
     subprocess.run(first, check=True, capture_output=True, cwd=ROOT, timeout=600)
     assert campaign.state(run)[0] == 'partial'
-    before = _rows(campaign.run_dir(run) / 'progress.csv')
-    args = ['--runs-dir', str(tmp_path / 'a'), '--results-dir', str(tmp_path / 'a-results')]
-    out = _paper('run', 'fig5', '--quick', '--only', run.name, *args).stdout
-    assert 'done' in out
-    resumed = _rows(campaign.result_dir(run) / 'progress.csv')
-    assert resumed[:len(before)] == before  # continued: the first epochs' rows, times and all
-    # Uninterrupted, elsewhere.
+    return _rows(campaign.run_dir(run) / 'progress.csv')
+
+
+def _assert_rows_of_an_uninterrupted_run(run, tmp_path, resumed):
+    """``resumed`` has the rows (wall-clock columns aside) of ``run`` trained straight
+    through in runs and results directories of its own."""
     _paper('run', 'fig5', '--quick', '--only', run.name, '--runs-dir', str(tmp_path / 'b'),
            '--results-dir', str(tmp_path / 'b-results'))
     straight = _rows(tmp_path / 'b-results' / run.name / 'progress.csv')
     assert len(resumed) == len(straight) >= 2
     assert _numbers(resumed) == _numbers(straight)
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_continues_with_the_rows_of_an_uninterrupted_one(paper, tmp_path):
+    run = paper.quick_runs('fig5')[0]
+    # --quick puts the runs in RUNS_DIR/quick.
+    campaign = paper.Campaign(tmp_path / 'a' / 'quick', tmp_path / 'a-results')
+    before = _half_run(campaign, run)  # interrupted: part of its budget done
+    args = ['--runs-dir', str(tmp_path / 'a'), '--results-dir', str(tmp_path / 'a-results')]
+    out = _paper('run', 'fig5', '--quick', '--only', run.name, *args).stdout
+    assert 'done' in out
+    resumed = _rows(campaign.result_dir(run) / 'progress.csv')
+    assert resumed[:len(before)] == before  # continued: the first epochs' rows, times and all
+    _assert_rows_of_an_uninterrupted_run(run, tmp_path, resumed)
 
 
 @pytest.mark.slow
@@ -548,12 +557,8 @@ def test_a_run_stopped_by_the_time_limit_continues_on_another_machine(paper, tmp
     run = paper.quick_runs('fig5')[0]
     results = tmp_path / 'results'
     here = paper.Campaign(tmp_path / 'here' / 'quick', results)  # --quick: RUNS_DIR/quick
-    first = here.command(run)
-    first[first.index('--max-env-steps') + 1] = str(run.steps // 2)
-    subprocess.run(first, check=True, capture_output=True, cwd=ROOT, timeout=600)
-    half = here.state(run)[1]
-    assert 0 < half < run.steps
-    before = _rows(here.run_dir(run) / 'progress.csv')
+    before = _half_run(here, run)
+    assert 0 < here.state(run)[1] < run.steps
     err = _paper('run', 'fig5', '--quick', '--only', run.name, '--time-limit', '1',
                  '--runs-dir', str(tmp_path / 'here'), '--results-dir', str(results)).stderr
     assert f'parked {run.name}' in err
@@ -565,11 +570,7 @@ def test_a_run_stopped_by_the_time_limit_continues_on_another_machine(paper, tmp
     assert not here.parked_dir(run).exists()
     resumed = _rows(results / run.name / 'progress.csv')
     assert resumed[:len(before)] == before  # continued: the first epochs' rows, times and all
-    _paper('run', 'fig5', '--quick', '--only', run.name, '--runs-dir', str(tmp_path / 'b'),
-           '--results-dir', str(tmp_path / 'b-results'))
-    straight = _rows(tmp_path / 'b-results' / run.name / 'progress.csv')
-    assert len(resumed) == len(straight) >= 2
-    assert _numbers(resumed) == _numbers(straight)
+    _assert_rows_of_an_uninterrupted_run(run, tmp_path, resumed)
 
 
 def test_parking_deletes_nothing_it_did_not_write(paper, tmp_path):
