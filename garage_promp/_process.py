@@ -39,19 +39,27 @@ def dump_stacks_on_usr1(worker_pids=None) -> None:
     In the main process (``launchers/train.py``): its own threads' stacks go to
     stderr, and the signal is passed on to each live sampler worker
     (``worker_pids()``, a callable), which prints its stacks the same way
-    (``garage_promp/sampler/_worker_entry.py`` registers that first thing):
+    (``garage_promp/sampler/_worker_entry.py`` registers this first thing):
     what a run that seems stuck is doing, on every side.
+
+    The dump is taken in a Python-level handler, with the GIL held, so that no
+    other thread is changing its frames while they are read. faulthandler's own
+    C-level handler (``faulthandler.register``) reads them without the GIL; with
+    a thread running Python beside the main one (tensorboardX's event writer, the
+    workers' heartbeat) that read now and then meets a half-built frame and
+    crashes the process (SIGSEGV in the dump). The price: a main thread stuck in
+    native code that holds the GIL prints nothing until it returns; such a
+    sampler worker is named, with what it was doing, by the pool's
+    ``worker_timeout`` supervision instead.
     """
-    def forward(signum, frame):
+    def dump(signum, frame):
         del signum, frame
+        sys.stderr.flush()
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         for pid in (worker_pids() if worker_pids else []):
             try:
                 os.kill(pid, signal.SIGUSR1)
             except OSError:
                 pass
 
-    signal.signal(signal.SIGUSR1, forward)
-    # The dump itself is C-level, at once, even while the main thread is stuck in
-    # native code; it then chains to the Python handler that passes the signal on.
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=True)
-
+    signal.signal(signal.SIGUSR1, dump)
