@@ -644,9 +644,15 @@ def post_key(rows: Sequence[dict]) -> str:
     return f'Step_{max(ks)}-AverageReturn'
 
 
+def _logged(values: Sequence[float]) -> List[float]:
+    """The values of the seeds that had logged an epoch by the steps asked (:func:`value_at`
+    is NaN for a seed whose first epoch came later)."""
+    return [v for v in values if not math.isnan(v)]
+
+
 def welch(a: Sequence[float], b: Sequence[float]) -> Tuple[float, float]:
     """Welch's t of a - b and its one-sided p-value (a > b); NaN with fewer than 2 each."""
-    a, b = [v for v in a if not math.isnan(v)], [v for v in b if not math.isnan(v)]
+    a, b = _logged(a), _logged(b)
     if len(a) < 2 or len(b) < 2:
         return math.nan, math.nan
     from scipy import stats  # pylint: disable=import-outside-toplevel
@@ -656,28 +662,43 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Tuple[float, float]:
 
 def seeds_needed(a: Sequence[float], b: Sequence[float], t: float = 2.5) -> float:
     """Seeds per algorithm for Welch's t to reach ``t`` at today's effect size."""
+    a, b = _logged(a), _logged(b)
+    if not a or not b:
+        return math.inf
     (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
     pooled = math.sqrt((sa ** 2 + sb ** 2) / 2)
-    if pooled == 0 or ma == mb:
+    if pooled == 0 or ma == mb or not math.isfinite(pooled):
         return math.inf
     return math.ceil(2 * (t * pooled / abs(ma - mb)) ** 2)
 
 
-def load(campaign: Campaign, runs: Sequence[Run]) -> Dict[Tuple[str, str], Dict[int, list]]:
-    """(env, algo) -> seed -> progress rows, of every run with at least one row.
+def load(campaign: Campaign, runs: Sequence[Run]):
+    """The runs' progress rows: ``(counted, extra)``, each (env, algo) -> seed -> rows.
+
+    ``counted`` holds what the tables, the claims and the mean curves use: for each
+    (env, algorithm), its finished runs; where it has none yet, its runs in progress (the
+    only evidence there is, compared at the steps they reached). ``extra`` holds the runs
+    in progress of an (env, algorithm) that has finished runs: they are drawn, one line each,
+    but do not count, or a seed just started would pull every comparison of its algorithm
+    back to its first few steps.
 
     Each run is read from its furthest log (``Campaign.log_dir``): the results of a finished
     run, else the runs dir or the parked copy. A run whose log is damaged is left out
     (``Campaign.state`` says why).
     """
-    data = {}
+    finished, going = {}, {}
     for run in runs:
-        if campaign.state(run)[0] == 'damaged':
+        state = campaign.state(run)[0]
+        if state == 'damaged':
             continue
         rows = read_progress(campaign.log_dir(run))
         if rows:
-            data.setdefault((run.env, run.tag), {})[run.seed] = rows
-    return data
+            into = finished if state in ('done', 'finished') else going
+            into.setdefault((run.env, run.tag), {})[run.seed] = rows
+    counted, extra = dict(finished), {}
+    for key, seeds in going.items():
+        (extra if key in finished else counted)[key] = seeds
+    return counted, extra
 
 
 def compare(data, env: str, algos: Sequence[str],
@@ -699,12 +720,14 @@ def _seeds(count: int) -> str:
 
 
 def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: str,
-                pre: bool = False, grid: int = 60):
+                pre: bool = False, grid: int = 60, extra=None):
     """One panel per env: each algorithm's post-update return, mean ± std over seeds.
 
     Seeds are interpolated onto a common grid of env steps up to the fewest
     steps any of the algorithm's seeds has reached (seeds of envs that end
-    episodes early log at different steps). A panel with no run says so.
+    episodes early log at different steps). The runs in ``extra`` (in progress,
+    not counted: :func:`load`) are thin lines of their own. A panel with no run
+    says so.
     """
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use('Agg')
@@ -739,6 +762,11 @@ def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: st
                 ax.plot(xs, mean, style, color=colors[algo], label=label)
                 ax.fill_between(xs, mean - std, mean + std, color=colors[algo], alpha=0.15)
                 drawn = True
+            going = (extra or {}).get((env, algo), {})
+            for i, rows in enumerate(going.values()):
+                cx, cy = curve(rows, post_key(rows))
+                label = f'{algo}, in progress ({_seeds(len(going))})' if i == 0 else None
+                ax.plot(cx, cy, ':', color=colors[algo], linewidth=0.9, label=label)
         if drawn:
             ax.legend(fontsize=7)
         else:
@@ -757,7 +785,10 @@ def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: st
 
 
 def _pm(values: Sequence[float]) -> str:
-    """'mean ± std' over seeds (the mean alone for one seed)."""
+    """'mean ± std' over seeds (the mean alone for one seed; '-' for none)."""
+    values = _logged(values)
+    if not values:
+        return '-'
     mean, std = mean_std(values)
     return f'{mean:.1f} ± {std:.1f}' if len(values) > 1 else f'{mean:.1f}'
 
@@ -818,7 +849,12 @@ def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]
         if winner not in finals or loser not in finals:
             rows.append((claim, 'not run yet', '-'))
             continue
-        a, b = finals[winner], finals[loser]
+        a, b = _logged(finals[winner]), _logged(finals[loser])
+        if not a or not b:
+            rows.append((claim, f'no epoch of {winner if not a else loser} logged by '
+                                f'{matched:,.0f} env steps, where the other\'s runs stand',
+                         'not measured yet'))
+            continue
         t, p = welch(a, b)
         stats = f'; t = {t:+.2f}, p = {p:.3f}' if not math.isnan(t) else ''
         measured = (f'{_pm(a)} ({_seeds(len(a))}) vs {_pm(b)} ({len(b)}) '
@@ -836,8 +872,10 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
             '(written by `benchmarks/paper.py report`; mean ± std over seeds of the post-update '
             'return, the mean of the last 3 iterations up to the env steps every seed reached: '
             'in the tables, every seed of the algorithm; in the claims, every seed of both '
-            'compared algorithms. Welch\'s t, one-sided p. Runs still in progress count with '
-            'the steps they have reached.)', '']
+            'compared algorithms. Welch\'s t, one-sided p. Runs in progress count, with the '
+            'steps they have reached, only where their algorithm has no finished run on the env '
+            'yet; otherwise they are drawn as dotted lines and counted beside the seeds as '
+            '"in progress".)', '']
     claims = []
     for fig in figs:
         if fig == 'fig8':
@@ -847,7 +885,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
             text += fig6_report(out / 'fig6')
             continue
         runs = runs_of(fig, quick)
-        data = load(campaign, runs)
+        data, going = load(campaign, runs)
         envs = list(dict.fromkeys(r.env for r in runs))
         algos = list(dict.fromkeys(r.tag for r in runs))
         missing = [r.name for r in runs if campaign.state(r)[0] != 'done']
@@ -860,7 +898,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         (out / fig).mkdir(parents=True, exist_ok=True)
         draw_panels(out / fig / f'{fig}.png', data, envs, algos,
                     f'{title} — {len(runs) - len(missing)}/{len(runs)} runs done',
-                    pre=fig == 'fig5')
+                    pre=fig == 'fig5', extra=going)
         text += [f'## {title}', '', f'![{fig}]({fig}/{fig}.png)', '',
                  f'{len(runs) - len(missing)} of {len(runs)} runs done.', '',
                  '| env | algorithm | seeds | env steps (fewest) | pre-update | post-update |',
@@ -871,10 +909,12 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                 if not seeds:
                     text.append(f'| {env} | {algo} | 0 | - | - | - |')
                     continue
-                # Each algorithm at the env steps all of its seeds reached.
+                # Each algorithm at the env steps all of its counted seeds reached.
                 fewest, finals = compare(data, env, (algo, ))
                 pre = [value_at(rows, 'Step_0-AverageReturn', fewest) for rows in seeds.values()]
-                text.append(f'| {env} | {algo} | {len(seeds)} | {fewest:,.0f} | '
+                more = len(going.get((env, algo), ()))
+                count = f'{len(seeds)} (+{more} in progress)' if more else f'{len(seeds)}'
+                text.append(f'| {env} | {algo} | {count} | {fewest:,.0f} | '
                             f'{_pm(pre)} | {_pm(finals[algo])} |')
         text.append('')
         if missing:

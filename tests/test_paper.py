@@ -125,16 +125,42 @@ def test_report_on_partial_results_draws_what_exists(paper, tmp_path):
         _write_progress(campaign.result_dir(r), [r.steps // 8 * j for j in (1, 2, 4, 8)],
                         post=10. + 2 * i)
     _write_progress(campaign.run_dir(maml[2]), [maml[2].steps // 4], post=0.)  # partial
+    ant = [r for r in paper.fig2_runs() if r.env == 'AntRandDirec']
+    ant_promp = next(r for r in ant if r.algo == 'ProMP')
+    ant_maml = next(r for r in ant if r.algo == 'MAML-TRPO')
+    _write_progress(campaign.result_dir(ant_promp),
+                    [ant_promp.steps // 10, ant_promp.steps // 2, ant_promp.steps], post=50.)
+    _write_progress(campaign.run_dir(ant_maml), [ant_maml.steps // 10, ant_maml.steps // 5],
+                    post=40.)  # in progress, and MAML-TRPO's only Ant run
+    hopper = {r.algo: r for r in paper.fig2_runs()
+              if r.env == 'HopperRandParams' and r.seed == 1}
+    _write_progress(campaign.result_dir(hopper['ProMP']), [hopper['ProMP'].steps // 2,
+                                                           hopper['ProMP'].steps])
+    _write_progress(campaign.run_dir(hopper['MAML-TRPO']), [hopper['MAML-TRPO'].steps // 10])
     text = paper.report(campaign, ['fig2'])
     assert (campaign.results_dir / 'fig2' / 'fig2.png').stat().st_size > 5000
     assert (campaign.results_dir / 'report.md').read_text() == text
     assert 'Missing: ' in text and 'fig2/WalkerFwdBack/ProMP_seed=1' in text
-    claim = next(line for line in text.splitlines()
+    lines = text.splitlines()
+    claim = next(line for line in lines
                  if line.startswith('| Fig. 2 HalfCheetahFwdBack: ProMP > MAML-TRPO'))
-    # Compared at the steps every run reached (the partial run's 5M), three seeds each.
-    assert '(3 seeds)' in claim and 'at 5,000,000 env steps' in claim
+    # MAML-TRPO's run in progress does not count beside its finished ones: the
+    # comparison is at the finished runs' 2e7 steps, three seeds against two.
+    assert '(3 seeds)' in claim and '(2) at 20,000,000 env steps' in claim
     assert 'reproduced' in claim
-    walker = next(line for line in text.splitlines()
+    assert '| HalfCheetahFwdBack | MAML-TRPO | 2 (+1 in progress) | 20,000,000 |' in text
+    # Where an algorithm has only a run in progress, it counts, at the steps it reached.
+    ant_claim = next(line for line in lines
+                     if line.startswith('| Fig. 2 AntRandDirec: ProMP > MAML-TRPO'))
+    assert f'at {ant_maml.steps // 5:,} env steps' in ant_claim
+    assert f'| AntRandDirec | MAML-TRPO | 1 | {ant_maml.steps // 5:,} |' in text
+    # ... and where that run has not reached the other's first logged epoch, nothing is
+    # compared (the report is still written).
+    hopper_claim = next(line for line in lines
+                        if line.startswith('| Fig. 2 HopperRandParams: ProMP > MAML-TRPO'))
+    assert 'no epoch of ProMP logged by 1,000,000 env steps' in hopper_claim
+    assert hopper_claim.endswith('| not measured yet |')
+    walker = next(line for line in lines
                   if line.startswith('| Fig. 2 WalkerFwdBack: ProMP > MAML-TRPO'))
     assert 'not run yet' in walker
     assert '| WalkerFwdBack | ProMP | 0 | - | - | - |' in text
