@@ -17,6 +17,7 @@ paper's Fig. 2).
         --seeds 3 --steps 2000000 --parallel 2 --out benchmarks/results/learning
     python benchmarks/learning.py --summarize-only --out benchmarks/results/learning
 """
+import dataclasses
 import math
 import os
 import pathlib
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import List
 
 from garage_promp._process import die_with_parent
 from garage_promp.experiment.env_names import EnvName
@@ -173,7 +175,34 @@ def ended_message(name, returncode, log):
     return f'FAILED {name} (exit {returncode}); log: {log}'
 
 
-def run_all(specs, parallel, deadline, on_done=None):
+@dataclasses.dataclass
+class Outcome:
+    """How :func:`run_all` ended: ``ended`` is ``'done'`` (every command ran to its end),
+    ``'time limit'``, or what stopped the runner (``'SIGTERM'``, ``'SIGHUP'``,
+    ``'KeyboardInterrupt'``); ``failed`` names the commands that ended with a non-zero
+    status on their own (not stopped by the runner). True when ``ended`` is ``'done'``."""
+
+    ended: str
+    failed: List[str]
+
+    def __bool__(self):
+        return self.ended == 'done'
+
+    def exit(self):
+        """End the runner's process as its outcome says: an error naming the failed runs
+        (exit 1), else 128 + the signal's number where a signal or Ctrl-C stopped it (as a
+        shell reports it), else normally (every run done, or the time limit reached)."""
+        if self.failed:
+            raise click.ClickException(
+                f'{len(self.failed)} run(s) failed: {", ".join(self.failed)} (their logs are '
+                'named above)')
+        if self.ended == 'KeyboardInterrupt':
+            sys.exit(128 + signal.SIGINT)
+        if self.ended.startswith('SIG'):
+            sys.exit(128 + signal.Signals[self.ended])
+
+
+def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
     """Run the specs' commands, ``parallel`` at a time, until done or the deadline.
 
     Args:
@@ -185,10 +214,10 @@ def run_all(specs, parallel, deadline, on_done=None):
     Every way out (done, deadline, Ctrl-C, SIGTERM, an exception) stops
     the runs still going with SIGTERM, as Ctrl-C would (a run ends its epoch's
     work and keeps its last snapshot), and waits for them; a run also gets
-    SIGTERM if the runner is killed outright. Returns True when every command
-    ran to its end.
+    SIGTERM if the runner is killed outright. Returns how it ended (:class:`Outcome`,
+    true when every command ran to its end).
     """
-    pending, running, logs = list(specs), [], {}
+    pending, running, logs, failed = list(specs), [], {}, []
     env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
     # SIGHUP only if it is not ignored: under nohup the runs must survive a hang-up too.
     stops = [signal.SIGTERM] + ([signal.SIGHUP] if signal.getsignal(signal.SIGHUP)
@@ -209,15 +238,17 @@ def run_all(specs, parallel, deadline, on_done=None):
                 if proc.poll() is not None:
                     click.echo(ended_message(name, proc.returncode, logs[name]), err=True)
                     running.remove((name, proc))
+                    if proc.returncode != 0:
+                        failed.append(name)
                     if on_done is not None:
                         on_done(name, proc.returncode)
             if deadline and time.time() > deadline:
                 click.echo('time limit reached', err=True)
-                return False
-        return True
+                return Outcome('time limit', failed)
+        return Outcome('done', failed)
     except (KeyboardInterrupt, Stopped) as why:
         click.echo(f'stopping the runs ({type(why).__name__} {why})', err=True)
-        return False
+        return Outcome(str(why) if isinstance(why, Stopped) else 'KeyboardInterrupt', failed)
     finally:
         # A second stop signal while the runs save must not cut this short.
         for sig in stops:
@@ -370,10 +401,14 @@ def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel,
                                        (meta_batch_size, episodes_per_task), run_dir, resume,
                                        [a for o in overrides for a in ('--set', o)]),
                           out / f'{algo}_seed={seed}.log'))
-        run_all(specs, parallel, time.time() + time_limit if time_limit else None)
+        outcome = run_all(specs, parallel, time.time() + time_limit if time_limit else None)
+    else:
+        outcome = Outcome('done', [])
     if not any(read_progress(run_dir) for run_dir in runs.values()):
+        outcome.exit()  # a failure or a stop says so first
         raise click.ClickException(f'no run in {out} has logged an epoch yet: nothing to summarise')
     click.echo(summarize(out, env, runs))
+    outcome.exit()
 
 
 if __name__ == '__main__':

@@ -76,6 +76,7 @@ import lzma
 import math
 import os
 import pathlib
+import pickletools
 import re
 import shutil
 import subprocess
@@ -324,6 +325,10 @@ class Campaign:
         why = self.variant_mismatch(run, run_dir)
         if why:
             raise click.ClickException(f'{run_dir} holds a snapshot, but {why}: not parked')
+        why = _not_whole_pickle(run_dir / 'params.pkl')
+        if why:  # another machine would continue from it, and fail
+            raise click.ClickException(f'{run_dir / "params.pkl"} is not a whole snapshot '
+                                       f'({why}): not parked')
         staging = target.with_name(target.name + '.new')
         _check_own(target, PARKED_FILES)  # before anything is written
         _remove_own(staging, PARKED_FILES)  # a park cut short
@@ -374,11 +379,15 @@ class Campaign:
                     open(staging / 'params.pkl', 'wb') as dst:
                 shutil.copyfileobj(src, dst)
         except (lzma.LZMAError, EOFError) as error:
+            why = str(error)
+        else:
+            why = _not_whole_pickle(staging / 'params.pkl')
+        if why:
             _remove_own(staging, UNPARKING_FILES)
             raise click.ClickException(
-                f'{parked / PARKED_SNAPSHOT} is not a whole xz-compressed snapshot ({error}): '
+                f'{parked / PARKED_SNAPSHOT} is not a whole xz-compressed snapshot ({why}): '
                 'restore it from git, or move the parked directory away (the run then '
-                'continues from its run dir here, if any, or starts again)') from None
+                'continues from its run dir here, if any, or starts again)')
         if learning.has_snapshot(run_dir):
             learning.set_aside(run_dir, f'is behind the parked snapshot in {parked} '
                                f'({steps:,} env steps)', 'the run continues from that')
@@ -439,6 +448,20 @@ class Campaign:
         return learning._run_command(  # pylint: disable=protected-access
             run.algo, run.env, run.seed, run.steps, run.batch, run_dir, resume,
             list(run.options))
+
+
+def _not_whole_pickle(path: pathlib.Path) -> str | None:
+    """Why the file at ``path`` is not one whole pickle (a snapshot is one
+    ``cloudpickle.dump``), or None. Its opcodes are read to the end, nothing is
+    executed: a file cut short or overwritten is caught without loading torch."""
+    try:
+        with open(path, 'rb') as file:
+            for opcode, _, _ in pickletools.genops(file):
+                if opcode.name == 'STOP':
+                    return None
+    except (ValueError, EOFError) as error:
+        return f'not a pickle: {error}'
+    return 'not a pickle: it ends before its STOP opcode'
 
 
 def _check_own(path: pathlib.Path, names) -> bool:
@@ -1134,11 +1157,12 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
 
     click.echo(f'{len(specs) - len(evaluations)} runs to do'
                + (f', {len(evaluations)} final evaluations' if evaluations else ''), err=True)
-    learning.run_all(specs, parallel, deadline, on_done=on_done)
+    outcome = learning.run_all(specs, parallel, deadline, on_done=on_done)
     if 'fig5' in figs:
         draw_fig5_trajectories(campaign, quick)
     text, _ = status_table(campaign, figs, quick, parallel)
     click.echo(text)
+    outcome.exit()  # non-zero if a run failed or the runner was stopped
 
 
 def _say_parked(campaign: Campaign, run: Run):

@@ -39,7 +39,7 @@ def dump_stacks_on_usr1(worker_pids=None) -> None:
     In the main process (``launchers/train.py``): its own threads' stacks go to
     stderr, and the signal is passed on to each live sampler worker
     (``worker_pids()``, a callable), which prints its stacks the same way
-    (``garage_promp/sampler/_worker_entry.py`` registers this first thing):
+    (``garage_promp/sampler/_worker_entry.py`` registers this first thing, before its imports):
     what a run that seems stuck is doing, on every side.
 
     The dump is taken in a Python-level handler, with the GIL held, so that no

@@ -319,8 +319,9 @@ def check_batch_steps(horizon: int, factor: int = 1, *, as_arguments: bool = Fal
     for value in sizes.values():
         steps *= value
     if steps > MAX_BATCH_STEPS:
+        # The largest first: an error names the first option of its message.
         options = ' x '.join((f'{k}={v:,}' if as_arguments else f'--{k.replace("_", "-")} {v:,}')
-                             for k, v in sizes.items())
+                             for k, v in sorted(sizes.items(), key=lambda kv: -kv[1]))
         extra = f' x {factor:,}' if factor != 1 and not factor_name else ''
         first = f'{factor_name} = {factor:,} x ' if factor_name else ''
         raise ValueError(f'{first}{options} x horizon {horizon:,}{extra} = {steps:,} env steps '
@@ -346,12 +347,16 @@ def parse_overrides(pairs: Iterable[str], option: str = '--set') -> dict:
         if not sep or not key.strip():
             raise click.BadParameter(f'expected key=value, got {pair!r}', param_hint=option)
         if value.lower() in ('true', 'false'):  # --set flag=true as well as flag=True
-            out[key] = value.lower() == 'true'
-            continue
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            out[key] = value
+            parsed = value.lower() == 'true'
+        else:
+            try:
+                parsed = ast.literal_eval(value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                parsed = value
+        if key in out and out[key] != parsed:
+            raise click.BadParameter(f'{key} given twice, {out[key]!r} and {parsed!r}: give '
+                                     'it once', param_hint=option)
+        out[key] = parsed
     return out
 
 
@@ -384,11 +389,18 @@ def _option_for(message: str, ctx, hints: dict | None) -> str | None:
     for word in words:
         if word in (hints or {}):
             return hints[word]
-    names = {}
+    names, spelled = {}, {}
     if ctx is not None:
         for param in ctx.command.params:
             if param.name and param.opts:
                 names.setdefault(param.name, param.get_error_hint(ctx))
+                spelled.update(dict.fromkeys(param.opts, param.get_error_hint(ctx)))
+    # An option spelled out (``--meta-batch-size 1,000 x ...``) before a bare word,
+    # which may be a piece of one (the ``task`` of ``--episodes-per-task``).
+    for option in re.findall(r'--[A-Za-z][A-Za-z0-9-]*', message):
+        if option in spelled:
+            return spelled[option]
+    words = re.findall(r'(?<![-A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*(?![-A-Za-z0-9_])', message)
     for word in words:
         if word in names:
             return names[word]

@@ -25,6 +25,7 @@ from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
+from garage_promp.experiment.resume import check_snapshot_matches_variant
 from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
 from garage_promp.validation import (
     EPISODE_LENGTH,
@@ -34,6 +35,7 @@ from garage_promp.validation import (
     check_batch_steps,
     check_output_path,
     count,
+    user_errors,
 )
 
 import click
@@ -289,6 +291,10 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
             ('before_adaptation', before_adaptation)))
     snapshot = _load_snapshot(log_dir, itr)
     algo = snapshot['algo']
+    if env is None and os.path.exists(os.path.join(log_dir, 'variant.json')):
+        # The env comes from variant.json: it must be this snapshot's run.
+        with user_errors():
+            check_snapshot_matches_variant(log_dir, algo)
     horizon = snapshot['env'].spec.max_episode_length
     if options['max_episode_length'] is not None and options['max_episode_length'] > horizon:
         raise click.BadParameter(f'the algorithm was trained with episodes of {horizon} steps '

@@ -49,7 +49,7 @@ from garage.trainer import Trainer
 
 #: Errors that end a run part-way, whose message says all (which worker, env, task and step):
 #: one ``Error:`` line and exit 1, the snapshots of the epochs done kept.
-RUN_ERRORS = (SamplerWorkerError, )
+RUN_ERRORS = (SamplerWorkerError, FloatingPointError)
 
 #: A few-minute ProMP run on 2 cores (the README's first command).
 PRESETS = {
@@ -178,9 +178,9 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                 meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task,
                 max_episode_length=max_episode_length, n_test_tasks=n_test_tasks)
     parsed = _parse_overrides(overrides)
+    explicit = {k for k in args if click_ctx.get_parameter_source(
+        'env_name' if k == 'env' else k) == click.core.ParameterSource.COMMANDLINE}
     if preset:
-        explicit = {k for k in args if click_ctx.get_parameter_source(
-            'env_name' if k == 'env' else k) == click.core.ParameterSource.COMMANDLINE}
         for key, value in PRESETS[preset].items():
             if key != 'overrides' and key not in explicit:
                 args[key] = value
@@ -189,6 +189,12 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         keys = override_keys(args['algo'])
         parsed = {**{k: v for k, v in PRESETS[preset].get('overrides', {}).items()
                      if k in keys}, **parsed}
+    # Sizes with options of their own that --set may give too: one value.
+    sizes_set = set(parsed) & {'meta_batch_size', 'episodes_per_task'}
+    for key in sizes_set:
+        if key in explicit and parsed[key] != args[key]:
+            raise click.UsageError(f'--set {key}={parsed[key]!r} contradicts '
+                                   f'--{key.replace("_", "-")} {args[key]}: give one of them')
     options = dict(snapshot_mode=snapshot_mode)
     if log_dir:
         options['log_dir'] = log_dir
@@ -218,11 +224,14 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                           or defaults['meta_batch_size'], episodes_per_task=episodes)
         check_batch_steps(horizon, n_test_tasks=args['n_test_tasks'], episodes_per_task=episodes)
         built = build_experiment(**run)
+    # ... recorded as the option's too, so variant.json's top level says what the run used
+    # (the override is what the builder applied; checked above naming --set).
+    run.update({key: parsed[key] for key in sizes_set})
     if log_dir and os.path.isdir(log_dir):
         # Another run writing there: not about the command line (one line, no
         # usage text); checked before garage's wrap_experiment touches its files.
         with user_errors(expected=(RunDirBusy, )):
-            with owned_run_dir(log_dir):
+            with owned_run_dir(log_dir, record_pid=False):  # this run may go beside it
                 pass
         if any(name != LOCK_NAME for name in os.listdir(log_dir)):
             click.echo(f'{log_dir} already holds files: this run goes to a new directory beside '

@@ -170,8 +170,12 @@ def test_the_runner_reports_a_killed_run_as_failed_not_done(tmp_path, capsys):
               tmp_path / 'killed.log'),
              ('error', [sys.executable, '-c', 'raise SystemExit(3)'], tmp_path / 'error.log')]
     codes = {}
-    assert learning.run_all(specs, 3, None, on_done=codes.__setitem__)
+    outcome = learning.run_all(specs, 3, None, on_done=codes.__setitem__)
+    assert outcome and outcome.ended == 'done'
     assert codes == {'ok': 0, 'killed': -9, 'error': 3}
+    assert sorted(outcome.failed) == ['error', 'killed']
+    with pytest.raises(learning.click.ClickException, match=r'2 run\(s\) failed'):
+        outcome.exit()
     err = capsys.readouterr().err
     assert 'done ok' in err and 'done killed' not in err and 'done error' not in err
     assert "FAILED killed: killed by SIGKILL" in err and str(tmp_path / 'killed.log') in err
@@ -195,9 +199,11 @@ def test_a_second_stop_while_the_runs_save_does_not_cut_the_runner_short(tmp_pat
     timer = threading.Timer(4.5, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
     try:
-        assert not learning.run_all(specs, 1, time.time() + 2.5, on_done=on_done)
+        outcome = learning.run_all(specs, 1, time.time() + 2.5, on_done=on_done)
     finally:
         timer.cancel()
+    assert not outcome and outcome.ended == 'time limit' and outcome.failed == []
+    outcome.exit()  # a time limit is a normal end: no error, no exit
     assert codes == {'slow': 5}
     err = capsys.readouterr().err
     assert 'time limit reached' in err and 'SIGTERM: already stopping the runs' in err

@@ -2,6 +2,7 @@
 import csv
 import json
 import pathlib
+import pickle
 import re
 import subprocess
 import sys
@@ -503,8 +504,13 @@ def _stopped_run(campaign, run, steps, snapshot=b'snapshot'):
     run_dir = campaign.run_dir(run)
     _write_progress(run_dir, steps)
     (run_dir / 'variant.json').write_text(_variant(run))
-    (run_dir / 'params.pkl').write_bytes(snapshot)
+    (run_dir / 'params.pkl').write_bytes(_snap(snapshot))
     return run_dir
+
+
+def _snap(content):
+    """A stand-in snapshot: one whole pickle, as ``park`` requires."""
+    return pickle.dumps(content)
 
 
 def test_a_parked_snapshot_is_counted_and_restored_on_another_machine(paper, tmp_path):
@@ -524,7 +530,7 @@ def test_a_parked_snapshot_is_counted_and_restored_on_another_machine(paper, tmp
     assert f'{run.name}' in text and '(parked)' in text
     command = there.command(run)
     assert '--resume' in command
-    assert (there.run_dir(run) / 'params.pkl').read_bytes() == b'snapshot at 2000'
+    assert (there.run_dir(run) / 'params.pkl').read_bytes() == _snap(b'snapshot at 2000')
     assert paper.read_progress(there.run_dir(run)) == paper.read_progress(parked)
     assert not list(there.run_dir(run).parent.glob('*.unparking'))
     # Here the run dir is as far along as the parked copy: it is used as it is.
@@ -540,14 +546,14 @@ def test_a_run_dir_behind_its_parked_snapshot_is_set_aside(paper, tmp_path):
     _stopped_run(behind, run, [1000], b'snapshot at 1000')
     assert behind.state(run) == ('partial', 3000)
     behind.command(run)
-    assert (behind.run_dir(run) / 'params.pkl').read_bytes() == b'snapshot at 3000'
+    assert (behind.run_dir(run) / 'params.pkl').read_bytes() == _snap(b'snapshot at 3000')
     aside = list(behind.run_dir(run).parent.glob(behind.run_dir(run).name + '.set-aside-*'))
-    assert len(aside) == 1 and (aside[0] / 'params.pkl').read_bytes() == b'snapshot at 1000'
+    assert len(aside) == 1 and (aside[0] / 'params.pkl').read_bytes() == _snap(b'snapshot at 1000')
     # A run dir further along than the parked copy is parked over it, and kept.
     _stopped_run(ahead, run, [1000, 2000, 3000, 4000], b'snapshot at 4000')
     assert ahead.park(run) == 4000
     assert ahead.unpark(run) is False
-    assert (ahead.run_dir(run) / 'params.pkl').read_bytes() == b'snapshot at 4000'
+    assert (ahead.run_dir(run) / 'params.pkl').read_bytes() == _snap(b'snapshot at 4000')
 
 
 def test_a_damaged_parked_snapshot_is_refused_naming_it(paper, tmp_path):
@@ -639,7 +645,7 @@ def test_a_parked_copy_is_checked_whole_before_the_run_dir_is_touched(paper, tmp
     (parked / 'params.pkl.xz').write_bytes(b'not xz')
     with pytest.raises(paper.click.ClickException, match='params.pkl.xz is not a whole'):
         behind.command(run)
-    assert (run_dir / 'params.pkl').read_bytes() == b'snapshot at 1000'
+    assert (run_dir / 'params.pkl').read_bytes() == _snap(b'snapshot at 1000')
     assert not list(run_dir.parent.glob('*.set-aside-*'))
     assert not list(run_dir.parent.glob('*.unparking'))
     # Another run's options: refused, naming the parked copy.
@@ -647,7 +653,7 @@ def test_a_parked_copy_is_checked_whole_before_the_run_dir_is_touched(paper, tmp
     (parked / 'variant.json').write_text(json.dumps(dict(algo='ProMP', env=run.env, seed=1)))
     with pytest.raises(paper.click.ClickException, match=f'{parked} is a parked snapshot'):
         behind.command(run)
-    assert (run_dir / 'params.pkl').read_bytes() == b'snapshot at 1000'
+    assert (run_dir / 'params.pkl').read_bytes() == _snap(b'snapshot at 1000')
     # A file missing: damaged, named by status and refused by run before any work.
     (parked / 'variant.json').unlink()
     assert behind.state(run)[0] == 'damaged'
@@ -682,3 +688,41 @@ def test_run_all_waits_for_every_run_whatever_on_done_raises(paper, tmp_path):
     with pytest.raises(OSError, match='cannot write a'):
         paper.learning.run_all(specs, 2, time.time() + 1, on_done=on_done)
     assert sorted(ended) == ['a', 'b']
+
+
+def test_a_snapshot_that_is_not_a_whole_pickle_is_neither_parked_nor_unparked(paper, tmp_path):
+    run = paper.runs_of('fig5')[0]
+    here = paper.Campaign(tmp_path / 'here', tmp_path / 'results')
+    run_dir = _stopped_run(here, run, [1000, 2000])
+    (run_dir / 'params.pkl').write_bytes(_snap(b'snapshot')[:-3])  # cut short
+    with pytest.raises(paper.click.ClickException, match='params.pkl is not a whole snapshot'):
+        here.park(run)
+    assert not here.parked_dir(run).exists()
+    # A parked copy whose snapshot decompresses but is no pickle is refused on arrival.
+    parked = here.parked_dir(run)
+    parked.mkdir(parents=True)
+    for name in ('progress.csv', 'variant.json'):
+        (parked / name).write_bytes((run_dir / name).read_bytes())
+    with paper.lzma.open(parked / 'params.pkl.xz', 'wb') as file:
+        file.write(b'garbage, not a pickle')
+    there = paper.Campaign(tmp_path / 'there', tmp_path / 'results')
+    with pytest.raises(paper.click.ClickException, match='params.pkl.xz is not a whole'):
+        there.command(run)
+    assert not there.run_dir(run).exists()
+
+
+@pytest.mark.slow
+def test_run_exits_non_zero_naming_a_run_that_failed(tmp_path):
+    """A run that ends in an error makes ``run`` end with exit 1 and the run's name."""
+    campaign_dir = tmp_path / 'runs'
+    run = load_script(SCRIPT, 'paper_bench').quick_runs('fig5')[0]
+    quick = load_script(SCRIPT, 'paper_bench').Campaign(campaign_dir / 'quick',
+                                                       tmp_path / 'results')
+    _stopped_run(quick, run, [10], b'a pickle, but no snapshot')
+    proc = subprocess.run([sys.executable, str(SCRIPT), 'run', 'fig5', '--quick', '--only',
+                           run.name, '--runs-dir', str(campaign_dir), '--results-dir',
+                           str(tmp_path / 'results')],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert f'FAILED {run.name}' in proc.stderr
+    assert f'Error: 1 run(s) failed: {run.name}' in proc.stderr

@@ -220,6 +220,7 @@ def test_an_interrupted_learning_benchmark_leaves_nothing_running(tmp_path):
             proc.kill()
             proc.wait()
     assert 'stopping the runs' in out and 'stopped ProMP seed' in out
+    assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]  # stopped, as a shell says
     assert 'Traceback' not in out, out[-3000:]
     _assert_none_left(tag, timeout=5)
 
@@ -253,3 +254,36 @@ def test_usr1_dumps_the_stacks_of_the_main_process_and_every_worker(tmp_path):
     assert 'train.py' in text and 'most recent call first' in text
     assert text.count('_worker_entry.py') >= 2, text[-4000:]  # one dump per worker
     _assert_none_left(tag)
+
+
+def test_a_worker_dies_with_its_parent_even_while_it_imports(tmp_path):
+    """The parent-death signal is set before the worker's imports (seconds of torch,
+    garage, MuJoCo): a worker stopped while importing, whose parent is then killed
+    outright, does not stay behind stopped."""
+    from garage_promp.sampler.backends import WORKER_ENTRY
+    env, tag = _tagged_env()
+    parent = subprocess.Popen(
+        [sys.executable, '-c',
+         'import os, socket, subprocess, sys, time\n'
+         'a, b = socket.socketpair()\n'
+         f'w = subprocess.Popen([sys.executable, {WORKER_ENTRY!r}, str(b.fileno()), "0",\n'
+         '                       str(os.getpid())], pass_fds=(b.fileno(), ))\n'
+         'print(w.pid, flush=True)\n'
+         'time.sleep(600)\n'],
+        env=env, stdout=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        worker = int(parent.stdout.readline())
+        time.sleep(0.5)  # its first lines (tens of ms) have run, its imports have not ended
+        os.kill(worker, signal.SIGSTOP)
+        parent.kill()
+        parent.wait()
+        _assert_none_left(tag, timeout=5)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if worker is not None:
+            try:
+                os.kill(worker, signal.SIGKILL)
+            except OSError:
+                pass

@@ -21,6 +21,7 @@ from garage_promp.sampler import (
     RayBackend,
     RolloutWorker,
     SamplerWorkerError,
+    backends,
     split_episodes,
 )
 
@@ -509,10 +510,18 @@ class _VerySlowGoalEnv(_SlowGoalEnv):
     DELAY = 0.2
 
 
+class _SlowestGoalEnv(_SlowGoalEnv):
+    """Tasks 2 and 3 of ``_early_ending_tasks`` take a second a step."""
+
+    DELAY = 1.
+
+
 def test_an_error_while_other_workers_sample_surfaces_at_once():
-    """Busy workers are killed, not waited for, when the learner side fails."""
+    """Busy workers are killed, not waited for, when the learner side fails. (The idle
+    worker's exit is waited for: on a loaded machine that took 2 s; the busy worker's
+    rounds, a second a step, would take far longer.)"""
     env, policy, sampler, _ = make_setup(7, n_workers=2, kind='multiprocessing',
-                                         env_class=_VerySlowGoalEnv)
+                                         env_class=_SlowestGoalEnv)
     tasks = _early_ending_tasks()[:4]  # worker 0: fast tasks 0, 1; worker 1: slow 2, 3
     raised = []
 
@@ -523,7 +532,7 @@ def test_an_error_while_other_workers_sample_surfaces_at_once():
     sampler.start_worker()
     with pytest.raises(RuntimeError, match='learner side'):
         sampler.obtain_rounds(tasks, _noisy_params(policy, 4), [3, 3], on_task)
-    assert time.monotonic() - raised[0] < 1.5
+    assert time.monotonic() - raised[0] < 5.
     _assert_no_children()
 
 
@@ -757,6 +766,36 @@ def test_a_stopped_worker_ends_the_run_naming_it():
             sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 3)
     finally:
         stopper.cancel()
+    _assert_no_children()
+
+
+def _arrive_hanging(creator: int, env):
+    """Unpickles as ``env``, except in another process, where it hangs (GIL released)
+    for 90 s: a sampler that does not watch start-ups returns then, with no error."""
+    if os.getpid() != creator:
+        time.sleep(90)
+    return env
+
+
+class _HangsInTheWorker(LongPointEnv):
+    """A pool worker's copy hangs while the worker starts (unpickling its config)."""
+
+    def __reduce__(self):
+        return _arrive_hanging, (os.getpid(), LongPointEnv())
+
+
+def test_a_worker_hung_in_its_start_up_ends_the_run_naming_it(monkeypatch):
+    """A start-up reports no progress; it gets STARTUP_SECONDS (here 3) however short
+    worker_timeout is, and then ends the run like a hung job does."""
+    monkeypatch.setattr(backends, 'STARTUP_SECONDS', 3.)
+    _, sampler = _sampler_with_timeout(_HangsInTheWorker, 1.)
+    start = time.monotonic()
+    with pytest.raises(SamplerWorkerError) as error:
+        sampler.start_worker()
+    assert 3. < time.monotonic() - start < 60.
+    message = str(error.value)
+    assert re.search(r'sampler worker \d \(pid \d+\) made no progress', message), message
+    assert 'its start-up' in message and 'at least 3 s' in message
     _assert_no_children()
 
 

@@ -222,6 +222,16 @@ class EpochLoop:
             optimizer.zero_grad()
             self._skip_non_finite_step('the meta-gradient')
             return False
+        # A finite gradient times a huge step size overflows the (float32) parameters:
+        # that step is undone and counted like a non-finite gradient, so the run ends
+        # naming the step sizes rather than the env that samples NaN actions next.
+        before = [p.detach().clone() for p in self.outer_parameters()]
         optimizer.step()
+        if not all(bool(torch.isfinite(p).all()) for p in self.outer_parameters()):
+            with torch.no_grad():
+                for p, old in zip(self.outer_parameters(), before):
+                    p.copy_(old)
+            self._skip_non_finite_step('the outer step (the parameters it gave)')
+            return False
         self._consecutive_nan_steps = 0
         return True

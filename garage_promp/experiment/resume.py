@@ -40,6 +40,8 @@ class AppendingCsvOutput(CsvOutput):
     """dowel's CSV output, appending to an existing file under its header."""
 
     def __init__(self, file_name: str):  # pylint: disable=super-init-not-called
+        # dowel's __del__ closes the file: there is none yet if opening it fails below.
+        self._log_file = None
         with open(file_name, newline='') as f:
             header = next(csv.reader(f), None)
         if not header:
@@ -204,6 +206,11 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
         done = args.start_epoch
         algo = trainer._algo  # pylint: disable=protected-access
         rows = _count_rows(progress)
+        if rows is None and done > 1:
+            raise ValueError(
+                f'{progress} is missing but the snapshot in {log_dir} is at epoch {done}: '
+                f'a new log would lack rows 1..{done}. Restore the run\'s progress.csv, or '
+                'start the run again')
         if rows is not None and rows == done - 1:
             # Interrupted between garage's snapshot and its log row of that epoch.
             warnings.warn(f'{progress} lacks the row of epoch {done - 1}, whose snapshot was '

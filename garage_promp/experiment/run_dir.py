@@ -35,8 +35,13 @@ class RunDirBusy(ValueError):
 
 
 @contextlib.contextmanager
-def owned_run_dir(path: str):
-    """Hold ``path``'s lock for the body; raise :class:`RunDirBusy` if another process has it."""
+def owned_run_dir(path: str, record_pid: bool = True):
+    """Hold ``path``'s lock for the body; raise :class:`RunDirBusy` if another process has it.
+
+    ``record_pid``: write this process's id into the lock file (what tools such as
+    ``benchmarks/paper.py`` read to tell a run that is writing there); False for a
+    check that the directory is free, by a process that will not write there.
+    """
     os.makedirs(path, exist_ok=True)
     lock_path = os.path.join(path, LOCK_NAME)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -49,8 +54,9 @@ def owned_run_dir(path: str):
             holder = os.pread(fd, 32, 0).decode(errors='replace').strip() or '?'
             raise RunDirBusy(f'{path} is in use by another run (pid {holder}): one writer at '
                              'a time; wait for it to end or stop it first') from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
+        if record_pid:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
         yield
     finally:
         os.close(fd)  # closing drops the lock

@@ -1,27 +1,43 @@
-"""``python -m garage_promp.sampler._worker_entry FD WORKER_ID [PARENT_PID]``: a pool worker.
+"""``python garage_promp/sampler/_worker_entry.py FD WORKER_ID [PARENT_PID]``: a pool worker.
 
-A separate module so that the worker's classes are those of
-:mod:`garage_promp.sampler.backends` (not ``__main__``'s copies), which the
-main process can unpickle. A worker gets SIGKILL when the process that
-started it dies (:func:`garage_promp._process.die_with_parent`), busy,
-stopped or stuck alike.
+Run as a file rather than with ``-m``: ``-m`` imports the package (torch, garage,
+MuJoCo: seconds) before the module's first line, and two things must come before
+that. The worker gets SIGKILL when the process that started it dies
+(:func:`garage_promp._process.die_with_parent`), busy, stopped or stuck alike, even
+while it is still importing; and ``kill -USR1`` prints its stacks rather than
+ending it (SIGUSR1's default action). ``garage_promp/_process.py`` needs only the
+standard library, so it is loaded from its file for that, without the package.
+
+The worker's classes are then those of :mod:`garage_promp.sampler.backends` (this
+script defines none), which the main process can unpickle.
 """
-import faulthandler
-from multiprocessing import connection
-import signal
+import importlib.util
+import os
 import sys
 
-# First, before the heavy imports: SIGUSR1 prints this worker's stacks (and
-# never kills it, as its default action would), and the worker dies with the
-# process that started it. Once the package is imported, the handler is
-# garage_promp._process's (the same dump, the rules of which are told there).
-signal.signal(signal.SIGUSR1,
-              lambda signum, frame: faulthandler.dump_traceback(all_threads=True))
 
-from garage_promp._process import die_with_parent, dump_stacks_on_usr1  # noqa: E402
-from garage_promp.sampler.backends import worker_main  # noqa: E402
+def _process_module():
+    """``garage_promp/_process.py`` loaded on its own (not through the package)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        '_process.py')
+    spec = importlib.util.spec_from_file_location('_garage_promp_process_early', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv):
+    early = _process_module()
+    early.dump_stacks_on_usr1()
+    early.die_with_parent(parent_pid=int(argv[3]) if len(argv) > 3 else None)
+    # What ``-m`` would have put first on the path (the working directory), not
+    # this script's directory, whose module names must not shadow others.
+    sys.path[0] = os.getcwd()
+    from multiprocessing import connection  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.sampler.backends import worker_main  # pylint: disable=import-outside-toplevel
+    worker_main(connection.Connection(int(argv[1])), int(argv[2]))
+
 
 if __name__ == '__main__':
-    dump_stacks_on_usr1()
-    die_with_parent(parent_pid=int(sys.argv[3]) if len(sys.argv) > 3 else None)
-    worker_main(connection.Connection(int(sys.argv[1])), int(sys.argv[2]))
+    main(sys.argv)

@@ -294,9 +294,9 @@ class _Watchdog:
         self._progress = {}  # worker -> (its step counter, where, when it last moved)
         self._last_check = None
 
-    def started(self, worker_id: int):
-        """Worker ``worker_id`` has just been given a job."""
-        self._progress[worker_id] = (None, 'its job start', time.monotonic())
+    def started(self, worker_id: int, where: str = 'its job start'):
+        """Worker ``worker_id`` has just been given a job (or started: ``where``)."""
+        self._progress[worker_id] = (None, where, time.monotonic())
 
     def note(self, worker_id: int, count: int, where: str):
         """A progress report: the worker's step counter and where it is."""
@@ -304,13 +304,15 @@ class _Watchdog:
         moved = last is None or last[0] != count
         self._progress[worker_id] = (count, where, time.monotonic() if moved else last[2])
 
-    def check(self, busy, describe):
+    def check(self, busy, describe, at_least: float = 0.):
         """Say which of the ``busy`` workers the run waits for; raise if one is stuck.
 
         Args:
             busy (iterable[int]): The workers with a job.
             describe (callable): ``worker -> str`` naming it, e.g.
                 ``'sampler worker 1 (pid 123)'``.
+            at_least (float): Seconds these workers get however short ``timeout``
+                is (a worker's start-up, which reports no progress).
 
         Raises:
             SamplerWorkerError: If a busy worker has made no progress for
@@ -329,11 +331,18 @@ class _Watchdog:
             if idle >= STALL_NOTICE_SECONDS:
                 phase(f'waiting for {describe(worker_id)}, no progress for {idle:.0f} s at '
                       f'{where}')
-            if self.timeout is not None and idle > self.timeout:
+            if self.timeout is not None and idle > max(self.timeout, at_least):
+                limit = f'worker_timeout={self.timeout:g}' + (
+                    f', at least {at_least:g} s here' if at_least > self.timeout else '')
                 raise SamplerWorkerError(
                     f'{describe(worker_id)} made no progress for {idle:.0f} s '
-                    f'(worker_timeout={self.timeout:g}) at {where}: an env stuck in step or '
+                    f'({limit}) at {where}: an env stuck in step or '
                     'reset, or a stopped worker; every worker is stopped', worker_id)
+
+
+#: Seconds a pool worker may take to start (its imports and env construction,
+#: which report no progress) however short ``worker_timeout`` is.
+STARTUP_SECONDS = 120.
 
 
 #: Seconds the in-process watchdog waits, after interrupting a stuck job, for
@@ -526,6 +535,9 @@ def worker_main(conn, worker_id: int):
 
 
 _LIVE_POOLS = weakref.WeakSet()
+#: The pool worker's script, run as a file (not ``-m``, which would import the whole
+#: package before the script's first line: see the script).
+WORKER_ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_worker_entry.py')
 
 
 def live_worker_pids() -> List[int]:
@@ -542,8 +554,8 @@ def _stop_live_pools():
 class ProcessPoolBackend(Backend):
     """Persistent worker processes of our own.
 
-    Each worker is a fresh Python interpreter (``python -m
-    garage_promp.sampler._worker_entry``, so nothing of the main process, neither
+    Each worker is a fresh Python interpreter (``python
+    garage_promp/sampler/_worker_entry.py``, so nothing of the main process, neither
     its threads nor its ``__main__`` module, is inherited: a script without
     an ``if __name__ == '__main__'`` guard works) connected by a socket pair.
     The configuration and jobs are cloudpickled, so lambdas in env wrappers
@@ -570,6 +582,7 @@ class ProcessPoolBackend(Backend):
         config_bytes = cloudpickle.dumps(config)
         self._procs, self._conns = [], []
         self._busy = set()
+        self._starting = set()  # spawned, not reported in: watched with STARTUP_SECONDS
         self._watchdog = _Watchdog(worker_timeout, self.POLL_SECONDS)
         self.started = False  # every worker has reported in
         _LIVE_POOLS.add(self)
@@ -579,16 +592,19 @@ class ProcessPoolBackend(Backend):
             for worker_id in range(n_workers):
                 parent, child = socket.socketpair()
                 proc = subprocess.Popen(  # pylint: disable=consider-using-with
-                    [sys.executable, '-m', 'garage_promp.sampler._worker_entry',
+                    [sys.executable, WORKER_ENTRY,
                      str(child.fileno()), str(worker_id), str(os.getpid())],
                     pass_fds=(child.fileno(), ), env=env,
                     stdin=subprocess.DEVNULL, start_new_session=False)
                 child.close()
                 self._procs.append(proc)
                 self._conns.append(connection.Connection(parent.detach()))
+                self._starting.add(worker_id)
+                self._watchdog.started(worker_id, 'its start-up (imports, env construction)')
             for conn in self._conns:
                 conn.send_bytes(config_bytes)
             self._gather(list(range(n_workers)), 'starting')
+            self._starting.clear()
             self.started = True
         except BaseException:
             self.close()
@@ -651,6 +667,7 @@ class ProcessPoolBackend(Backend):
                     continue
                 return worker_id, payload
             self._watchdog.check(pending & self._busy, self._describe)
+            self._watchdog.check(pending & self._starting, self._describe, STARTUP_SECONDS)
             for worker_id in sorted(pending):
                 if self._procs[worker_id].poll() is not None and \
                         not self._conns[worker_id].poll():
@@ -687,7 +704,7 @@ class ProcessPoolBackend(Backend):
         """
         _LIVE_POOLS.discard(self)
         for worker_id, conn in enumerate(self._conns):
-            if worker_id in self._busy:
+            if worker_id in self._busy or worker_id in self._starting:
                 self._procs[worker_id].kill()
                 continue
             try:
@@ -704,7 +721,7 @@ class ProcessPoolBackend(Backend):
         for conn in self._conns:
             conn.close()
         self._procs, self._conns = [], []
-        self._busy = set()
+        self._busy, self._starting = set(), set()
 
 
 #: Ray workers import garage before anything of ours; this hook applies the

@@ -126,6 +126,21 @@ def test_nan_meta_loss_skips_steps_then_raises():
         algo._adam_step(algo._optimizer, torch.tensor(float('nan')))
 
 
+def test_an_outer_step_that_overflows_the_parameters_is_undone_then_blamed():
+    """A finite gradient times a huge learning rate gives inf parameters: the step is
+    undone and counted, and after MAX_CONSECUTIVE_NAN_STEPS the error names the rate."""
+    _, algo = make_algo('LVCVPG', learning_rate=1e308)
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    loss = sum((p ** 2).sum() for p in algo.policy.parameters())  # finite, grads finite
+    for _ in range(algo.MAX_CONSECUTIVE_NAN_STEPS - 1):
+        assert not algo._adam_step(algo._optimizer, loss.clone())
+        loss = sum((p ** 2).sum() for p in algo.policy.parameters())
+    for p, b in zip(algo.policy.parameters(), before):
+        assert torch.equal(p.detach(), b)
+    with pytest.raises(FloatingPointError, match=r'the outer step .*learning_rate=1e\+308'):
+        algo._adam_step(algo._optimizer, loss)
+
+
 def test_baseline_rejects_bad_reg_coeff_and_nan_fit():
     with pytest.raises(ValueError, match='reg_coeff'):
         LinearFeatureBaseline(reg_coeff=0.)

@@ -6,6 +6,7 @@ carry no ``Usage:`` header; a run writes its CSV and nothing else (in
 particular no ``./data/local/experiment`` in the working directory).
 """
 import csv
+import json
 import os
 import pathlib
 import re
@@ -281,4 +282,18 @@ def test_an_evaluation_too_large_for_memory_is_refused_before_sampling(
     result = _invoke(_load('meta_test'), run, '--n-test-tasks', 1, option, 10 ** 8)
     assert result.exit_code == 2, (result.output, result.exception)
     assert option in result.output and 'fit in memory' in result.output
+    assert not (run / 'meta_test.csv').exists()
+
+
+def test_another_runs_variant_json_is_named_not_the_env(snapshot_dir, tmp_path):
+    """variant.json names the env to meta-test on; one copied from another run (another
+    algorithm and env) is refused as not this snapshot's, before any sampling."""
+    run = _copy_run(snapshot_dir, tmp_path)
+    variant = json.loads((run / 'variant.json').read_text())
+    variant.update(algo='MAML-TRPO', env='PointEnvMomentum')
+    (run / 'variant.json').write_text(json.dumps(variant))
+    result = _invoke(_load('meta_test'), run)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert "variant.json is a MAML-TRPO run" in result.output
+    assert "not this run's snapshot" in result.output and 'Traceback' not in result.output
     assert not (run / 'meta_test.csv').exists()

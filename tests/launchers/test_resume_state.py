@@ -68,6 +68,12 @@ def test_missing_progress_rows_are_reported_not_skipped(promp_run, tmp_path):
     assert proc.returncode != 0
     assert 'rows 1..2 are missing' in proc.stderr
     assert len(_rows(log_dir)) == 0
+    # A log that is missing altogether is refused the same way, and not created.
+    (log_dir / 'progress.csv').unlink()
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode != 0
+    assert 'progress.csv is missing' in proc.stderr and 'rows 1..2' in proc.stderr
+    assert not (log_dir / 'progress.csv').exists()
 
 
 def test_a_row_lost_between_snapshot_and_log_is_only_warned_about(promp_run, tmp_path):
@@ -113,3 +119,26 @@ def test_the_python_api_refuses_what_the_launcher_refuses(promp_run, tmp_path):
     # The run's own snapshot restores.
     args = _python_restore(promp_run, tmp_path)
     assert args.start_epoch == 2
+
+
+def test_a_log_that_cannot_be_opened_leaves_no_noise_behind(tmp_path, monkeypatch):
+    """The appending log's file fails to open (a read-only or immutable progress.csv):
+    the error is raised, and no 'Exception ignored in __del__' follows it."""
+    import gc
+
+    from garage_promp.experiment.resume import AppendingCsvOutput
+
+    import dowel
+    progress = tmp_path / 'progress.csv'
+    progress.write_text('a,b\n1,2\n')
+
+    def refuse(self, file_name, mode='w'):
+        raise PermissionError(1, 'Operation not permitted', file_name)
+
+    monkeypatch.setattr(dowel.simple_outputs.FileOutput, '__init__', refuse)
+    unraisable = []
+    monkeypatch.setattr(sys, 'unraisablehook', unraisable.append)
+    with pytest.raises(PermissionError):
+        AppendingCsvOutput(str(progress))
+    gc.collect()
+    assert not unraisable, [u.exc_value for u in unraisable]

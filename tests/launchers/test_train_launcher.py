@@ -1,5 +1,6 @@
 """launchers/train.py runs 1 tiny epoch for every algorithm and every env."""
 import csv
+import json
 import math
 import os
 import pathlib
@@ -142,12 +143,15 @@ def test_paper_env_task_updates_pickle_with_their_arguments():
 
 
 def _refused(tmp_path, *args):
-    """train.py's exit code and output for a tiny run, and whether its log dir exists."""
+    """train.py's exit code and output for a tiny run, and whether its log dir exists
+    (a tiny batch, except for a size that ``args`` give through ``--set``)."""
     log_dir = tmp_path / 'log'
+    sizes = [a for key, value in (('meta_batch_size', '2'), ('episodes_per_task', '2'))
+             if not any(arg.startswith(key + '=') for arg in args)
+             for a in ('--' + key.replace('_', '-'), value)]
     result = CliRunner().invoke(_load_launcher().main, [
-        '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '2',
-        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
-        '--log-dir', str(log_dir), *args])
+        '--epochs', '1', *sizes, '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--hidden-sizes', '4', '--log-dir', str(log_dir), *args])
     assert 'Traceback' not in result.output
     return result.exit_code, result.output, log_dir.exists()
 
@@ -159,6 +163,54 @@ def test_a_batch_too_large_for_memory_given_by_set_is_refused_before_the_run_dir
     code, output, made = _refused(tmp_path, '--set', override)
     assert code == 2 and '--set' in output and 'fit in memory' in output, output
     assert override.split('=')[0] in output and not made
+
+
+@pytest.mark.parametrize('option', ['--meta-batch-size', '--episodes-per-task'])
+def test_a_batch_too_large_for_memory_names_the_option_that_makes_it(tmp_path, option):
+    """Not ``--task`` (a piece of ``--episodes-per-task``), nor the other, small factor."""
+    code, output, made = _refused(tmp_path, option, '1000000000')
+    assert code == 2 and f"Invalid value for '{option}'" in output, output
+    assert 'fit in memory' in output and not made
+
+
+def test_set_and_an_option_of_its_own_give_one_value(tmp_path):
+    """``--set meta_batch_size=3`` is recorded as the run's meta-batch size; against a
+    different ``--meta-batch-size`` it is refused, as is a key given twice."""
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--epochs', '1', '--episodes-per-task', '2', '--max-episode-length', '4',
+        '--n-test-tasks', '1', '--hidden-sizes', '4', '--log-dir', str(tmp_path / 'log'),
+        '--set', 'meta_batch_size=3'])
+    assert result.exit_code == 0, result.output
+    variant = json.loads((tmp_path / 'log' / 'variant.json').read_text())
+    assert variant['meta_batch_size'] == 3 and variant['overrides'] == {'meta_batch_size': 3}
+    code, output, made = _refused(tmp_path / 'b', '--meta-batch-size', '2', '--set',
+                                  'meta_batch_size=3')
+    assert code == 2 and 'contradicts --meta-batch-size 2' in output and not made, output
+    code, output, made = _refused(tmp_path / 'c', '--set', 'inner_lr=0.1', '--set',
+                                  'inner_lr=0.2')
+    assert code == 2 and 'inner_lr given twice, 0.1 and 0.2' in output and not made, output
+
+
+def test_a_diverging_step_size_ends_the_run_with_one_error_line_naming_it(tmp_path):
+    code, output, made = _refused(tmp_path, '--epochs', '8', '--set', 'learning_rate=1e308')
+    assert code == 1 and 'Error: the outer step' in output, output
+    assert 'learning_rate=1e+308' in output and made  # the epochs done keep their snapshot
+    code, output, _ = _refused(tmp_path / 'b', '--set', 'inner_lr=1e308')
+    assert code == 1 and 'Error: inner step 1 of task slot 0' in output, output
+
+
+def test_a_log_dir_that_holds_a_run_is_left_as_it_is(tmp_path):
+    """The run goes beside it (``log_1``); the old run's lock file still names its own
+    writer's pid, not this process's (tools read it to tell a run writing there)."""
+    old = tmp_path / 'log'
+    old.mkdir()
+    (old / 'progress.csv').write_text('x\n')
+    (old / '.lock').write_text('12345\n')
+    code, output, _ = _refused(tmp_path)
+    assert code == 0 and 'goes to a new directory' in output, output
+    assert (old / '.lock').read_text() == '12345\n'
+    assert (old / 'progress.csv').read_text() == 'x\n'
+    assert (tmp_path / 'log_1' / 'progress.csv').is_file()
 
 
 def test_an_env_argument_the_env_does_not_take_is_a_usage_error(tmp_path):
