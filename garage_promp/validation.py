@@ -260,6 +260,10 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
         return f'must be a path, got {path!r}'
     full = os.path.abspath(text)
     what = 'directory' if directory else 'file'
+    if os.path.islink(full) and not os.path.exists(full):
+        # Writers go different ways here (open() follows it, garage's run naming
+        # moves beside it): refused rather than guessed.
+        return f'{text!r} is a symbolic link to {os.readlink(full)!r}, which does not exist'
     if os.path.exists(full) and os.path.isdir(full) != directory:
         return f'{text!r} exists and is not a {what}'
     target = full if directory else os.path.dirname(full)

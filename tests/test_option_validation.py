@@ -54,7 +54,8 @@ SCRIPTS = {
 
 BAD_COUNT = ['0', '-1', 'abc', '', BIG]
 BAD_RATE = ['0', '-1', 'nan', 'inf', 'abc']
-BAD_OUT = ['/proc/x', FILE, '', FILE + '/sub']
+DANGLING = '{tmp}/dangling'  # a symbolic link to nothing
+BAD_OUT = ['/proc/x', FILE, '', FILE + '/sub', DANGLING]
 
 
 def _cases():
@@ -180,6 +181,7 @@ def test_the_base_command_reaches_the_work(scripts, monkeypatch, tmp_path, scrip
 def test_a_bad_option_is_refused_by_name_before_any_work(scripts, monkeypatch, tmp_path,
                                                           script, option, value):
     (tmp_path / 'a_file').write_text('keep me')
+    (tmp_path / 'dangling').symlink_to(tmp_path / 'missing')
     before = _listing(tmp_path)
     extra = [option, *value] if isinstance(value, list) else [option, value]
     result = _invoke(scripts, monkeypatch, tmp_path, script, [*SCRIPTS[script][1], *extra])
