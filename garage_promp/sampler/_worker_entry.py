@@ -31,8 +31,11 @@ def main(argv):
     early.dump_stacks_on_usr1()
     early.die_with_parent(parent_pid=int(argv[3]) if len(argv) > 3 else None)
     # What ``-m`` would have put first on the path (the working directory), not
-    # this script's directory, whose module names must not shadow others.
-    sys.path[0] = os.getcwd()
+    # this script's directory, whose module names must not shadow others (neither is
+    # there under PYTHONSAFEPATH / -P: then the path is left as it is).
+    if sys.path and os.path.abspath(sys.path[0] or '.') == os.path.dirname(
+            os.path.abspath(__file__)):
+        sys.path[0] = os.getcwd()
     from multiprocessing import connection  # pylint: disable=import-outside-toplevel
 
     from garage_promp.sampler.backends import worker_main  # pylint: disable=import-outside-toplevel
