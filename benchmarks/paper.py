@@ -696,7 +696,9 @@ def seeds_needed(a: Sequence[float], b: Sequence[float], t: float = 2.5) -> floa
 
 
 def load(campaign: Campaign, runs: Sequence[Run]):
-    """The runs' progress rows: ``(counted, extra)``, each (env, algo) -> seed -> rows.
+    """The runs' progress rows: ``(counted, extra, unfinished)``; the first two map
+    (env, algo) -> seed -> rows, the third is the set of (env, algo) counted from runs in
+    progress alone.
 
     ``counted`` holds what the tables, the claims and the mean curves use: for each
     (env, algorithm), its finished runs; where it has none yet, its runs in progress (the
@@ -721,7 +723,7 @@ def load(campaign: Campaign, runs: Sequence[Run]):
     counted, extra = dict(finished), {}
     for key, seeds in going.items():
         (extra if key in finished else counted)[key] = seeds
-    return counted, extra
+    return counted, extra, set(going) - set(finished)
 
 
 def compare(data, env: str, algos: Sequence[str],
@@ -743,14 +745,14 @@ def _seeds(count: int) -> str:
 
 
 def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: str,
-                pre: bool = False, grid: int = 60, extra=None):
+                pre: bool = False, grid: int = 60, extra=None, unfinished=()):
     """One panel per env: each algorithm's post-update return, mean ± std over seeds.
 
     Seeds are interpolated onto a common grid of env steps up to the fewest
     steps any of the algorithm's seeds has reached (seeds of envs that end
     episodes early log at different steps). The runs in ``extra`` (in progress,
-    not counted: :func:`load`) are thin lines of their own. A panel with no run
-    says so.
+    not counted: :func:`load`) are thin lines of their own; the (env, algo) pairs in
+    ``unfinished`` say "in progress" in the legend. A panel with no run says so.
     """
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use('Agg')
@@ -781,7 +783,8 @@ def draw_panels(path, data, envs: Sequence[str], algos: Sequence[str], title: st
                     warnings.simplefilter('ignore', RuntimeWarning)  # all-NaN grid columns
                     mean = np.nanmean(curves, axis=0)
                     std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else 0 * mean
-                label = f'{algo} ({_seeds(len(curves))})' if key is None else None
+                suffix = ', in progress' if (env, algo) in unfinished else ''
+                label = f'{algo} ({_seeds(len(curves))}{suffix})' if key is None else None
                 ax.plot(xs, mean, style, color=colors[algo], label=label)
                 ax.fill_between(xs, mean - std, mean + std, color=colors[algo], alpha=0.15)
                 drawn = True
@@ -908,7 +911,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
             text += fig6_report(out / 'fig6')
             continue
         runs = runs_of(fig, quick)
-        data, going = load(campaign, runs)
+        data, going, unfinished = load(campaign, runs)
         envs = list(dict.fromkeys(r.env for r in runs))
         algos = list(dict.fromkeys(r.tag for r in runs))
         missing = [r.name for r in runs if campaign.state(r)[0] != 'done']
@@ -921,7 +924,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         (out / fig).mkdir(parents=True, exist_ok=True)
         draw_panels(out / fig / f'{fig}.png', data, envs, algos,
                     f'{title} — {len(runs) - len(missing)}/{len(runs)} runs done',
-                    pre=fig == 'fig5', extra=going)
+                    pre=fig == 'fig5', extra=going, unfinished=unfinished)
         text += [f'## {title}', '', f'![{fig}]({fig}/{fig}.png)', '',
                  f'{len(runs) - len(missing)} of {len(runs)} runs done.', '',
                  '| env | algorithm | seeds | env steps (fewest) | pre-update | post-update |',
@@ -936,7 +939,9 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                 fewest, finals = compare(data, env, (algo, ))
                 pre = [value_at(rows, 'Step_0-AverageReturn', fewest) for rows in seeds.values()]
                 more = len(going.get((env, algo), ()))
-                count = f'{len(seeds)} (+{more} in progress)' if more else f'{len(seeds)}'
+                count = (f'{len(seeds)} (+{more} in progress)' if more else
+                         f'{len(seeds)} (in progress)' if (env, algo) in unfinished else
+                         f'{len(seeds)}')
                 text.append(f'| {env} | {algo} | {count} | {fewest:,.0f} | '
                             f'{_pm(pre)} | {_pm(finals[algo])} |')
         text.append('')

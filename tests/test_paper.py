@@ -154,7 +154,7 @@ def test_report_on_partial_results_draws_what_exists(paper, tmp_path):
     ant_claim = next(line for line in lines
                      if line.startswith('| Fig. 2 AntRandDirec: ProMP > MAML-TRPO'))
     assert f'at {ant_maml.steps // 5:,} env steps' in ant_claim
-    assert f'| AntRandDirec | MAML-TRPO | 1 | {ant_maml.steps // 5:,} |' in text
+    assert f'| AntRandDirec | MAML-TRPO | 1 (in progress) | {ant_maml.steps // 5:,} |' in text
     # ... and where that run has not reached the other's first logged epoch, nothing is
     # compared (the report is still written).
     hopper_claim = next(line for line in lines
