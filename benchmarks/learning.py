@@ -38,6 +38,7 @@ from garage_promp.validation import (
     SECONDS,
     WORKERS,
     check_batch_steps,
+    check_set_agrees,
     count,
     parse_overrides,
     usage_errors,
@@ -344,6 +345,9 @@ def _check_runs(env, algos, meta_batch_size, episodes_per_task, overrides):
     from garage_promp.experiment.builder import build_experiment
     family, _, task = env.partition(':')
     parsed = parse_overrides(overrides)
+    # Every run is given both sizes as options: a --set of either must agree.
+    check_set_agrees(parsed, dict(meta_batch_size=meta_batch_size,
+                                  episodes_per_task=episodes_per_task))
     with usage_errors():
         check_batch_steps(_env_config(env)['H'], meta_batch_size=meta_batch_size,
                           episodes_per_task=episodes_per_task)

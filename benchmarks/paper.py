@@ -459,8 +459,9 @@ def _not_whole_pickle(path: pathlib.Path) -> str | None:
             for opcode, _, _ in pickletools.genops(file):
                 if opcode.name == 'STOP':
                     return None
-    except (ValueError, EOFError) as error:
-        return f'not a pickle: {error}'
+    except (ValueError, EOFError, MemoryError, OverflowError) as error:
+        # (a damaged length field asks to read more than there is, or than fits)
+        return f'not a pickle: {error!r}'
     return 'not a pickle: it ends before its STOP opcode'
 
 
@@ -1163,11 +1164,13 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
     click.echo(f'{len(specs) - len(evaluations)} runs to do'
                + (f', {len(evaluations)} final evaluations' if evaluations else ''), err=True)
     outcome = learning.run_all(specs, parallel, deadline, on_done=on_done)
-    if 'fig5' in figs:
-        draw_fig5_trajectories(campaign, quick)
-    text, _ = status_table(campaign, figs, quick, parallel)
-    click.echo(text)
-    outcome.exit()  # non-zero if a run failed or the runner was stopped
+    try:
+        if 'fig5' in figs:
+            draw_fig5_trajectories(campaign, quick)
+        text, _ = status_table(campaign, figs, quick, parallel)
+        click.echo(text)
+    finally:
+        outcome.exit()  # non-zero if a run failed or the runner was stopped, whatever happened
 
 
 def _say_parked(campaign: Campaign, run: Run):

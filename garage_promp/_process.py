@@ -54,6 +54,7 @@ def dump_stacks_on_usr1(worker_pids=None) -> None:
     """
     def dump(signum, frame):
         del signum, frame
+        sys.stderr.write(f'\nkill -USR1: the stacks of process {os.getpid()}\n')
         sys.stderr.flush()
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         for pid in (worker_pids() if worker_pids else []):

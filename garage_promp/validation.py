@@ -333,6 +333,28 @@ def check_batch_steps(horizon: int, factor: int = 1, *, as_arguments: bool = Fal
     return steps
 
 
+#: ``--set`` keys that the launchers also take as options of their own.
+SIZE_OPTIONS = ('meta_batch_size', 'episodes_per_task')
+
+
+def check_set_agrees(parsed: dict, given: dict) -> None:
+    """Refuse a ``--set`` size that contradicts its own option.
+
+    Args:
+        parsed (dict): The ``--set`` pairs (:func:`parse_overrides`).
+        given (dict): The sizes given by their options, key -> value (those a
+            command passes on, e.g. to ``launchers/train.py``).
+
+    Raises:
+        click.UsageError: Naming both, where they differ.
+
+    """
+    for key in SIZE_OPTIONS:
+        if key in parsed and key in given and parsed[key] != given[key]:
+            raise click.UsageError(f'--set {key}={parsed[key]!r} contradicts '
+                                   f'--{key.replace("_", "-")} {given[key]}: give one of them')
+
+
 def parse_overrides(pairs: Iterable[str], option: str = '--set') -> dict:
     """``key=value`` strings as a dict, each value a Python literal where it is one.
 

@@ -30,11 +30,13 @@ from garage_promp.validation import (
     MAX_SECONDS,
     OUTPUT_DIR,
     SEED,
+    SIZE_OPTIONS,
     WORKERS,
     FiniteFloat,
     check_batch_steps,
     check_output_path,
     check_run_dir,
+    check_set_agrees,
     count,
     parse_overrides,
     usage_errors,
@@ -190,11 +192,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         parsed = {**{k: v for k, v in PRESETS[preset].get('overrides', {}).items()
                      if k in keys}, **parsed}
     # Sizes with options of their own that --set may give too: one value.
-    sizes_set = set(parsed) & {'meta_batch_size', 'episodes_per_task'}
-    for key in sizes_set:
-        if key in explicit and parsed[key] != args[key]:
-            raise click.UsageError(f'--set {key}={parsed[key]!r} contradicts '
-                                   f'--{key.replace("_", "-")} {args[key]}: give one of them')
+    check_set_agrees(parsed, {key: args[key] for key in explicit})
+    sizes_set = set(parsed) & set(SIZE_OPTIONS)
     options = dict(snapshot_mode=snapshot_mode)
     if log_dir:
         options['log_dir'] = log_dir

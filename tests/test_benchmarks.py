@@ -262,3 +262,16 @@ def test_throughput_checks_mode_writes_the_checks_table(tmp_path):
     assert [(r['env'], r['path'], r['repeats']) for r in saved['results']] == [
         ('HalfCheetahFwdBack', 'lean', 1), ('HalfCheetahFwdBack', 'wrapped', 1)]
     assert '| HalfCheetahFwdBack | wrapped |' in result.output
+
+
+def test_learning_refuses_a_set_size_that_contradicts_its_option(tmp_path):
+    """Every run gets --meta-batch-size and --episodes-per-task: a --set of either that
+    differs would fail in every run's log, so it is refused before any run starts."""
+    learning = load_script(ROOT / 'benchmarks' / 'learning.py', 'learning_bench')
+    out = tmp_path / 'out'
+    result = CliRunner().invoke(learning.main, [
+        '--env', 'PointEnvCorner', '--algo', 'ProMP', '--seeds', '1', '--steps', '1000',
+        '--meta-batch-size', '20', '--set', 'meta_batch_size=40', '--out', str(out)])
+    assert result.exit_code == 2, result.output
+    assert '--set meta_batch_size=40 contradicts --meta-batch-size 20' in result.output
+    assert not out.exists()

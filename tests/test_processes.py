@@ -243,8 +243,11 @@ def test_usr1_dumps_the_stacks_of_the_main_process_and_every_worker(tmp_path):
                 break
             proc.send_signal(signal.SIGUSR1)
             time.sleep(0.02)
+        workers = [child.pid for child in psutil.Process(proc.pid).children()
+                   if '_worker_entry' in ' '.join(child.cmdline())]
+        headers = [f'the stacks of process {pid}' for pid in [proc.pid, *workers]]
         deadline = time.time() + 20
-        while time.time() < deadline and output.read_text().count('_worker_entry.py') < 2:
+        while time.time() < deadline and not all(h in output.read_text() for h in headers):
             time.sleep(0.2)
         text = output.read_text()
         assert proc.poll() is None, text[-3000:]  # the dumps do not stop the run
@@ -252,7 +255,8 @@ def test_usr1_dumps_the_stacks_of_the_main_process_and_every_worker(tmp_path):
         proc.kill()
         proc.wait()
     assert 'train.py' in text and 'most recent call first' in text
-    assert text.count('_worker_entry.py') >= 2, text[-4000:]  # one dump per worker
+    assert len(workers) == 2 and '_worker_entry.py' in text
+    assert all(h in text for h in headers), text[-4000:]  # the main process and each worker
     _assert_none_left(tag)
 
 

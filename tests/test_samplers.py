@@ -799,6 +799,51 @@ def test_a_worker_hung_in_its_start_up_ends_the_run_naming_it(monkeypatch):
     _assert_no_children()
 
 
+class _BallastPointEnv(LongPointEnv):
+    """Carries 2 MB: its worker's configuration outgrows a socket's buffer, so sending it
+    waits until the worker reads it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.ballast = np.zeros(250_000)
+
+
+def test_a_worker_stopped_before_it_reads_its_configuration_ends_the_start_up(monkeypatch):
+    monkeypatch.setattr(backends, 'STARTUP_SECONDS', 3.)
+    _, sampler = _sampler_with_timeout(_BallastPointEnv, 1.)
+    stopped, done = [], threading.Event()
+
+    def stop_the_first_worker():
+        me = psutil.Process()
+        while not stopped and not done.is_set():
+            for child in me.children():
+                try:
+                    if '_worker_entry' in ' '.join(child.cmdline()):
+                        child.suspend()
+                        stopped.append(child)
+                        break
+                except psutil.Error:
+                    pass
+            time.sleep(0.002)
+        # A sampler stuck sending would be freed by this kill (and fail the test below).
+        if not done.wait(30):
+            for child in stopped:
+                child.kill()
+
+    thread = threading.Thread(target=stop_the_first_worker, daemon=True)
+    thread.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(SamplerWorkerError, match='its start-up'):
+            sampler.start_worker()
+        assert time.monotonic() - start < 25
+        assert stopped
+    finally:
+        done.set()
+        thread.join()
+    _assert_no_children()
+
+
 def test_worker_timeout_is_checked():
     env, policy, _, _ = make_setup(7)
     for bad in (0, -1., float('nan'), 'soon'):

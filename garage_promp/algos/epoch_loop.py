@@ -13,6 +13,7 @@ its sibling mixins, each one job; the attributes they read are set by its
 constructor (``_policy``, ``_sampler``, ``_inner_lr``, ... ; see there).
 """
 import contextlib
+import copy
 import time
 from typing import List
 
@@ -226,11 +227,13 @@ class EpochLoop:
         # that step is undone and counted like a non-finite gradient, so the run ends
         # naming the step sizes rather than the env that samples NaN actions next.
         before = [p.detach().clone() for p in self.outer_parameters()]
+        state = copy.deepcopy(optimizer.state_dict())  # its moments would keep the overflow
         optimizer.step()
         if not all(bool(torch.isfinite(p).all()) for p in self.outer_parameters()):
             with torch.no_grad():
                 for p, old in zip(self.outer_parameters(), before):
                     p.copy_(old)
+            optimizer.load_state_dict(state)
             self._skip_non_finite_step('the outer step (the parameters it gave)')
             return False
         self._consecutive_nan_steps = 0

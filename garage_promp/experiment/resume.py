@@ -206,7 +206,7 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
         done = args.start_epoch
         algo = trainer._algo  # pylint: disable=protected-access
         rows = _count_rows(progress)
-        if rows is None and done > 1:
+        if rows is None and done >= 1:  # dowel creates it as the run starts: deleted
             raise ValueError(
                 f'{progress} is missing but the snapshot in {log_dir} is at epoch {done}: '
                 f'a new log would lack rows 1..{done}. Restore the run\'s progress.csv, or '

@@ -33,8 +33,9 @@ def main(argv):
     # What ``-m`` would have put first on the path (the working directory), not
     # this script's directory, whose module names must not shadow others (neither is
     # there under PYTHONSAFEPATH / -P: then the path is left as it is).
-    if sys.path and os.path.abspath(sys.path[0] or '.') == os.path.dirname(
-            os.path.abspath(__file__)):
+    # (Python puts the script's directory there with links resolved: compared so.)
+    if sys.path and os.path.realpath(sys.path[0] or '.') == os.path.dirname(
+            os.path.realpath(__file__)):
         sys.path[0] = os.getcwd()
     from multiprocessing import connection  # pylint: disable=import-outside-toplevel
 

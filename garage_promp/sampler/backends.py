@@ -42,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Dict, List, Sequence, Tuple
@@ -395,7 +396,6 @@ class _InProcessWatch:
         self._delivered = False  # ... and has raised _Stuck in the main thread
 
     def __enter__(self):
-        import threading  # pylint: disable=import-outside-toplevel
         if self._timeout is None or threading.current_thread() is not threading.main_thread():
             return self
         self._done = threading.Event()
@@ -498,7 +498,6 @@ def _heartbeat(conn, lock, state):
 
 def worker_main(conn, worker_id: int):
     """Body of a pool worker process: start, then sample jobs until told."""
-    import threading
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     torch.set_num_threads(1)
@@ -535,6 +534,15 @@ def worker_main(conn, worker_id: int):
 
 
 _LIVE_POOLS = weakref.WeakSet()
+
+
+def _send_quietly(conn, payload: bytes):
+    """Send ``payload``; a worker that died meanwhile is the pool's to name (its wait
+    sees the process end), not this thread's."""
+    try:
+        conn.send_bytes(payload)
+    except (OSError, ValueError):
+        pass
 #: The pool worker's script, run as a file (not ``-m``, which would import the whole
 #: package before the script's first line: see the script).
 WORKER_ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_worker_entry.py')
@@ -601,8 +609,12 @@ class ProcessPoolBackend(Backend):
                 self._conns.append(connection.Connection(parent.detach()))
                 self._starting.add(worker_id)
                 self._watchdog.started(worker_id, 'its start-up (imports, env construction)')
+            # Each worker's configuration from a thread of its own: a configuration larger
+            # than the socket's buffer (a Meta-World policy) blocks its sender until the
+            # worker reads it, after its imports; the wait below watches the start-up.
             for conn in self._conns:
-                conn.send_bytes(config_bytes)
+                threading.Thread(target=_send_quietly, args=(conn, config_bytes), daemon=True,
+                                 name='garage_promp-config').start()
             self._gather(list(range(n_workers)), 'starting')
             self._starting.clear()
             self.started = True

@@ -137,6 +137,7 @@ def test_an_outer_step_that_overflows_the_parameters_is_undone_then_blamed():
         loss = sum((p ** 2).sum() for p in algo.policy.parameters())
     for p, b in zip(algo.policy.parameters(), before):
         assert torch.equal(p.detach(), b)
+    assert not algo._optimizer.state  # Adam's moments and step count undone too
     with pytest.raises(FloatingPointError, match=r'the outer step .*learning_rate=1e\+308'):
         algo._adam_step(algo._optimizer, loss)
 
