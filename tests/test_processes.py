@@ -220,7 +220,9 @@ def test_an_interrupted_learning_benchmark_leaves_nothing_running(tmp_path):
             proc.kill()
             proc.wait()
     assert 'stopping the runs' in out and 'stopped ProMP seed' in out
-    assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]  # stopped, as a shell says
+    # Stopped by SIGTERM: exit 143, or the signal itself where the second one came after
+    # the runner had put SIGTERM's default action back (both read 143 in a shell).
+    assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM), out[-3000:]
     assert 'Traceback' not in out, out[-3000:]
     _assert_none_left(tag, timeout=5)
 
