@@ -409,7 +409,8 @@ def _option_for(message: str, ctx, hints: dict | None) -> str | None:
     (``--meta-batch-size``), and ``hints`` maps other names (``--set`` keys), which
     come first.
     """
-    words = re.findall(r'[A-Za-z_][A-Za-z0-9_]*', message)
+    # Whole names only: not the pieces of a spelled option (``task`` in ``--episodes-per-task``).
+    words = re.findall(r'(?<![-A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*(?![-A-Za-z0-9_])', message)
     # An argument given through ``hints`` first: a message naming several arguments
     # (a product of sizes) is about the one the user set that way.
     for word in words:
@@ -421,12 +422,10 @@ def _option_for(message: str, ctx, hints: dict | None) -> str | None:
             if param.name and param.opts:
                 names.setdefault(param.name, param.get_error_hint(ctx))
                 spelled.update(dict.fromkeys(param.opts, param.get_error_hint(ctx)))
-    # An option spelled out (``--meta-batch-size 1,000 x ...``) before a bare word,
-    # which may be a piece of one (the ``task`` of ``--episodes-per-task``).
+    # An option spelled out (``--meta-batch-size 1,000 x ...``) before a name.
     for option in re.findall(r'--[A-Za-z][A-Za-z0-9-]*', message):
         if option in spelled:
             return spelled[option]
-    words = re.findall(r'(?<![-A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*(?![-A-Za-z0-9_])', message)
     for word in words:
         if word in names:
             return names[word]

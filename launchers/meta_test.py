@@ -291,8 +291,8 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
             ('before_adaptation', before_adaptation)))
     snapshot = _load_snapshot(log_dir, itr)
     algo = snapshot['algo']
-    if env is None and os.path.exists(os.path.join(log_dir, 'variant.json')):
-        # The env comes from variant.json: it must be this snapshot's run.
+    if env is None:
+        # The env comes from variant.json (if any): it must be this snapshot's run.
         with user_errors():
             check_snapshot_matches_variant(log_dir, algo)
     horizon = snapshot['env'].spec.max_episode_length

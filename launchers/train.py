@@ -193,7 +193,6 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                      if k in keys}, **parsed}
     # Sizes with options of their own that --set may give too: one value.
     check_set_agrees(parsed, {key: args[key] for key in explicit})
-    sizes_set = set(parsed) & set(SIZE_OPTIONS)
     options = dict(snapshot_mode=snapshot_mode)
     if log_dir:
         options['log_dir'] = log_dir
@@ -225,7 +224,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         built = build_experiment(**run)
     # ... recorded as the option's too, so variant.json's top level says what the run used
     # (the override is what the builder applied; checked above naming --set).
-    run.update({key: parsed[key] for key in sizes_set})
+    run.update({key: parsed[key] for key in SIZE_OPTIONS if key in parsed})
     if log_dir and os.path.isdir(log_dir):
         # Another run writing there: not about the command line (one line, no
         # usage text); checked before garage's wrap_experiment touches its files.

@@ -712,12 +712,11 @@ def test_a_snapshot_that_is_not_a_whole_pickle_is_neither_parked_nor_unparked(pa
 
 
 @pytest.mark.slow
-def test_run_exits_non_zero_naming_a_run_that_failed(tmp_path):
+def test_run_exits_non_zero_naming_a_run_that_failed(paper, tmp_path):
     """A run that ends in an error makes ``run`` end with exit 1 and the run's name."""
     campaign_dir = tmp_path / 'runs'
-    run = load_script(SCRIPT, 'paper_bench').quick_runs('fig5')[0]
-    quick = load_script(SCRIPT, 'paper_bench').Campaign(campaign_dir / 'quick',
-                                                       tmp_path / 'results')
+    run = paper.quick_runs('fig5')[0]
+    quick = paper.Campaign(campaign_dir / 'quick', tmp_path / 'results')
     _stopped_run(quick, run, [10], b'a pickle, but no snapshot')
     proc = subprocess.run([sys.executable, str(SCRIPT), 'run', 'fig5', '--quick', '--only',
                            run.name, '--runs-dir', str(campaign_dir), '--results-dir',

@@ -543,6 +543,8 @@ def _send_quietly(conn, payload: bytes):
         conn.send_bytes(payload)
     except (OSError, ValueError):
         pass
+
+
 #: The pool worker's script, run as a file (not ``-m``, which would import the whole
 #: package before the script's first line: see the script).
 WORKER_ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_worker_entry.py')
