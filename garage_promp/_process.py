@@ -64,3 +64,7 @@ def dump_stacks_on_usr1(worker_pids=None) -> None:
                 pass
 
     signal.signal(signal.SIGUSR1, dump)
+    # A pool worker starts with SIGUSR1 blocked (``backends._usr1_blocked``): a dump
+    # asked for before this point is delivered now.
+    if hasattr(signal, 'pthread_sigmask'):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})

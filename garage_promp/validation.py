@@ -307,28 +307,36 @@ OUTPUT_FILE = OutputPath(directory=False)
 
 
 def check_batch_steps(horizon: int, factor: int = 1, *, as_arguments: bool = False,
-                      factor_name: str | None = None, **sizes: int) -> int:
+                      factor_name: str | None = None, horizon_name: str | None = None,
+                      **sizes: int) -> int:
     """Env steps sampled at once: the product of ``sizes``, ``horizon`` and ``factor``.
 
     ``sizes`` are named by their options, e.g. ``meta_batch_size=40`` for
     ``--meta-batch-size``, or with ``as_arguments`` by the Python arguments
     (``meta_batch_size=40``); ``factor`` is whatever else multiplies them, named
-    first in the message by ``factor_name`` where given.
+    first in the message by ``factor_name`` where given. ``horizon_name`` names the
+    horizon the same way where the user gave it (``max_episode_length``); without
+    it the horizon is the env's own and is named after the sizes.
 
     Raises:
-        ValueError: If it is over MAX_BATCH_STEPS, naming the options (arguments).
+        ValueError: If it is over MAX_BATCH_STEPS, naming the options (arguments),
+            the largest first: an error is about the first option its message names.
 
     """
     steps = horizon * factor
     for value in sizes.values():
         steps *= value
     if steps > MAX_BATCH_STEPS:
-        # The largest first: an error names the first option of its message.
+        named = dict(sizes)
+        if horizon_name:
+            named[horizon_name] = horizon
         options = ' x '.join((f'{k}={v:,}' if as_arguments else f'--{k.replace("_", "-")} {v:,}')
-                             for k, v in sorted(sizes.items(), key=lambda kv: -kv[1]))
+                             for k, v in sorted(named.items(), key=lambda kv: -kv[1]))
+        if not horizon_name:
+            options += f' x horizon {horizon:,}'
         extra = f' x {factor:,}' if factor != 1 and not factor_name else ''
         first = f'{factor_name} = {factor:,} x ' if factor_name else ''
-        raise ValueError(f'{first}{options} x horizon {horizon:,}{extra} = {steps:,} env steps '
+        raise ValueError(f'{first}{options}{extra} = {steps:,} env steps '
                          f'sampled at once; at most {MAX_BATCH_STEPS:,} fit in memory')
     return steps
 

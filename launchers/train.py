@@ -218,9 +218,12 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         defaults = algo_kwargs(args['algo'], args['env'])
         horizon = args['max_episode_length'] or env_config(args['env'])['H']
         episodes = args['episodes_per_task'] or defaults['episodes_per_task']
-        check_batch_steps(horizon, meta_batch_size=args['meta_batch_size']
-                          or defaults['meta_batch_size'], episodes_per_task=episodes)
-        check_batch_steps(horizon, n_test_tasks=args['n_test_tasks'], episodes_per_task=episodes)
+        # --max-episode-length is named where given, as a size among the others.
+        horizon_name = 'max_episode_length' if args['max_episode_length'] else None
+        check_batch_steps(horizon, horizon_name=horizon_name, meta_batch_size=args[
+            'meta_batch_size'] or defaults['meta_batch_size'], episodes_per_task=episodes)
+        check_batch_steps(horizon, horizon_name=horizon_name, n_test_tasks=args['n_test_tasks'],
+                          episodes_per_task=episodes)
         built = build_experiment(**run)
     # ... recorded as the option's too, so variant.json's top level says what the run used
     # (the override is what the builder applied; checked above naming --set).

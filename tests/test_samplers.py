@@ -737,10 +737,11 @@ def test_a_hung_env_under_ray_ends_the_run_and_kills_its_actor():
     try:
         policy, sampler = _sampler_with_timeout(_StallingGoalEnv, 2., kind='ray')
         tasks, params = _early_ending_tasks()[:4], _noisy_params(policy, 4)
+        sampler.start_worker()  # the actors up (over a minute on 2 busy cores)
         start = time.monotonic()
         with pytest.raises(SamplerWorkerError) as error:
             sampler.obtain_meta_batch(tasks, params, 2)
-        assert 2. < time.monotonic() - start < 60.  # the actors' start (not timed) included
+        assert 2. < time.monotonic() - start < 60.
         message = str(error.value)
         assert 'sampler worker 1 (Ray actor, pid ' in message and 'made no progress' in message
         assert 'task slot 2' in message and 'step 1' in message and '_StallingGoalEnv' in message
@@ -797,6 +798,91 @@ def test_a_worker_hung_in_its_start_up_ends_the_run_naming_it(monkeypatch):
     assert re.search(r'sampler worker \d \(pid \d+\) made no progress', message), message
     assert 'its start-up' in message and 'at least 3 s' in message
     _assert_no_children()
+
+
+def test_kill_usr1_reaches_a_worker_that_is_still_starting(monkeypatch, capfd):
+    """A worker is a pool worker from its spawn on: ``kill -USR1`` sent at once (before
+    its interpreter has set the handler, where SIGUSR1's default action would end it)
+    waits, blocked, and is delivered as a dump of its stacks, here while its start-up
+    hangs."""
+    monkeypatch.setattr(backends, 'STARTUP_SECONDS', 8.)
+    _, sampler = _sampler_with_timeout(_HangsInTheWorker, 1.)
+    errors = []
+
+    def start():
+        try:
+            sampler.start_worker()
+        except SamplerWorkerError as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    signalled = set()
+    deadline = time.monotonic() + 30
+    while len(signalled) < 2 and time.monotonic() < deadline:
+        for pid in set(backends.live_worker_pids()) - signalled:
+            os.kill(pid, signal.SIGUSR1)  # at once: the worker is exec'ing Python
+            signalled.add(pid)
+    time.sleep(3)
+    alive = [pid for pid in signalled if psutil.pid_exists(pid)
+             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    first = capfd.readouterr().err  # each dump at its handler's unblocking
+    for pid in alive:  # and again, later in their start-up
+        os.kill(pid, signal.SIGUSR1)
+    thread.join(60)
+    assert len(signalled) == 2 and sorted(alive) == sorted(signalled), (signalled, alive)
+    assert errors and 'its start-up' in str(errors[0])  # then ended by the watch, as before
+    assert all(f'kill -USR1: the stacks of process {pid}' in first for pid in signalled), first
+    assert first.count('_worker_entry.py') >= 2, first
+    later = capfd.readouterr().err  # (importing, or hanging in _arrive_hanging)
+    assert all(f'kill -USR1: the stacks of process {pid}' in later for pid in signalled), later
+    _assert_no_children()
+
+
+def _arrive_broken(creator: int, env):
+    """Unpickles as ``env``, except in another process, where it raises."""
+    if os.getpid() != creator:
+        raise ValueError('this env cannot be built here')
+    return env
+
+
+class _BreaksInTheWorker(LongPointEnv):
+    """A worker's copy raises while the worker starts."""
+
+    def __reduce__(self):
+        return _arrive_broken, (os.getpid(), LongPointEnv())
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_ray_actor_hung_or_failing_in_its_start_up_ends_the_run_naming_it(monkeypatch):
+    """A Ray actor's start-up (its env construction) is watched as a pool worker's is,
+    from the actor's first answer; one that raises is reported like a pool worker."""
+    import ray
+    monkeypatch.setattr(backends, 'STARTUP_SECONDS', 4.)
+    garage_promp.sampler.init_ray(num_cpus=2)
+    try:
+        _, sampler = _sampler_with_timeout(_HangsInTheWorker, 1., kind='ray')
+        start = time.monotonic()
+        with pytest.raises(SamplerWorkerError) as error:
+            sampler.start_worker()
+        # (Unwatched, the start-up would end after the hang's 90 s, with no error.)
+        assert time.monotonic() - start > 4.
+        message = str(error.value)
+        assert re.search(r'sampler worker \d \(Ray actor, pid \d+\) made no progress',
+                         message), message
+        assert 'its start-up' in message and 'at least 4 s' in message
+        pid = int(re.search(r'pid (\d+)', message).group(1))
+        deadline = time.monotonic() + 20
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _gone(pid)  # killed, not left hanging
+        _, sampler = _sampler_with_timeout(_BreaksInTheWorker, 1., kind='ray')
+        with pytest.raises(SamplerWorkerError, match='raised ValueError: this env cannot be '
+                                                     'built here'):
+            sampler.start_worker()
+    finally:
+        ray.shutdown()
 
 
 class _BallastPointEnv(LongPointEnv):

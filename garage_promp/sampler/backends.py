@@ -33,6 +33,7 @@ socket closes, and are stopped at interpreter exit).
 import atexit
 import builtins
 import collections
+import contextlib
 import dataclasses
 import inspect
 from multiprocessing import connection
@@ -341,9 +342,11 @@ class _Watchdog:
                     'reset, or a stopped worker; every worker is stopped', worker_id)
 
 
-#: Seconds a pool worker may take to start (its imports and env construction,
-#: which report no progress) however short ``worker_timeout`` is.
+#: Seconds a pool worker or Ray actor may take to start (its imports and env
+#: construction, which report no progress) however short ``worker_timeout`` is.
 STARTUP_SECONDS = 120.
+#: Where a starting worker is, in the watchdog's messages.
+STARTUP_WHERE = 'its start-up (imports, env construction)'
 
 
 #: Seconds the in-process watchdog waits, after interrupting a stuck job, for
@@ -551,8 +554,31 @@ WORKER_ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_worker
 
 
 def live_worker_pids() -> List[int]:
-    """The pids of every live pool worker of this process (for ``kill -USR1`` dumps)."""
-    return [pid for pool in list(_LIVE_POOLS) if pool.started for pid in pool.pids]
+    """The pids of every live pool worker of this process (for ``kill -USR1`` dumps),
+    those still starting included (they are spawned with SIGUSR1 blocked:
+    :func:`_usr1_blocked`)."""
+    return [pid for pool in list(_LIVE_POOLS) for pid in pool.pids]
+
+
+@contextlib.contextmanager
+def _usr1_blocked():
+    """SIGUSR1 blocked in this thread while a worker is spawned.
+
+    The worker inherits the signal mask through ``exec``: a ``kill -USR1`` that reaches
+    it before its handler is set (the interpreter's first tens of milliseconds) stays
+    pending instead of ending it (the signal's default action), and is delivered, as a
+    dump of its stacks, once ``_worker_entry.py`` has set the handler and unblocked it
+    (:func:`garage_promp._process.dump_stacks_on_usr1`). A signal that reaches this
+    process meanwhile is delivered when the block ends.
+    """
+    if not hasattr(signal, 'pthread_sigmask'):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @atexit.register
@@ -594,23 +620,23 @@ class ProcessPoolBackend(Backend):
         self._busy = set()
         self._starting = set()  # spawned, not reported in: watched with STARTUP_SECONDS
         self._watchdog = _Watchdog(worker_timeout, self.POLL_SECONDS)
-        self.started = False  # every worker has reported in
         _LIVE_POOLS.add(self)
         env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
                    OPENBLAS_NUM_THREADS='1')
         try:
             for worker_id in range(n_workers):
                 parent, child = socket.socketpair()
-                proc = subprocess.Popen(  # pylint: disable=consider-using-with
-                    [sys.executable, WORKER_ENTRY,
-                     str(child.fileno()), str(worker_id), str(os.getpid())],
-                    pass_fds=(child.fileno(), ), env=env,
-                    stdin=subprocess.DEVNULL, start_new_session=False)
+                with _usr1_blocked():
+                    proc = subprocess.Popen(  # pylint: disable=consider-using-with
+                        [sys.executable, WORKER_ENTRY,
+                         str(child.fileno()), str(worker_id), str(os.getpid())],
+                        pass_fds=(child.fileno(), ), env=env,
+                        stdin=subprocess.DEVNULL, start_new_session=False)
                 child.close()
                 self._procs.append(proc)
                 self._conns.append(connection.Connection(parent.detach()))
                 self._starting.add(worker_id)
-                self._watchdog.started(worker_id, 'its start-up (imports, env construction)')
+                self._watchdog.started(worker_id, STARTUP_WHERE)
             # Each worker's configuration from a thread of its own: a configuration larger
             # than the socket's buffer (a Meta-World policy) blocks its sender until the
             # worker reads it, after its imports; the wait below watches the start-up.
@@ -619,7 +645,6 @@ class ProcessPoolBackend(Backend):
                                  name='garage_promp-config').start()
             self._gather(list(range(n_workers)), 'starting')
             self._starting.clear()
-            self.started = True
         except BaseException:
             self.close()
             raise
@@ -767,10 +792,25 @@ class _RayWorker:
     """
 
     def __init__(self, worker_id: int, config_bytes: bytes):
+        self._worker_id = worker_id
+        self._config_bytes = config_bytes
+        self._worker = None
+
+    def setup(self) -> 'FailureReport | None':
+        """Build the RolloutWorker (imports, env construction): the actor's start-up.
+
+        A call of its own rather than the constructor's work, so that ``progress``
+        answers while it runs and the start-up is watched as a pool worker's is; a
+        failure comes back as a :class:`FailureReport`, as a pool worker's does.
+        """
         import torch
         torch.set_num_threads(1)
-        self._worker_id = worker_id
-        self._worker = RolloutWorker(**cloudpickle.loads(config_bytes))
+        try:
+            self._worker = RolloutWorker(**cloudpickle.loads(self._config_bytes))
+        except Exception as exc:  # pylint: disable=broad-except
+            return _report(self._worker_id, exc, Context())
+        self._config_bytes = None
+        return None
 
     def sample(self, job_bytes: bytes):
         return _sample_or_report(self._worker, self._worker_id,
@@ -778,6 +818,8 @@ class _RayWorker:
 
     def progress(self) -> Tuple[int, str, int]:
         """The worker's step counter, where it is, and the actor's pid."""
+        if self._worker is None:
+            return 0, STARTUP_WHERE, os.getpid()
         return self._worker.progress, _where(self._worker), os.getpid()
 
     def pid(self) -> int:
@@ -792,8 +834,11 @@ class RayBackend(Backend):
     whose step counter has not moved for ``worker_timeout`` seconds, or that
     does not answer (stopped, or stuck in native code holding the GIL), ends
     the run with a ``SamplerWorkerError`` naming it, and every actor is killed.
-    The clock starts when the actor has answered once: as a pool's start, an
-    actor's start (Ray may wait for a node with a free CPU) is not timed.
+    The clock starts when the actor has answered once: waiting for Ray to place
+    an actor (a node with a free CPU) is not timed. Its start-up (the
+    RolloutWorker's imports and env construction, :meth:`_RayWorker.setup`) is,
+    as a pool worker's is: it gets ``worker_timeout`` but at least
+    STARTUP_SECONDS.
 
     Args:
         config (dict): ``RolloutWorker`` arguments.
@@ -823,6 +868,35 @@ class RayBackend(Backend):
         self._probes = {}  # worker -> object ref of its outstanding progress call
         self._pids = {}  # worker -> its actor's pid, once it has answered (it is up)
         self._watchdog = _Watchdog(worker_timeout, self.POLL_SECONDS)
+        try:
+            self._start_up()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_up(self):
+        """Every actor's :meth:`_RayWorker.setup`, watched from its first answer on."""
+        import ray
+        setups = {actor.setup.remote(): w for w, actor in enumerate(self._actors)}
+        while setups:
+            ready, _ = ray.wait(list(setups), num_returns=len(setups),
+                                timeout=self.POLL_SECONDS)
+            for ref in ready:
+                worker_id = setups.pop(ref)
+                try:
+                    report = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    raise SamplerWorkerError(
+                        f'{self._describe(worker_id)} died in its start-up: {exc}',
+                        worker_id) from exc
+                if isinstance(report, FailureReport):
+                    raise worker_error(report)
+            starting = set(setups.values())
+            if starting:
+                self._probe(starting)
+                self._watchdog.check(starting & set(self._pids), self._describe,
+                                     at_least=STARTUP_SECONDS)
+        self._probes = {}  # (answers to start-up probes carry nothing for the jobs)
 
     def submit(self, worker_id: int, job: Job):
         """Start ``job`` on actor ``worker_id``."""
@@ -864,10 +938,11 @@ class RayBackend(Backend):
             self.close()
             raise
 
-    def _probe(self):
-        """Hear the progress calls that have answered; ask every busy actor again."""
+    def _probe(self, busy=None):
+        """Hear the progress calls that have answered; ask every ``busy`` actor (those
+        with a job, by default) again."""
         import ray
-        busy = set(self._pending.values())
+        busy = set(self._pending.values()) if busy is None else busy
         if self._probes:
             answered, _ = ray.wait(list(self._probes.values()), num_returns=len(self._probes),
                                    timeout=0)

@@ -173,6 +173,15 @@ def test_a_batch_too_large_for_memory_names_the_option_that_makes_it(tmp_path, o
     assert 'fit in memory' in output and not made
 
 
+def test_a_batch_too_large_for_memory_names_a_huge_episode_length(tmp_path):
+    """The largest factor is blamed, the horizon included where the user gave it: here
+    ``--max-episode-length``, not the meta-batch size listed beside it."""
+    code, output, made = _refused(tmp_path, '--max-episode-length', '1000000',
+                                  '--meta-batch-size', '200')
+    assert code == 2 and "Invalid value for '--max-episode-length'" in output, output
+    assert 'fit in memory' in output and not made
+
+
 def test_set_and_an_option_of_its_own_give_one_value(tmp_path):
     """``--set meta_batch_size=3`` is recorded as the run's meta-batch size; against a
     different ``--meta-batch-size`` it is refused, as is a key given twice."""
