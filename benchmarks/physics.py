@@ -181,14 +181,14 @@ class MujocoClock:
         from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
         self._step_batch = real_batch = _cstep.step_batch
 
-        def step_batch(lib, models, datas, actions, nstep, *args):
+        def step_batch(lib, models, datas, actions, nstep, *args, **kwargs):
             # The compiled loop (garage_promp/envs/_cstep.py): each simulation's mj_step
             # calls (and mj_rnePostConstraint) in one call, timed whole; a call per simulation.
             for model, data in zip(models, datas):
                 record(model, data, nstep=nstep)
             start = time.perf_counter()
             try:
-                return real_batch(lib, models, datas, actions, nstep, *args)
+                return real_batch(lib, models, datas, actions, nstep, *args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - start
                 self.calls += len(datas)

@@ -161,6 +161,20 @@ def test_metaworld_speedups_benchmark_side_by_side(tmp_path):
     assert '| push-v3 |' in (tmp_path / 'metaworld_speedups.md').read_text()
 
 
+def test_wave_constants_benchmark_side_by_side(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / 'benchmarks' / 'wave_constants.py'), '--env', 'AntRandDirec',
+         '--envs', '4', '--steps', '3', '--repeats', '2', '--out', str(tmp_path)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads((tmp_path / 'wave_constants.json').read_text())['results']
+    assert [r['env'] for r in rows] == ['AntRandDirec']
+    row = rows[0]
+    assert row['gathered_us'] > 0 and row['kept_us'] > 0
+    assert row['speedup'] == pytest.approx(row['gathered_us'] / row['kept_us'])
+    assert '| AntRandDirec | 4 |' in (tmp_path / 'wave_constants.md').read_text()
+
+
 def test_the_runner_reports_a_killed_run_as_failed_not_done(tmp_path, capsys):
     """A run killed by a signal (the out-of-memory killer sends SIGKILL) or ending in an
     error is reported as FAILED with its log, and ``on_done`` still gets its exit code."""

@@ -339,6 +339,43 @@ def test_batch_step_of_copies_steps_each_copys_own_simulation(name):
 
 
 @pytest.mark.mujoco
+@pytest.mark.parametrize('env_name', ['HalfCheetahFwdBack', 'AntRandDirec', 'HopperRandParams'])
+def test_a_waves_constants_are_its_own(env_name):
+    """What a wave keeps once (each env's task direction and task row, the models and
+    addresses it steps) is not carried into the next wave: the same env objects,
+    re-tasked between waves, step as their own ``step`` does in both."""
+    import copy  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.envs._mujoco import identical_models, stepping_with_models  # pylint: disable=import-outside-toplevel
+    gym_cls = ENVS[env_name]['env'].gym_env_cls
+    envs = [gym_cls(seed=i) for i in range(4)]
+    rng = np.random.default_rng(3)
+    before = None
+    for wave in range(2):
+        for _ in range(50):  # tasks that differ from the first wave's on some env
+            tasks = envs[0].sample_tasks(len(envs))
+            for env, task in zip(envs, tasks):
+                env.set_task(task)
+            rows = np.array([env._task_vector for env in envs])
+            if before is None or not np.array_equal(rows, before):
+                break
+        before = rows
+        for env in envs:
+            env.reset(seed=wave)
+        alone = copy.deepcopy(envs)
+        models = identical_models(envs)
+        for _ in range(3):
+            actions = rng.uniform(-1, 1, (len(envs), envs[0].action_space.shape[0]))
+            with stepping_with_models(models):
+                obs, rewards, _, _, infos = gym_cls.batch_step(envs, actions)
+            for n, (env, action) in enumerate(zip(alone, actions)):
+                expected = env.step(action)
+                np.testing.assert_array_equal(obs[n], expected[0])
+                assert rewards[n] == expected[1]
+                np.testing.assert_array_equal(infos['task'][n], expected[4]['task'])
+
+
+@pytest.mark.mujoco
 def test_identical_models_group_copies_and_split_on_any_difference():
     """Deep copies share one model; RandParams envs group by task; a model that differs
     in one number, or in its timestep option, is its own group; non-MuJoCo envs are left out."""
@@ -379,9 +416,9 @@ def test_a_lean_wave_steps_identical_models_as_one(monkeypatch):
     monkeypatch.setattr(mujoco, 'mj_step', lambda m, d, nstep: (stepped.append(id(m)),
                                                                    real(m, d, nstep=nstep)))
 
-    def step_batch(lib, models, *args):  # the compiled loop, where it is built
+    def step_batch(lib, models, *args, **kwargs):  # the compiled loop, where it is built
         stepped.extend(id(m) for m in models)
-        return real_batch(lib, models, *args)
+        return real_batch(lib, models, *args, **kwargs)
     monkeypatch.setattr(_cstep, 'step_batch', step_batch)
     _sample('HalfCheetahFwdBack', True, horizon=5)
     assert stepped and len(set(stepped)) == 1

@@ -32,7 +32,40 @@ _STEP_MODELS: contextvars.ContextVar[Dict[int, Any] | None] = contextvars.Contex
     'garage_promp_step_models', default=None)
 
 
-def identical_models(envs: Sequence[Any]) -> Dict[int, Any]:
+class WaveModels(dict):
+    """:func:`identical_models`' ``{id(env): model}``, with the wave's cache of constants.
+
+    ``constants`` keeps what :func:`wave_constant` computes: values that nothing
+    changes within a lean wave (each env's task, ``MjModel`` and ``MjData``), so
+    the per-step Python that gathers them from 200 envs runs once a wave. A new
+    wave (``LeanStepper.start``) makes a new ``WaveModels``, so nothing outlives it.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.constants: Dict[Any, Any] = {}
+
+
+def wave_constant(envs: Sequence[Any], name: str, compute):
+    """``compute()``, computed once a wave for these ``envs`` (in this order).
+
+    Within :func:`stepping_with_models` (the lean path's wave), the value is kept
+    in the wave's :class:`WaveModels` under ``name`` and the envs' identities;
+    elsewhere it is computed at every call. Only for values that nothing changes
+    within a wave, and that the caller does not modify.
+    """
+    models = _STEP_MODELS.get()
+    if not isinstance(models, WaveModels):
+        return compute()
+    key = (name, tuple(map(id, envs)))
+    try:
+        return models.constants[key]
+    except KeyError:
+        value = models.constants[key] = compute()
+        return value
+
+
+def identical_models(envs: Sequence[Any]) -> 'WaveModels':
     """For every :class:`MujocoMetaEnv` of ``envs``, one ``MjModel`` per group of identical models.
 
     A sampler worker's envs are deep copies of one env, each with its own
@@ -48,7 +81,7 @@ def identical_models(envs: Sequence[Any]) -> Dict[int, Any]:
     check costs about 0.1 ms an env, once a wave.
     """
     groups: Dict[Tuple[int, int], List[Tuple[np.ndarray, Any]]] = {}
-    models: Dict[int, Any] = {}
+    models = WaveModels()
     for env in envs:
         if not isinstance(env, MujocoMetaEnv):  # (only its _simulate reads the models)
             continue
@@ -224,17 +257,12 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         row per env; else from Python. Either way a MuJoCo error carries ``lean_index``,
         the position in ``envs`` of the env it came from.
         """
-        models = _STEP_MODELS.get() or {}
-        step_models = [models.get(id(env)) or env.model for env in envs]
         lib = _cstep.library()
-        skip = envs[0].frame_skip
-        if (lib is not None and np.shape(actions) == (len(envs), step_models[0].nu)
-                and all(env.frame_skip == skip for env in envs)
-                and len({(m.nq, m.nv, m.nu)
-                         for m in {id(m): m for m in step_models}.values()}) == 1):
-            datas = [env._views()[0] for env in envs]
-            result = _cstep.step_batch(lib, step_models, datas, actions, skip,
-                                       contact_forces, gather)
+        step_models, datas, pointers = wave_constant(
+            envs, 'step plan', lambda: MujocoMetaEnv._step_plan(envs, lib))
+        if pointers is not None and np.shape(actions) == (len(envs), step_models[0].nu):
+            result = _cstep.step_batch(lib, step_models, datas, actions, envs[0].frame_skip,
+                                       contact_forces, gather, addresses=pointers)
             return result if gather else None
         views = [env._views() for env in envs]
         x_before = np.array([view[2][0] for view in views]) if gather else None
@@ -252,6 +280,27 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
             return None
         return (x_before, np.array([view[2] for view in views]),
                 np.array([view[3] for view in views]))
+
+    @staticmethod
+    def _step_plan(envs: Sequence['MujocoMetaEnv'], lib) -> Tuple[List[Any], List[Any], Any]:
+        """The model to step each env with, each env's ``MjData``, and, where the compiled
+        loop can step them all (one frame skip, one model size), their addresses
+        (:func:`_cstep.pointers`); else None."""
+        models = _STEP_MODELS.get() or {}
+        step_models = [models.get(id(env)) or env.model for env in envs]
+        datas = [env._views()[0] for env in envs]
+        skip = envs[0].frame_skip
+        if (lib is None or not all(env.frame_skip == skip for env in envs)
+                or len({(m.nq, m.nv, m.nu)
+                        for m in {id(m): m for m in step_models}.values()}) != 1):
+            return step_models, datas, None
+        return step_models, datas, _cstep.pointers(step_models, datas)
+
+    @staticmethod
+    def _task_rows(envs: Sequence[Any]) -> np.ndarray:
+        """Each env's task vector, one row each (a new array: it goes into the env infos)."""
+        return wave_constant(envs, 'task rows',
+                             lambda: np.array([env._task_vector for env in envs])).copy()
 
     @classmethod
     def _batch_advance(cls, envs: Sequence['MujocoMetaEnv'], actions: np.ndarray
@@ -274,7 +323,8 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
     def _directions(envs: Sequence['MujocoMetaEnv']) -> np.ndarray | float:
         """Each env's sign d of a fwd/back task; 1. (exact) for +x-only envs."""
         if getattr(envs[0], 'direction_dims', None) == 1:
-            return np.array([env._task_vector[0] for env in envs])
+            return wave_constant(envs, 'directions',
+                                 lambda: np.array([env._task_vector[0] for env in envs]))
         return 1.
 
     @classmethod
@@ -353,7 +403,7 @@ class DirectionTasks:
         dims = envs[0].direction_dims
         diff = after[:, :dims] - before[:, :dims]
         if dims == 1:
-            return np.array([env._task_vector[0] for env in envs]) * diff[:, 0]
+            return MujocoMetaEnv._directions(envs) * diff[:, 0]
         return np.array([env._task_vector @ row for env, row in zip(envs, diff)])
 
 

@@ -102,7 +102,7 @@ class AntDirectionBase(DirectionTasks, AntBase):
         obs = np.concatenate([qpos if cls.full_qpos_obs else qpos[:, 2:], qvel, contacts],
                              axis=1, dtype=np.float32)
         info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
-                    task=np.array([env._task_vector for env in envs]),
+                    task=cls._task_rows(envs),
                     contact_cost=contact_cost)
         return obs, reward, ~healthy, np.zeros(len(envs), dtype=bool), info
 
@@ -182,7 +182,7 @@ class HumanoidDirectionBase(DirectionTasks, MujocoMetaEnv):
                               cls._stack(envs, 'cvel'), cls._stack(envs, 'qfrc_actuator'),
                               contacts], axis=1, dtype=np.float32)
         info = dict(forward_vel=progress / envs[0].dt, ctrl_cost=ctrl_cost,
-                    task=np.array([env._task_vector for env in envs]),
+                    task=cls._task_rows(envs),
                     impact_cost=impact_cost)
         return (obs, reward, (height < 1.0) | (height > 2.0), np.zeros(len(envs), dtype=bool),
                 info)
@@ -236,7 +236,7 @@ class PlanarBase(MujocoMetaEnv):
         obs = np.concatenate([qpos[:, 1:], np.clip(qvel, -10, 10)], axis=1, dtype=np.float32)
         terminated = ~cls._batch_healthy(qpos, qvel)
         info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
-                    task=np.array([env._task_vector for env in envs]))
+                    task=cls._task_rows(envs))
         return obs, reward, terminated, np.zeros(len(envs), dtype=bool), info
 
     def step(self, action: np.ndarray) -> StepResult:

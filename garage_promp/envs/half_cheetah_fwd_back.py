@@ -52,7 +52,7 @@ class HalfCheetahFwdBackGym(DirectionTasks, MujocoMetaEnv):
         ctrl_cost = 0.05 * np.square(actions).sum(axis=1).astype(np.float64)
         obs = np.concatenate([qpos[:, 1:], qvel], axis=1, dtype=np.float32)
         info = dict(forward_vel=forward_vel, ctrl_cost=ctrl_cost,
-                    task=np.array([env._task_vector for env in envs]))
+                    task=cls._task_rows(envs))
         return (obs, forward_vel - ctrl_cost, np.zeros(len(envs), dtype=bool),
                 np.zeros(len(envs), dtype=bool), info)
 
