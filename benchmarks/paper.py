@@ -915,7 +915,13 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         data, going, unfinished = load(campaign, runs)
         envs = list(dict.fromkeys(r.env for r in runs))
         algos = list(dict.fromkeys(r.tag for r in runs))
-        missing = [r.name for r in runs if campaign.state(r)[0] != 'done']
+        states = {r.name: campaign.state(r) for r in runs}
+        missing = [name for name, (state, _) in states.items() if state != 'done']
+        # Not done yet: under way (running, or stopped part-way, its steps so far), or not begun.
+        begun = [f'{name} ({done:,.0f} steps)' for name, (state, done) in states.items()
+                 if state != 'done' and done > 0]
+        unbegun = [name for name, (state, done) in states.items()
+                   if state != 'done' and done == 0]
         title = {'fig2': 'Fig. 2: post-update return (ProMP vs MAML-TRPO vs E-MAML-TRPO)',
                  'fig3': "Fig. 3: VPG with each meta-gradient estimator",
                  'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward',
@@ -946,8 +952,10 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                 text.append(f'| {env} | {algo} | {count} | {fewest:,.0f} | '
                             f'{_pm(pre)} | {_pm(finals[algo])} |')
         text.append('')
-        if missing:
-            text += ['Missing: ' + ', '.join(missing), '']
+        if begun:
+            text += ['Under way: ' + ', '.join(begun), '']
+        if unbegun:
+            text += ['Missing: ' + ', '.join(unbegun), '']
         damaged = [r.name for r in runs if r.name in campaign.damage]
         if damaged:
             text += ['Left out, their logs damaged: '

@@ -143,6 +143,11 @@ def test_report_on_partial_results_draws_what_exists(paper, tmp_path):
     assert (campaign.results_dir / 'report.md').read_text() == text
     assert 'Missing: ' in text and 'fig2/WalkerFwdBack/ProMP_seed=1' in text
     lines = text.splitlines()
+    # A run stopped part-way is under way with its steps, not missing.
+    under_way = next(line for line in lines if line.startswith('Under way: '))
+    missing = next(line for line in lines if line.startswith('Missing: '))
+    assert f'{ant_maml.name} ({ant_maml.steps // 5:,} steps)' in under_way
+    assert ant_maml.name not in missing and 'fig2/WalkerFwdBack/ProMP_seed=1' not in under_way
     claim = next(line for line in lines
                  if line.startswith('| Fig. 2 HalfCheetahFwdBack: ProMP > MAML-TRPO'))
     # MAML-TRPO's run in progress does not count beside its finished ones: the
