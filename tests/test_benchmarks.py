@@ -19,12 +19,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / 'benchmarks' / 'throughput.py'
 
 
+def _run_benchmark(script: str, *args: str) -> subprocess.CompletedProcess:
+    """``python benchmarks/<script> ARGS`` from the repository root, its output captured."""
+    return subprocess.run([sys.executable, str(ROOT / 'benchmarks' / script), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
+
+
 @pytest.mark.slow
 def test_throughput_table_quick(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), '--quick', '--algo', 'ProMP', '--algo', 'LVC-TRPO',
-         '--out', str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600,
-        check=False)
+    proc = _run_benchmark('throughput.py', '--quick', '--algo', 'ProMP', '--algo', 'LVC-TRPO',
+                          '--out', str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((tmp_path / 'throughput.json').read_text())['results']
     whats = [r['what'] for r in results]
@@ -135,10 +139,7 @@ def test_learning_benchmark_end_to_end_with_garage_peer_and_resume(tmp_path):
 
 
 def test_shared_forwards_ab_runs_and_ends_at_the_same_theta():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / 'benchmarks' / 'shared_forwards.py'), '--env',
-         'PointEnvCorner', '--repeats', '1'], capture_output=True, text=True, cwd=ROOT,
-        timeout=600, check=False)
+    proc = _run_benchmark('shared_forwards.py', '--env', 'PointEnvCorner', '--repeats', '1')
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'ProMP update, shared forwards:' in proc.stdout
     assert 'ProMP update, separate forwards:' in proc.stdout
@@ -148,10 +149,8 @@ def test_shared_forwards_ab_runs_and_ends_at_the_same_theta():
 
 @pytest.mark.metaworld
 def test_metaworld_speedups_benchmark_side_by_side(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / 'benchmarks' / 'metaworld_speedups.py'), '--env', 'push-v3',
-         '--steps', '200', '--repeats', '1', '--horizon', '100', '--out', str(tmp_path)],
-        capture_output=True, text=True, timeout=600, check=False)
+    result = _run_benchmark('metaworld_speedups.py', '--env', 'push-v3', '--steps', '200',
+                            '--repeats', '1', '--horizon', '100', '--out', str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     rows = json.loads((tmp_path / 'metaworld_speedups.json').read_text())
     assert [r['env'] for r in rows] == ['push-v3']
@@ -162,10 +161,8 @@ def test_metaworld_speedups_benchmark_side_by_side(tmp_path):
 
 
 def test_wave_constants_benchmark_side_by_side(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / 'benchmarks' / 'wave_constants.py'), '--env', 'AntRandDirec',
-         '--envs', '4', '--steps', '3', '--repeats', '2', '--out', str(tmp_path)],
-        capture_output=True, text=True, timeout=600, check=False)
+    result = _run_benchmark('wave_constants.py', '--env', 'AntRandDirec', '--envs', '4',
+                            '--steps', '3', '--repeats', '2', '--out', str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     rows = json.loads((tmp_path / 'wave_constants.json').read_text())['results']
     assert [r['env'] for r in rows] == ['AntRandDirec']

@@ -882,15 +882,7 @@ class RayBackend(Backend):
             ready, _ = ray.wait(list(setups), num_returns=len(setups),
                                 timeout=self.POLL_SECONDS)
             for ref in ready:
-                worker_id = setups.pop(ref)
-                try:
-                    report = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:
-                    raise SamplerWorkerError(
-                        f'{self._describe(worker_id)} died in its start-up: {exc}',
-                        worker_id) from exc
-                if isinstance(report, FailureReport):
-                    raise worker_error(report)
+                self._result(ref, setups.pop(ref), 'in its start-up')
             starting = set(setups.values())
             if starting:
                 self._probe(starting)
@@ -925,18 +917,23 @@ class RayBackend(Backend):
                                      self._describe)
             ref = ready[0]
             worker_id = self._pending.pop(ref)
-            try:
-                result = ray.get(ref)
-            except ray.exceptions.RayActorError as exc:
-                raise SamplerWorkerError(
-                    f'{self._describe(worker_id)} died while sampling: {exc}',
-                    worker_id) from exc
-            if isinstance(result, FailureReport):
-                raise worker_error(result)
-            return worker_id, result
+            return worker_id, self._result(ref, worker_id, 'while sampling')
         except BaseException:
             self.close()
             raise
+
+    def _result(self, ref, worker_id: int, doing: str):
+        """What actor ``worker_id``'s finished call ``ref`` returned; its death (``died
+        <doing>``) or its :class:`FailureReport` raised as a :class:`SamplerWorkerError`."""
+        import ray
+        try:
+            result = ray.get(ref)
+        except ray.exceptions.RayActorError as exc:
+            raise SamplerWorkerError(f'{self._describe(worker_id)} died {doing}: {exc}',
+                                     worker_id) from exc
+        if isinstance(result, FailureReport):
+            raise worker_error(result)
+        return result
 
     def _probe(self, busy=None):
         """Hear the progress calls that have answered; ask every ``busy`` actor (those
