@@ -92,7 +92,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from garage_promp.experiment.plotting import mean_std, read_progress  # noqa: E402
 from garage_promp.experiment.run_dir import DamagedRunFile, read_variant  # noqa: E402
-from garage_promp.validation import OUTPUT_DIR, WORKERS  # noqa: E402
+from garage_promp.validation import (  # noqa: E402
+    INPUT_DIR,
+    OUTPUT_DIR,
+    WORKERS,
+    check_input_dir,
+    check_output_path,
+)
 
 import learning  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -1044,9 +1050,15 @@ def fig8_report(directory: pathlib.Path) -> List[str]:
 
 
 # ------------------------------------------------------------------------ CLI
-def _campaign(runs_dir, results_dir, quick) -> Campaign:
-    runs_dir = pathlib.Path(runs_dir or os.environ.get('GARAGE_PROMP_RUNS')
-                            or pathlib.Path.home() / 'garage_promp_runs')
+def _campaign(runs_dir, results_dir, quick, writes_runs: bool) -> Campaign:
+    if runs_dir is None and os.environ.get('GARAGE_PROMP_RUNS'):
+        # Checked as --runs-dir is (the error names the variable), before any work.
+        check = check_output_path if writes_runs else check_input_dir
+        try:
+            runs_dir = check(os.environ['GARAGE_PROMP_RUNS'], 'GARAGE_PROMP_RUNS')
+        except ValueError as error:
+            raise click.UsageError(str(error)) from None
+    runs_dir = pathlib.Path(runs_dir or pathlib.Path.home() / 'garage_promp_runs')
     if quick:
         runs_dir = runs_dir / 'quick'
     return Campaign(runs_dir, results_dir or (runs_dir / 'results' if quick else RESULTS))
@@ -1056,10 +1068,49 @@ def _figs(figs) -> List[str]:
     return list(figs) or list(FIGURES)
 
 
+def _distinct(ctx, param, figs):
+    """FIGS, each given once: a figure named twice would run, count or report its runs twice."""
+    repeated = sorted({fig for fig in figs if figs.count(fig) > 1})
+    if repeated:
+        raise click.BadParameter(f'{", ".join(repeated)} given more than once', param_hint='FIGS')
+    return figs
+
+
+def figs_argument(required: bool):
+    """The FIGS argument of every subcommand."""
+    return click.argument('figs', nargs=-1, required=required, type=click.Choice(FIGURES),
+                          callback=_distinct)
+
+
+def _only_text(ctx, param, text):
+    if text is not None and not text.strip():
+        raise click.BadParameter(f'must be some text of a run name (fig/env/algo_seed=s), got '
+                                 f'{text!r}', ctx, param)
+    return text
+
+
+ONLY = click.option('--only', default=None, callback=_only_text,
+                    help='Only runs whose name (fig/env/algo_seed=s) contains this text.')
+
+
+def _selected(figs, only, quick) -> List[Run]:
+    """The runs of FIGS that ``--only`` selects; an ``--only`` that selects nothing (no run
+    and no scripted figure) is a usage error naming a few of the names it could match."""
+    runs = [r for fig in figs for r in runs_of(fig, quick)]
+    chosen = [r for r in runs if only is None or only in r.name]
+    if only is not None and not chosen and not any(only in fig for fig in figs
+                                                     if fig in SCRIPTED):
+        examples = (f'e.g. {", ".join(r.name for r in runs[:3])}' if runs else
+                    'a scripted figure is selected by its own name')
+        raise click.BadParameter(f'{only!r} is in no run name of {" ".join(figs)} '
+                                 f'({examples})', param_hint='--only')
+    return chosen
+
+
 def common(writes_runs: bool):
     """The options every subcommand takes; ``writes_runs``: the command writes in the runs
     dir (``run``), so it is tried for writability while parsing; the others only read it."""
-    runs_type = OUTPUT_DIR if writes_runs else click.Path(file_okay=False)
+    runs_type = OUTPUT_DIR if writes_runs else INPUT_DIR
     options = [
         click.option('--runs-dir', type=runs_type, default=None,
                      help='Run directories (snapshots) [default: $GARAGE_PROMP_RUNS or '
@@ -1096,27 +1147,26 @@ def cli():
 
 
 @cli.command()
-@click.argument('figs', nargs=-1, required=True, type=click.Choice(FIGURES))
+@figs_argument(required=True)
 @click.option('--parallel', type=WORKERS, default=2, show_default=True,
               help='Runs at a time (one core each).')
 @click.option('--time-limit', default=None,
               help='Stop the runs after this long (e.g. 2h, 45m, 1h30m, 600): each keeps its '
                    'last snapshot and continues on the next run.')
-@click.option('--only', default=None,
-              help='Only runs whose name (fig/env/algo_seed=s) contains this text.')
+@ONLY
 @common(writes_runs=True)
 def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
     """Run (or continue) the training runs of FIGS until done or the time limit."""
     seconds = parse_duration(time_limit)
-    campaign = _campaign(runs_dir, results_dir, quick)
+    selected = _selected(figs, only, quick)
+    campaign = _campaign(runs_dir, results_dir, quick, writes_runs=True)
     deadline = time.time() + seconds if seconds else None
     for r in (r for fig in figs for r in runs_of(fig, quick)):
         where, result = campaign.run_dir(r).resolve(), campaign.result_dir(r).resolve()
         if where == result or where in result.parents or result in where.parents:
             raise click.UsageError(f"--runs-dir and --results-dir put {r.name}'s run and its "
                                    f'results in one place ({where}): give two apart')
-    todo = [r for fig in figs for r in runs_of(fig, quick)
-            if (only is None or only in r.name) and campaign.state(r)[0] != 'done']
+    todo = [r for r in selected if campaign.state(r)[0] != 'done']
     damaged = [r.name for r in todo if campaign.state(r)[0] == 'damaged']
     if damaged:  # before any work
         raise click.ClickException(
@@ -1135,9 +1185,7 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
     todo = [r for r in todo if campaign.state(r)[0] in ('partial', 'missing')]
     by_name = {r.name: r for r in todo}
     specs = []
-    evaluations, elsewhere = final_evaluations(
-        campaign, [r for fig in figs for r in runs_of(fig, quick)
-                   if only is None or only in r.name], quick)
+    evaluations, elsewhere = final_evaluations(campaign, selected, quick)
     for name in elsewhere:
         click.echo(f'{name}: no snapshot here for its final evaluation', err=True)
     targets = {name: target for name, _, _, target in evaluations}
@@ -1189,18 +1237,17 @@ def _say_parked(campaign: Campaign, run: Run):
 
 
 @cli.command()
-@click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
-@click.option('--only', default=None,
-              help='Only runs whose name (fig/env/algo_seed=s) contains this text.')
+@figs_argument(required=False)
+@ONLY
 @common(writes_runs=False)
 def park(figs, only, runs_dir, results_dir, quick):
     """Park the stopped, unfinished runs of FIGS (default: all): copy each one's last
     snapshot into its results, to be committed, so that a clone on another machine
     continues it. ``run`` parks the runs it stops itself; this is for runs stopped
     another way. A running run is left alone (stop it first)."""
-    campaign = _campaign(runs_dir, results_dir, quick)
-    for r in (r for fig in _figs(figs) for r in runs_of(fig, quick)
-              if only is None or only in r.name):
+    selected = _selected(_figs(figs), only, quick)
+    campaign = _campaign(runs_dir, results_dir, quick, writes_runs=False)
+    for r in selected:
         state = campaign.state(r)[0]
         if state == 'running':
             click.echo(f'{r.name} is running: not parked (stop it first)', err=True)
@@ -1251,18 +1298,19 @@ def run_fig8(campaign: Campaign, quick: bool):
 
 
 @cli.command()
-@click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
+@figs_argument(required=False)
 @click.option('--parallel', type=WORKERS, default=2, show_default=True,
               help='Runs at a time, for the time estimate.')
 @common(writes_runs=False)
 def status(figs, parallel, runs_dir, results_dir, quick):
     """Which runs of FIGS (default: all) are done, running, partial or missing."""
-    text, _ = status_table(_campaign(runs_dir, results_dir, quick), _figs(figs), quick, parallel)
+    text, _ = status_table(_campaign(runs_dir, results_dir, quick, writes_runs=False),
+                           _figs(figs), quick, parallel)
     click.echo(text)
 
 
 @cli.command(name='report')
-@click.argument('figs', nargs=-1, type=click.Choice(FIGURES))
+@figs_argument(required=False)
 @common(writes_runs=True)
 def report_command(figs, runs_dir, results_dir, quick):
     """Draw the figures and write report.md (with the claims table) from what is done.
@@ -1270,7 +1318,8 @@ def report_command(figs, runs_dir, results_dir, quick):
     report.md covers the FIGS given (default: every figure); the committed report is
     written without FIGS.
     """
-    click.echo(report(_campaign(runs_dir, results_dir, quick), _figs(figs), quick))
+    click.echo(report(_campaign(runs_dir, results_dir, quick, writes_runs=True), _figs(figs),
+                      quick))
 
 
 if __name__ == '__main__':

@@ -59,6 +59,12 @@ Workarounds:
    set. The zeros are made on the mean's device and dtype, the moved buffer is
    read, and ``to`` refreshes only the buffers that exist; values and
    gradients are unchanged.
+10. **Action shapes through ``normalize``.** ``NormalizedEnv.step`` scales an
+   action by broadcasting it against the action space's bounds, so a ``(1,)``
+   action or a bare float for a 2-D env comes out as a valid-looking ``(2,)``
+   one, and the wrapped env's own check never sees it. An action that is not
+   of the action space's shape is refused (ValueError naming the shape) before
+   it is scaled; every other action is scaled and stepped as before.
 
 The import banners of garage's dependencies are avoided by versions, not
 patches: cma>=3.3 imports fully on Python 3.11 (2.7.0, garage's pin, prints
@@ -452,6 +458,26 @@ def _device_safe_gaussian_mlp_module():
     cls._garage_promp_patched = True
 
 
+def _shape_checked_normalized_step():
+    # Workaround 10.
+    from garage.envs.normalized_env import NormalizedEnv
+    step = NormalizedEnv.step
+    if getattr(step, 'shape_checked', False):
+        return
+
+    def checked_step(self, action):
+        shape = self.action_space.shape
+        if np.shape(action) != shape:
+            raise ValueError(f"action must be numbers of the action space's shape {shape}, got "
+                             f'{action!r} (garage normalize around '
+                             f'{type(getattr(self._env, "unwrapped", self._env)).__name__})')
+        return step(self, action)
+
+    checked_step.__doc__ = step.__doc__
+    checked_step.shape_checked = True
+    NormalizedEnv.step = checked_step
+
+
 def apply_import_hooks():
     """The workarounds ``import garage`` itself needs (1, 2, 5, 7); idempotent.
 
@@ -472,3 +498,4 @@ def apply():
     _skip_non_finite_tensorboard_scalars()
     _restorable_conjugate_gradient_optimizer()
     _device_safe_gaussian_mlp_module()
+    _shape_checked_normalized_step()

@@ -5,6 +5,8 @@ same batch, as the reference's ``MetaSampleProcessor`` does. Inputs are padded
 :math:`(R, T, O)` observations with a 0/1 mask :math:`(R, T)`; the time index
 of a cell is its column t, so padding never shifts the time features.
 """
+from garage_promp.validation import check_float
+
 import numpy as np
 
 
@@ -79,9 +81,7 @@ class _LinearBaseline(Baseline):
     """Damped least squares on hand-made features, as the original ProMP baselines."""
 
     def __init__(self, reg_coeff: float = 1e-5):
-        if not reg_coeff > 0:
-            raise ValueError(f'reg_coeff must be > 0, got {reg_coeff!r}')
-        self._reg_coeff = reg_coeff
+        self._reg_coeff = check_float(reg_coeff, 'reg_coeff', 0., low_open=True)
         self.coeffs = None
 
     def _features(self, observations: np.ndarray) -> np.ndarray:

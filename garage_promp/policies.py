@@ -10,7 +10,11 @@ import collections
 import copy
 from typing import Dict, List, Sequence, Tuple
 
+from garage_promp.validation import check_int
+
+import akro
 from garage.torch.policies import Policy
+import numpy as np
 import torch
 from torch.func import functional_call, vmap
 
@@ -39,10 +43,13 @@ def distribution_params(policy: torch.nn.Module, params: Params | None,
             :math:`(N, A)`.
 
     """
-    if params is None:
-        dist, _ = policy(observations)
-    else:
-        dist, _ = functional_call(policy, params, (observations, ))
+    out = policy(observations) if params is None else functional_call(policy, params,
+                                                                      (observations, ))
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError('garage_promp algorithms need a Gaussian policy, whose forward returns '
+                        f'(distribution, info); {type(policy).__name__} returned '
+                        f'{type(out).__name__}')
+    dist = out[0]
     base = getattr(dist, 'base_dist', dist)
     if not isinstance(base, torch.distributions.Normal):
         raise TypeError('garage_promp algorithms need a Gaussian policy; '
@@ -248,8 +255,17 @@ class AdaptedPolicy(Policy):
     """
 
     def __init__(self, policy: Policy, params: Params, num_steps: int):
+        num_steps = check_int(num_steps, 'num_steps', 0)
         super().__init__(policy._env_spec, policy.name)
         inner = policy.policy if isinstance(policy, AdaptedPolicy) else policy
+        # Every parameter of the policy with its shape (other entries, e.g. the buffers of
+        # a state_dict, are not read).
+        want = {name: tuple(value.shape) for name, value in inner.named_parameters()}
+        got = ({name: tuple(torch.as_tensor(params[name]).shape) for name in want
+                if name in params} if isinstance(params, dict) else None)
+        if got != want:
+            raise ValueError(f"params must hold the policy's parameters {want}, got "
+                             f'{got if got is not None else params!r}')
         self.policy = copy.deepcopy(inner)
         with torch.no_grad():
             for name, value in self.policy.named_parameters():
@@ -282,3 +298,56 @@ class AdaptedPolicy(Policy):
         return collections.OrderedDict(
             (k, v.detach().clone()) for k, v in self.policy.named_parameters())
 
+
+def check_env_and_policy(env, policy, need_horizon: bool = True) -> int | None:
+    """Check that ``env`` and ``policy`` fit each other; return the horizon.
+
+    The env needs flat Box spaces, a bounded action space (Gaussian policy)
+    and (``need_horizon``) a finite horizon; the policy, a torch module, must
+    take the env's observations and give actions of its action size.
+
+    Args:
+        env (garage.Environment): The env (or a template of the task family).
+        policy (garage.torch.policies.Policy): The (meta-)policy.
+        need_horizon (bool): Require ``env.spec.max_episode_length`` (a
+            sampler given its own horizon does not).
+
+    Returns:
+        int or None: The env's horizon (None without ``need_horizon``).
+
+    Raises:
+        ValueError: Naming ``env`` or ``policy`` and what does not fit.
+
+    """
+    if not isinstance(policy, torch.nn.Module):
+        raise ValueError(f'policy must be a garage torch policy (a torch.nn.Module), got '
+                         f'{policy!r}')
+    spec = getattr(env, 'spec', None)
+    obs_space = getattr(spec, 'observation_space', None)
+    act_space = getattr(spec, 'action_space', None)
+    for name, space in (('observation', obs_space), ('action', act_space)):
+        if not isinstance(space, akro.Box) or len(space.shape) != 1:
+            raise ValueError(f'env must have a flat (1-D) Box {name} space, '
+                             f'got {space!r}')
+    if not (np.isfinite(act_space.low).all()
+            and np.isfinite(act_space.high).all()):
+        raise ValueError('env must have a bounded action space (Gaussian '
+                         f'policy), got {act_space!r}')
+    horizon = spec.max_episode_length
+    if need_horizon and (horizon is None or not np.isfinite(horizon)):
+        raise ValueError('env must have a finite max_episode_length, got '
+                         f'{horizon!r}')
+    # A probe forward: works for any policy, whatever it records of its spec.
+    obs_dim, act_dim = obs_space.shape[0], act_space.shape[0]
+    try:
+        with torch.no_grad():
+            mean, _ = distribution_params(policy, None, torch.zeros(1, obs_dim))
+    except TypeError as error:  # not a Gaussian policy
+        raise ValueError(f'policy must be a garage torch Gaussian policy: {error}') from error
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"policy does not take the env's observations of size "
+                         f'{obs_dim}: {error}') from error
+    if tuple(mean.shape) != (1, act_dim):
+        raise ValueError(f'policy outputs actions of size {mean.shape[-1]} but the env '
+                         f'has {act_dim}')
+    return int(horizon) if need_horizon else None

@@ -236,6 +236,21 @@ class CommaList(click.ParamType):
 HIDDEN_SIZES = CommaList(click.IntRange(1, MAX_HIDDEN_SIZE), '64,64', MAX_HIDDEN_LAYERS)
 
 
+def check_hidden_sizes(value: Any, name: str = 'hidden_sizes') -> tuple:
+    """``value`` as a tuple of hidden layer sizes, each an int in [1, MAX_HIDDEN_SIZE], at
+    most MAX_HIDDEN_LAYERS of them (the bounds of ``--hidden-sizes``).
+
+    Raises:
+        ValueError: Naming ``name``.
+
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) \
+            or not 1 <= len(value) <= MAX_HIDDEN_LAYERS:
+        _fail(name, f'a list or tuple of 1 to {MAX_HIDDEN_LAYERS} layer sizes', value)
+    return tuple(check_int(size, f'{name} (each layer\'s size)', 1, MAX_HIDDEN_SIZE)
+                 for size in value)
+
+
 def check_output_path(path: Any, name: str, directory: bool = True) -> str:
     """``path`` if it can be written as a directory (or, ``directory=False``, a file).
 
@@ -271,12 +286,41 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
         target = os.path.dirname(target)
     if not os.path.isdir(target):
         return f'{text!r} cannot be written: {target!r} is not a directory'
+    too_long = _name_too_long(full, target)
+    if too_long:
+        return f'{text!r} cannot be written: {too_long}'
     try:
         fd, probe = tempfile.mkstemp(prefix='.write_check_', dir=target)
     except OSError as error:
         return f'{text!r} cannot be written: {target!r} takes no new file ({error.strerror})'
     os.close(fd)
     os.unlink(probe)
+    return None
+
+
+def _name_too_long(full: str, existing: str) -> str | None:
+    """Why the file system will refuse to create ``full`` by its length, or None.
+
+    ``existing`` is its nearest existing directory, whose file system's limits
+    (``NAME_MAX`` per name, ``PATH_MAX`` in all; 255 and 4096 where it does not
+    say) apply to the names still to be made. Found while parsing, this is an
+    error naming the option, not an ``OSError`` after the work is done.
+    """
+    def limit(name, default):
+        try:
+            return os.pathconf(existing, name)
+        except (OSError, ValueError, AttributeError):  # not POSIX, or no such limit
+            return default
+
+    name_max, path_max = limit('PC_NAME_MAX', 255), limit('PC_PATH_MAX', 4096)
+    if len(os.fsencode(full)) >= path_max:
+        return (f'the path is {len(os.fsencode(full))} bytes long, more than this file system '
+                f'allows ({path_max - 1})')
+    rest = os.path.relpath(full, existing)
+    for name in rest.split(os.sep):
+        if len(os.fsencode(name)) > name_max:
+            return (f'the name {name[:24]!r}... is {len(os.fsencode(name))} bytes long, more than '
+                    f'this file system allows ({name_max})')
     return None
 
 
@@ -304,6 +348,52 @@ class OutputPath(click.Path):
 OUTPUT_DIR = OutputPath(directory=True)
 #: A click type: a file the command writes.
 OUTPUT_FILE = OutputPath(directory=False)
+
+
+def check_input_dir(path: Any, name: str) -> str:
+    """``path`` if it can name a directory the command only reads (one that is missing
+    reads as empty): not empty, a directory where it exists, of a length the file system
+    takes.
+
+    Raises:
+        ValueError: Naming ``name``, the path and why.
+
+    """
+    problem = _input_dir_problem(path)
+    if problem:
+        raise ValueError(f'{name} {problem}')
+    return os.fspath(path)
+
+
+def _input_dir_problem(path: Any) -> str | None:
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text.strip():
+        return f'must be a path, got {path!r}'
+    full = os.path.abspath(text)
+    if os.path.exists(full):
+        return None if os.path.isdir(full) else f'{text!r} exists and is not a directory'
+    target = os.path.dirname(full)
+    while not os.path.exists(target):
+        target = os.path.dirname(target)
+    too_long = _name_too_long(full, target)
+    return f'{text!r} cannot be a directory: {too_long}' if too_long else None
+
+
+class InputDir(click.Path):
+    """click's Path for a directory the command reads (:func:`check_input_dir`)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(file_okay=False, **kwargs)
+
+    def convert(self, value, param, ctx):
+        problem = _input_dir_problem(value)
+        if problem:
+            self.fail(problem, param, ctx)
+        return super().convert(value, param, ctx)
+
+
+#: A click type: a directory the command reads; missing reads as empty.
+INPUT_DIR = InputDir()
 
 
 def check_batch_steps(horizon: int, factor: int = 1, *, as_arguments: bool = False,

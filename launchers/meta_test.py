@@ -274,13 +274,14 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         reward_function_version=reward_function_version))
     preset = dict(PROTOCOLS[protocol])
     if options['env'] not in METAWORLD:
-        # Options given explicitly are refused; a protocol's are left out (no classes here).
-        for name, value in (('--goals-per-class', goals_per_class),
+        # Meta-World's protocol and options are refused (no classes, no success here).
+        for name, value in (('--protocol', protocol if protocol != 'reference' else None),
+                            ('--goals-per-class', goals_per_class),
                             ('--terminate-on-success', terminate_on_success)):
             if value:
-                raise click.UsageError(f'{name} is a Meta-World option; {options["env"]} '
-                                       'does not take it')
-        preset.update(goals_per_class=None, terminate_on_success=False)
+                given = name if value is True else f'{name} {value}'
+                raise click.UsageError(f'{given} is a Meta-World option; '
+                                       f'{options["env"]} does not take it')
     if goals_per_class is None and n_test_tasks is None:
         goals_per_class = preset['goals_per_class']
     n_exploration_eps = n_exploration_eps or preset['n_exploration_eps']

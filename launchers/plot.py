@@ -13,6 +13,7 @@ are labelled by what differs between them. ``--key post`` / ``--key pre``
 stand for the post-update (``Step_K-AverageReturn``) and pre-update
 (``Step_0-AverageReturn``) returns, the default.
 """
+import os
 import pathlib
 
 from garage_promp.experiment.plotting import group_runs, plot_bands, read_progress
@@ -23,16 +24,43 @@ import click
 ALIASES = {'post': None, 'pre': 'Step_0-AverageReturn'}
 
 
+def _distinct_runs(ctx, param, run_dirs):
+    """RUN_DIRS, each once: a run given twice would count as two seeds."""
+    seen = {}
+    for run in run_dirs:
+        key = os.path.realpath(run)
+        if key in seen:
+            first = seen[key]
+            raise click.BadParameter(f'{run!r} is given more than once'
+                                     + ('' if first == run else f' (also as {first!r})'),
+                                     ctx, param)
+        seen[key] = run
+    return run_dirs
+
+
+def _image_path(ctx, param, out):
+    """``--out`` names its format by its suffix, one that matplotlib writes."""
+    from matplotlib.backend_bases import FigureCanvasBase  # pylint: disable=import-outside-toplevel
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = pathlib.Path(out).suffix.lstrip('.').lower()
+    if suffix not in formats:
+        raise click.BadParameter(f'{out!r} must end in the suffix of an image format matplotlib '
+                                 f'writes ({", ".join("." + f for f in sorted(formats))})',
+                                 ctx, param)
+    return out
+
+
 @click.command()
 @click.argument('run_dirs', nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))
+                type=click.Path(exists=True, file_okay=False), callback=_distinct_runs)
 @click.option('--key', 'keys', multiple=True, default=('post', 'pre'), show_default=True,
               help="progress.csv column to draw (repeatable); 'post' and 'pre' are the "
                    'post- and pre-update returns.')
 @click.option('--x', 'x_key', default='TotalEnvSteps', show_default=True,
               help='progress.csv column of the x axis.')
 @click.option('--out', default='learning_curves.png', show_default=True,
-              type=OUTPUT_FILE, help='PNG to write.')
+              type=OUTPUT_FILE, callback=_image_path,
+              help='Image to write, in the format its suffix names (.png, .pdf, .svg...).')
 @click.option('--title', default='', help='Figure title.')
 def main(run_dirs, keys, x_key, out, title):
     """Draw RUN_DIRS' learning curves into one PNG."""
@@ -56,6 +84,7 @@ def main(run_dirs, keys, x_key, out, title):
                 raise click.BadParameter(f'column {key!r} is not in the progress.csv of '
                                          f'{", ".join(missing)}', param_hint='--key/--x')
         groups[label] = rows
+    pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)  # --out was checked writable
     with user_errors('RUN_DIRS', expected=(KeyError, ValueError, OSError)):  # no Step_K column
         plot_bands(out, groups, [ALIASES.get(k, k) for k in keys], x_key=x_key, title=title)
     for label, rows in groups.items():

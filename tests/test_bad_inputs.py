@@ -39,7 +39,10 @@ COMMON_BAD = [
     ('evaluate_every_n_epochs', 0), ('evaluate_every_n_epochs', 1.5),
     ('baseline', 'linear'), ('dice_baseline', 'time'), ('meta_evaluator', 'x'),
     ('device', 'gpu'), ('device', 'tpu'), ('device', None),
-    ('learner_threads', 0), ('learner_threads', True), ('vectorize_tasks', 'true'),
+    ('learner_threads', 0), ('learner_threads', True), ('learner_threads', 10 ** 6),
+    ('vectorize_tasks', 'true'),
+    # Fine as a Python float, not as the float32 it is stored as (inf, 0).
+    ('inner_lr', 1e300), ('inner_lr', 1e-50),
 ]
 ALGO_BAD = {
     'ProMP': [('learning_rate', INF), ('learning_rate', NAN), ('learning_rate', 0.),
@@ -239,3 +242,185 @@ def test_launcher_refuses_a_log_dir_that_is_a_file(tmp_path):
     assert result.exit_code != 0 and '--log-dir' in result.output
     assert path.read_text() == 'keep me'
     assert sorted(p.name for p in tmp_path.iterdir()) == ['taken']
+
+
+@pytest.mark.parametrize('name', ['ProMP', 'TRPOMAML', 'LVCVPG'])
+def test_optimize_refuses_what_is_not_one_meta_batch_and_leaves_theta(name):
+    """A round missing or doubled, rounds of other task sets, or a bad itr: refused naming
+    the argument, θ untouched; the right batches are still taken afterwards."""
+    _, algo = make_algo(name)
+    batches = algo.sample_meta_batch(0)
+    other = algo.sample_meta_batch(1, task_updates=algo._task_sampler.sample(2))
+    theta = [p.detach().clone() for p in algo.policy.parameters()]
+    cases = [((0, batches[:1]), 'batches must be 2 .* got 1'),
+             ((0, batches + batches), 'batches must be 2 .* got 4'),
+             ((0, [batches[0], other[1]]), r'rounds of one meta-batch .*\(3, 2, 5\), \(2, 2, 5\)'),
+             ((0, 'batches'), 'list of MetaBatch .* got str'),
+             ((-1, batches), 'itr must be an int >= 0'), (('0', batches), 'itr must be')]
+    for args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            algo.optimize(*args)
+        assert all(torch.equal(a, b) for a, b in zip(theta, algo.policy.parameters()))
+    with pytest.raises(ValueError, match='itr must be an int >= 0'):
+        algo.sample_meta_batch(-5)
+    algo.optimize(0, batches)
+
+
+def test_a_dict_of_step_sizes_refuses_a_bool_and_a_task_sampler_must_be_one():
+    env, policy, sampler, task_sampler = make_setup()
+    for true in (True, np.True_, torch.tensor(True)):
+        lrs = {name: true for name, _ in policy.named_parameters()}
+        with pytest.raises(ValueError, match='inner_lr must be a scalar or a tensor'):
+            garage_promp.ProMP(env, policy, sampler, task_sampler, inner_lr=lrs)
+    with pytest.raises(ValueError, match='task_sampler must be a garage TaskSampler'):
+        garage_promp.ProMP(env, policy, sampler, type(task_sampler))  # the class itself
+
+
+def test_build_experiment_refuses_its_arguments_by_name():
+    """As the launcher's options are: a misspelt keyword is not left to its default."""
+    from garage_promp.experiment.builder import build_experiment  # pylint: disable=import-outside-toplevel
+    base = dict(algo='ProMP', env='PointEnvCorner', seed=1, meta_batch_size=2,
+                episodes_per_task=2, n_test_tasks=1)
+    cases = [(dict(max_episode_length=0), 'max_episode_length must be an int in'),
+             (dict(max_episode_length=False), 'max_episode_length must be'),
+             (dict(n_test_task=5), "unexpected keyword arguments: 'n_test_task' "
+                                   r"\(did you mean 'n_test_tasks'\?\)"),
+             (dict(hidden_sizes=(0, )), r"hidden_sizes \(each layer's size\) must be"),
+             (dict(hidden_sizes='64'), 'hidden_sizes must be a list or tuple'),
+             (dict(hidden_sizes=()), 'hidden_sizes must be a list or tuple of 1 to'),
+             (dict(hidden_sizes=(10 ** 5, 10 ** 5)), r'hidden_sizes \(each'),
+             (dict(overrides='x'), 'overrides must be a dict'),
+             (dict(n_test_tasks=0), 'n_test_tasks must be an int >= 1'),
+             (dict(seed=-1), 'seed must be an int in'), (dict(seed=True), 'seed must be'),
+             (dict(seed=2 ** 40), 'seed must be'), (dict(seed=1.5), 'seed must be')]
+    for change, message in cases:
+        with pytest.raises((ValueError, TypeError), match=message):
+            build_experiment(**{**base, **change})
+    built = build_experiment(**{**base, 'seed': np.int64(1), 'epochs': 3, 'full_table': False,
+                                'max_env_steps': None, 'hidden_sizes': [4]})
+    params = dict(built.algo.policy.named_parameters())
+    first = params['_module._mean_module._layers.0.linear.weight']
+    assert first.shape == (4, 2)
+
+
+def test_the_meta_evaluator_checks_its_counts_when_made():
+    """Not at its first evaluation, a whole training epoch later."""
+    _, _, _, task_sampler = make_setup()
+    for kwargs, message in [(dict(n_test_tasks=0), 'n_test_tasks must be an int >= 1'),
+                            (dict(n_test_tasks=2.5), 'n_test_tasks must be'),
+                            (dict(n_test_tasks=None), "n_test_tasks \\(None: the test task "
+                                                      "sampler's n_tasks\\) must be"),
+                            (dict(n_test_tasks=2, n_exploration_eps=0), 'n_exploration_eps'),
+                            (dict(n_test_tasks=2, n_test_episodes=0), 'n_test_episodes')]:
+        with pytest.raises(ValueError, match=message):
+            garage_promp.MetaEvaluator(test_task_sampler=task_sampler, **kwargs)
+    for kwargs in (dict(n_test_tasks=2), {}):
+        with pytest.raises(ValueError, match='test_task_sampler must be a task sampler'):
+            garage_promp.MetaEvaluator(test_task_sampler=None, **kwargs)
+
+
+def test_make_sampler_checks_policy_and_env_before_any_worker():
+    env, policy, _, _ = make_setup()
+    before = psutil.Process().children(recursive=True)
+    with pytest.raises(ValueError, match='policy must be a garage torch policy'):
+        garage_promp.make_sampler(None, env, kind='multiprocessing')
+    with pytest.raises(ValueError, match='env must have a flat'):
+        garage_promp.make_sampler(policy, None, kind='multiprocessing')
+    one_d = GaussianMLPPolicy(EnvSpec(akro.Box(-1., 1., (1, )), akro.Box(-1., 1., (2, ))),
+                              hidden_sizes=(4, ))
+    with pytest.raises(ValueError, match="policy does not take the env's observations"):
+        garage_promp.make_sampler(one_d, env, kind='multiprocessing')
+    assert psutil.Process().children(recursive=True) == before
+
+
+@pytest.mark.parametrize('kind', ['local', 'multiprocessing'])
+def test_a_task_update_that_returns_no_env_is_named(kind):
+    env, policy, _, _ = make_setup()
+    sampler = garage_promp.make_sampler(policy, env, kind=kind)
+
+    def no_env(old=None):
+        del old
+
+    try:
+        with pytest.raises(ValueError, match="the task's env update .* returned None, not an "
+                                             'environment'):
+            sampler.obtain_meta_batch([no_env], [dict(policy.named_parameters())], 1)
+    finally:
+        sampler.shutdown_worker()
+
+
+def test_env_and_baseline_settings_are_checked():
+    from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline  # pylint: disable=import-outside-toplevel
+    from garage_promp.envs import PointEnvCorner  # pylint: disable=import-outside-toplevel
+    cases = [(lambda: PointEnvCorner(check_finite='no'), 'check_finite must be True or False'),
+             (lambda: PointEnvCorner(sparse_reward_radius=INF), 'sparse_reward_radius'),
+             (lambda: PointEnvCorner(sparse_reward_radius=True), 'sparse_reward_radius'),
+             (lambda: PointEnvCorner(max_episode_length=10 ** 12), 'max_episode_length'),
+             (lambda: LinearFeatureBaseline(reg_coeff=INF), 'reg_coeff'),
+             (lambda: LinearTimeBaseline(reg_coeff=True), 'reg_coeff'),
+             (lambda: LinearTimeBaseline(reg_coeff='1e-5'), 'reg_coeff')]
+    for make, message in cases:
+        with pytest.raises(ValueError, match=message):
+            make()
+    PointEnvCorner(sparse_reward_radius=np.float32(0.5))  # numpy scalars are numbers
+
+
+
+def test_adaptation_refuses_episodes_and_policies_it_cannot_adapt_from():
+    """NaN in the sampling Gaussians would adapt to NaN parameters; the rest would fail
+    inside the inner step with a bare shape or key error. θ stays as it was."""
+    import copy  # pylint: disable=import-outside-toplevel
+
+    from garage import EpisodeBatch  # pylint: disable=import-outside-toplevel
+    _, algo = make_algo('ProMP')
+    policy = algo.get_exploration_policy()
+    episodes = EpisodeBatch.concatenate(*algo.sample_meta_batch(0)[0].episodes.split()[:2])
+    theta = [p.detach().clone() for p in algo.policy.parameters()]
+    nan_mean = copy.deepcopy(episodes)
+    nan_mean.agent_infos['mean'][0, 0] = NAN
+    no_log_std = copy.deepcopy(episodes)
+    del no_log_std.agent_infos['log_std']
+    params = dict(policy.adapted_params())
+    cases = [(lambda: algo.adapt_policy(policy, nan_mean), r"agent_infos\['mean'\] hold NaN"),
+             (lambda: algo.adapt_policy(policy, no_log_std), r"agent infos \['log_std'\]"),
+             (lambda: algo.adapt_policy(policy, None), 'exploration_episodes must be'),
+             (lambda: algo.adapt_policy(None, episodes), 'exploration_policy must be'),
+             (lambda: algo.adapt_policy(GaussianMLPPolicy(algo._env_spec,
+                                                          hidden_sizes=(3, )), episodes),
+              "exploration_policy must have the meta-policy's parameters"),
+             (lambda: algo.adapt_many([{}], episodes, 2), r"params\[0\] must hold"),
+             (lambda: algo.adapt_many([params], episodes, 3), 'must be 3 per task'),
+             (lambda: algo.adapt_many([params], episodes, 0), 'episodes_per_task must be')]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert all(torch.equal(a, b) for a, b in zip(theta, algo.policy.parameters()))
+    assert algo.adapt_policy(policy, episodes).num_steps == 1
+
+
+def test_an_adapted_policy_takes_only_the_policys_parameters():
+    _, policy, _, _ = make_setup()
+    params = {k: v.detach() for k, v in policy.named_parameters()}
+    with pytest.raises(ValueError, match='num_steps must be an int >= 0'):
+        garage_promp.AdaptedPolicy(policy, params, -1)
+    missing = dict(list(params.items())[1:])
+    with pytest.raises(ValueError, match="params must hold the policy's parameters"):
+        garage_promp.AdaptedPolicy(policy, missing, 0)
+    wrong = {k: torch.zeros(7) for k in params}
+    with pytest.raises(ValueError, match="params must hold the policy's parameters"):
+        garage_promp.AdaptedPolicy(policy, wrong, 0)
+    assert garage_promp.AdaptedPolicy(policy, params, 1).num_steps == 1
+    # A state_dict holds buffers beside the parameters: they are not read.
+    assert garage_promp.AdaptedPolicy(policy, policy.state_dict(), 0).num_steps == 0
+
+
+def test_a_policy_that_is_not_gaussian_is_refused_naming_it():
+    from garage.torch.policies import DeterministicMLPPolicy, TanhGaussianMLPPolicy  # pylint: disable=import-outside-toplevel
+    env, _, sampler, task_sampler = make_setup()
+    for policy, returned in ((DeterministicMLPPolicy(env.spec, hidden_sizes=(4, )), 'Tensor'),
+                             (TanhGaussianMLPPolicy(env.spec, hidden_sizes=(4, )), 'TanhNormal')):
+        with pytest.raises(ValueError, match=f'policy must be a garage torch Gaussian policy: '
+                                             f'.*{type(policy).__name__} returned {returned}'):
+            garage_promp.ProMP(env, policy, sampler, task_sampler)
+        with pytest.raises(ValueError, match='Gaussian policy'):
+            garage_promp.make_sampler(policy, env)

@@ -351,3 +351,17 @@ def test_snapshot_load_first_prefers_the_oldest_numbered_one(tmp_path):
         snap.save_itr_params(epoch, {'epoch': epoch, 'stats': None})
     assert snap.load(str(tmp_path), 'first')['epoch'] == 0
     assert snap.load(str(tmp_path), 'last')['epoch'] == 3
+
+
+def test_normalize_refuses_an_action_of_another_shape_before_scaling_it():
+    """garage's scaling would broadcast a (1,) action or a float into a (2,) one."""
+    from garage_promp.envs import PointEnvCorner  # pylint: disable=import-outside-toplevel
+
+    from garage.envs import normalize  # pylint: disable=import-outside-toplevel
+    env = normalize(PointEnvCorner(max_episode_length=3), expected_action_scale=10.)
+    env.reset()
+    for action in (np.zeros(1), 0.1, np.zeros((2, 2)), None):
+        with pytest.raises(ValueError, match=r"action space's shape \(2,\)"):
+            env.step(action)
+    steps = [env.step(np.zeros(2)) for _ in range(3)]  # no step was used up
+    assert [s.last for s in steps] == [False, False, True]

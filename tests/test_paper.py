@@ -1,6 +1,7 @@
 """benchmarks/paper.py: the campaign's bookkeeping, its report, each figure's pipeline."""
 import csv
 import json
+import os
 import pathlib
 import pickle
 import re
@@ -484,8 +485,11 @@ def test_a_done_scripted_figure_is_not_computed_again(tmp_path):
     assert 'fig6: done' in out
     assert (results / 'fig6.json').read_text() == '{"kept": true}'
     (results / 'fig6.json').unlink()
-    _paper('run', 'fig6', '--quick', '--only', 'nothing-matches', '--runs-dir', str(tmp_path))
-    assert not (results / 'fig6.json').exists()  # --only leaves it out
+    # --only fig5 leaves fig6 out (and, naming no run of fig6, is refused before any work).
+    err = _paper_fails('run', 'fig6', '--quick', '--only', 'fig5', '--runs-dir',
+                       str(tmp_path)).stderr
+    assert "'fig5' is in no run name of fig6" in err
+    assert not (results / 'fig6.json').exists()
 
 
 @pytest.mark.skipif(not pathlib.Path('/proc/sys').is_dir(), reason='needs Linux /proc')
@@ -730,3 +734,36 @@ def test_run_exits_non_zero_naming_a_run_that_failed(paper, tmp_path):
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert f'FAILED {run.name}' in proc.stderr
     assert f'Error: 1 run(s) failed: {run.name}' in proc.stderr
+
+
+def test_usage_errors_name_their_culprit_before_any_work(tmp_path):
+    """A figure given twice (its runs would run and count twice), an --only that is empty
+    or selects nothing, an empty --runs-dir and a GARAGE_PROMP_RUNS that is a file are
+    refused while parsing, naming what is wrong; nothing is written."""
+    dirs = ['--runs-dir', str(tmp_path / 'runs'), '--results-dir', str(tmp_path / 'results')]
+    cases = [
+        (['status', 'fig2', 'fig6', 'fig2', *dirs], 'FIGS: fig2 given more than once'),
+        (['run', 'fig5', 'fig5', '--quick', *dirs], 'FIGS: fig5 given more than once'),
+        (['run', 'fig5', '--quick', '--only', '', *dirs], "'--only': must be some text"),
+        (['run', 'fig5', '--quick', '--only', 'zzz', *dirs],
+         "'zzz' is in no run name of fig5 (e.g. fig5/"),
+        (['park', 'fig2', '--only', 'Walker/LVC', *dirs], "'Walker/LVC' is in no run name"),
+        (['status', '--runs-dir', '', '--results-dir', str(tmp_path / 'results')],
+         "'--runs-dir': must be a path, got ''"),
+        (['report', 'fig6', '--runs-dir', '', '--results-dir', str(tmp_path / 'results')],
+         "'--runs-dir': must be a path, got ''"),
+    ]
+    for args, message in cases:
+        proc = _paper_fails(*args)
+        assert proc.returncode == 2, (args, proc.stderr[-1000:])
+        assert message in proc.stderr, (args, proc.stderr[-1000:])
+    blocker = tmp_path / 'file'
+    blocker.write_text('x')
+    for command in (['status', 'fig6'], ['run', 'fig6', '--quick']):
+        proc = subprocess.run([sys.executable, str(SCRIPT), *command, '--results-dir',
+                               str(tmp_path / 'results')], capture_output=True, text=True,
+                              cwd=ROOT, timeout=300, check=False,
+                              env=dict(os.environ, GARAGE_PROMP_RUNS=str(blocker)))
+        assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+        assert f"GARAGE_PROMP_RUNS '{blocker}' exists and is not a directory" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['file']

@@ -228,3 +228,36 @@ def _postprocess(values, mask, config):
     if config.positive_adv:
         values = shift_advantages_to_positive(values, mask)
     return values
+
+
+def check_batches(batches, n_rounds: int, obs_dim: int, action_dim: int) -> None:
+    """Refuse what :meth:`optimize` cannot take as one meta-batch, naming ``batches``.
+
+    They must be ``n_rounds`` (K + 1) :class:`MetaBatch`\\ es of the same tasks and
+    layout (M tasks, R episodes, T steps each), with the policy's observation and
+    action sizes: a list with a round missing, doubled or from another sampling would
+    otherwise update θ on a chain of inner steps that was never taken.
+
+    Raises:
+        ValueError: If they are not.
+
+    """
+    if not isinstance(batches, (list, tuple)) or not all(
+            isinstance(b, MetaBatch) for b in batches):
+        raise ValueError('batches must be the list of MetaBatch that sample_meta_batch returns, '
+                         f'got {type(batches).__name__}'
+                         + (f' of {sorted({type(b).__name__ for b in batches})}'
+                            if isinstance(batches, (list, tuple)) else ''))
+    if len(batches) != n_rounds:
+        raise ValueError(f'batches must be {n_rounds} (one per sampling round: K = '
+                         f'{n_rounds - 1} inner steps, then the post-update round), got '
+                         f'{len(batches)}')
+    layouts = [tuple(b.mask.shape) for b in batches]
+    if len(set(layouts)) != 1:
+        raise ValueError('batches must be rounds of one meta-batch (the same M tasks of R '
+                         f'episodes of T steps), got (M, R, T) = {layouts}')
+    sizes = {(b.observations.shape[-1], b.actions.shape[-1]) for b in batches}
+    if sizes != {(obs_dim, action_dim)}:
+        raise ValueError(f'batches must hold observations of size {obs_dim} and actions of '
+                         f'size {action_dim} (the policy\'s), got {sorted(sizes)}')
+

@@ -8,7 +8,8 @@ built from an env, a garage torch Gaussian policy, a
 trained by ``Trainer.setup``/``Trainer.train``; meta-tested through
 ``get_exploration_policy``/``adapt_policy``. Subclasses define the outer
 objective of every task (:meth:`_objective`) and the outer optimiser
-(:meth:`optimize`).
+(:meth:`_optimize`, which the public :meth:`optimize` calls on checked
+arguments).
 
 Per epoch: sample M tasks; for k = 0..K sample R episodes of every task in one
 sampler call with each task's current parameters, process them, and (k < K)
@@ -34,19 +35,20 @@ import abc
 import collections
 from typing import Dict, List
 
-from garage_promp.algos._batch import MetaBatch, ProcessingConfig
+from garage_promp.algos._batch import MetaBatch, ProcessingConfig, check_batches
 from garage_promp.algos.device import LearnerDevice
 from garage_promp.algos.epoch_loop import EpochLoop
 from garage_promp.algos.meta_batch import MetaBatchSampling
 from garage_promp.algos.meta_objective import INNER_ESTIMATORS, AdaptationChain
 from garage_promp.algos.meta_test_api import MetaTestAPI
-from garage_promp.algos.options import check_env_and_policy, require
+from garage_promp.algos.options import require
 from garage_promp.algos.snapshot_state import SnapshotState
 from garage_promp.baselines import Baseline, LinearFeatureBaseline, LinearTimeBaseline
-from garage_promp.policies import named_params
+from garage_promp.policies import check_env_and_policy, named_params
 from garage_promp.sampler import MetaSampler
 from garage_promp.sampler.rollout import check_same_spaces
 from garage_promp.validation import (
+    MAX_WORKERS,
     check_batch_steps,
     check_bool,
     check_choice,
@@ -58,6 +60,7 @@ from garage_promp.validation import (
 
 from garage.experiment import MetaEvaluator
 from garage.np.algos import MetaRLAlgorithm
+import numpy as np
 import torch
 
 
@@ -147,7 +150,7 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
                  device: str = 'cpu'):
         device = check_device(device)
         if learner_threads is not None:
-            learner_threads = check_int(learner_threads, 'learner_threads', 1)
+            learner_threads = check_int(learner_threads, 'learner_threads', 1, MAX_WORKERS)
         meta_batch_size = check_int(meta_batch_size, 'meta_batch_size', 1)
         episodes_per_task = check_int(episodes_per_task, 'episodes_per_task',
                                       1)
@@ -177,7 +180,8 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         check_instance(sampler, 'sampler', MetaSampler,
                        'a garage_promp.sampler.MetaSampler '
                        '(garage_promp.make_sampler builds one)')
-        require(callable(getattr(task_sampler, 'sample', None)),
+        require(callable(getattr(task_sampler, 'sample', None))
+                and not isinstance(task_sampler, type),
                'task_sampler', 'a garage TaskSampler with sample(n)',
                task_sampler)
         horizon = check_env_and_policy(env, policy)
@@ -267,10 +271,14 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
                    inner_lr)
             lrs = collections.OrderedDict()
             for name, param in params.items():
-                try:
-                    lr = torch.as_tensor(inner_lr[name], dtype=param.dtype)
-                except (TypeError, ValueError, RuntimeError):
-                    lr = None
+                lr = None
+                value = inner_lr[name]
+                if not isinstance(value, (bool, np.bool_)) and not (  # True is no step size
+                        isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+                    try:
+                        lr = torch.as_tensor(inner_lr[name], dtype=param.dtype)
+                    except (TypeError, ValueError, RuntimeError):
+                        pass
                 require(lr is not None and (lr.dim() == 0
                                            or lr.shape == param.shape),
                        'inner_lr', f'a scalar or a tensor of shape '
@@ -280,13 +288,13 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
                        inner_lr[name])
                 lrs[name] = lr.detach().clone()
             return lrs
-        inner_lr = check_float(inner_lr, 'inner_lr (a number, or a dict of '
-                               'per-parameter step sizes)', 0.,
-                               low_open=True)
-        return collections.OrderedDict(
-            (name, torch.tensor(inner_lr)) for name in params)
+        what = 'inner_lr (a number, or a dict of per-parameter step sizes)'
+        value = torch.tensor(check_float(inner_lr, what, 0., low_open=True))
+        # Checked again as stored (float32): 1e300 would be inf, 1e-50 zero.
+        require(bool(value > 0 and torch.isfinite(value)), what,
+                f'finite and > 0 in {value.dtype}', inner_lr)
+        return collections.OrderedDict((name, value.clone()) for name in params)
 
-    @abc.abstractmethod
     def optimize(self, itr: int, batches: List[MetaBatch]):
         """Update θ from the sampled batches and record the losses.
 
@@ -297,7 +305,26 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
                 stream use it).
             batches (list[MetaBatch]): From :meth:`sample_meta_batch`.
 
+        Raises:
+            ValueError: If ``itr`` is not an int >= 0 or ``batches`` are not the
+                K + 1 rounds of one meta-batch for this policy
+                (:func:`~garage_promp.algos._batch.check_batches`); θ is then
+                untouched.
+
         """
+        itr = check_int(itr, 'itr', 0)
+        spec = self._env_spec
+        check_batches(batches, self._num_inner_grad_steps + 1,
+                      spec.observation_space.flat_dim, spec.action_space.flat_dim)
+        self._optimize(itr, batches)
+
+    def _optimize(self, itr: int, batches: List[MetaBatch]):
+        """:meth:`optimize` on checked arguments: each algorithm's outer step.
+
+        Not abstract, so that a subclass written against the older API (one
+        that overrides :meth:`optimize` itself) can still be made.
+        """
+        raise NotImplementedError(f'{type(self).__name__} defines no outer step (_optimize)')
 
     def outer_parameters(self) -> List[torch.Tensor]:
         """What the outer optimiser updates: θ, and the step sizes if they are learned."""

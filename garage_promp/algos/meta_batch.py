@@ -18,6 +18,7 @@ from garage_promp._console import phase
 from garage_promp._threads import ADAPTATION_THREADS, learner_threads
 from garage_promp.algos._batch import MetaBatch, concatenate_tasks, process_episodes
 from garage_promp.policies import Params, named_params, stack_params, unstack_params
+from garage_promp.validation import check_int
 
 import torch
 
@@ -42,7 +43,7 @@ class MetaBatchSampling:
             list[MetaBatch]: The K + 1 processed batches of the same tasks.
 
         """
-        del itr
+        check_int(itr, 'itr', 0)  # not used here; checked as optimize's is
         if task_updates is None:
             task_updates = self._task_sampler.sample(self._meta_batch_size)
         n_tasks = len(task_updates)

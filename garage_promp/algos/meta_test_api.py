@@ -15,8 +15,10 @@ from typing import List, Sequence
 from garage_promp._threads import ADAPTATION_THREADS, learner_threads
 from garage_promp.algos._batch import process_episodes
 from garage_promp.policies import AdaptedPolicy, Params, named_params, stack_params, unstack_params
+from garage_promp.validation import check_int
 
 from garage import EpisodeBatch
+import numpy as np
 import torch
 
 
@@ -48,11 +50,22 @@ class MetaTestAPI:
         if isinstance(exploration_policy, AdaptedPolicy):
             params = exploration_policy.adapted_params()
             steps = exploration_policy.num_steps
+        elif not isinstance(exploration_policy, torch.nn.Module):
+            raise ValueError('exploration_policy must be the policy that sampled the episodes '
+                             '(from get_exploration_policy or adapt_policy), got '
+                             f'{exploration_policy!r}')
         else:
             params = collections.OrderedDict(
                 (k, v.detach().clone())
                 for k, v in exploration_policy.named_parameters())
+            want = {k: tuple(v.shape) for k, v in named_params(self._policy).items()}
+            if {k: tuple(v.shape) for k, v in params.items()} != want:
+                raise ValueError("exploration_policy must have the meta-policy's parameters "
+                                 f'{want} (it is another policy)')
             steps = 0
+        if not isinstance(exploration_episodes, EpisodeBatch):
+            raise ValueError('exploration_episodes must be an EpisodeBatch of the task, got '
+                             f'{exploration_episodes!r}')
         n_eps = len(exploration_episodes.lengths)
         new_params = self.adapt_many([params], exploration_episodes, n_eps)[0]
         return AdaptedPolicy(self._policy, new_params, steps + 1)
@@ -79,6 +92,7 @@ class MetaTestAPI:
         and leaves the thread count as it found it.
 
         """
+        self._check_adaptation_input(params, episodes, episodes_per_task)
         with learner_threads(ADAPTATION_THREADS):
             batch = process_episodes(episodes, len(params), episodes_per_task,
                                      self._horizon, self._processing)
@@ -88,3 +102,49 @@ class MetaTestAPI:
                 for p in params
             ])
             return unstack_params(self._inner_step(stacked, batch, False))
+
+    def _check_adaptation_input(self, params, episodes, episodes_per_task):
+        """Refuse, naming the argument, what would adapt to NaN or fail inside the inner step.
+
+        Each task's parameters must be the meta-policy's (names and shapes); the episodes
+        ``episodes_per_task`` per task of this env family, within the horizon, with the
+        sampling Gaussians (``mean``, ``log_std``) and every number finite.
+
+        Raises:
+            ValueError: If not.
+
+        """
+        reference = {k: tuple(v.shape) for k, v in named_params(self._policy).items()}
+        if not isinstance(params, (list, tuple)) or not params:
+            raise ValueError(f'params must be a non-empty list of parameter dicts, got {params!r}')
+        for i, p in enumerate(params):
+            shapes = ({k: tuple(torch.as_tensor(v).shape) for k, v in p.items()}
+                      if isinstance(p, dict) else None)
+            if shapes != reference:
+                raise ValueError(f"params[{i}] must hold the meta-policy's parameters "
+                                 f'{reference}, got {shapes if shapes is not None else p!r}')
+        if not isinstance(episodes, EpisodeBatch):
+            raise ValueError(f'episodes must be an EpisodeBatch, got {episodes!r}')
+        episodes_per_task = check_int(episodes_per_task, 'episodes_per_task', 1)
+        if len(episodes.lengths) != len(params) * episodes_per_task:
+            raise ValueError(f'episodes must be {episodes_per_task} per task for '
+                             f'{len(params)} task(s), got {len(episodes.lengths)}')
+        if int(max(episodes.lengths)) > self._horizon:
+            raise ValueError(f'episodes must be at most the horizon ({self._horizon} steps), '
+                             f'got one of {int(max(episodes.lengths))}')
+        missing = {'mean', 'log_std'} - set(episodes.agent_infos)
+        if missing:
+            raise ValueError(f"episodes must carry the sampling policy's agent infos "
+                             f'{sorted(missing)} (sampled by a Gaussian policy)')
+        sizes = (episodes.observations.shape[-1], episodes.actions.shape[-1])
+        want = (self._env_spec.observation_space.flat_dim, self._env_spec.action_space.flat_dim)
+        if sizes != want:
+            raise ValueError(f'episodes must be of this env family (observations and actions '
+                             f'of sizes {want}), got {sizes}')
+        for name, values in (('observations', episodes.observations),
+                             ('actions', episodes.actions), ('rewards', episodes.rewards),
+                             ("agent_infos['mean']", episodes.agent_infos['mean']),
+                             ("agent_infos['log_std']", episodes.agent_infos['log_std'])):
+            if not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+                raise ValueError(f'episodes must be finite: their {name} hold NaN or inf')
+

@@ -1,4 +1,5 @@
-"""Construction checks shared by the algorithms: their options and what env and policy must be.
+"""Construction checks shared by the algorithms: their options (what env and policy must be
+is :func:`garage_promp.policies.check_env_and_policy`).
 
 The keyword options of an algorithm class (its own and inherited) are what
 ``launchers/train.py --set`` and :func:`garage_promp.experiment.build_experiment`
@@ -7,11 +8,7 @@ accept; a variant such as ``LVCVPG`` fixes some of them (``FIXED_OPTIONS``).
 import inspect
 from typing import Any, Dict, List
 
-from garage_promp.policies import distribution_params
-
-import akro
-import numpy as np
-import torch
+from garage_promp.policies import check_env_and_policy  # noqa: F401  (imported from here before)
 
 
 def option_defaults(cls) -> Dict[str, Any]:
@@ -57,41 +54,3 @@ def require(condition: bool, name: str, requirement: str, value):
         raise ValueError(f'{name} must be {requirement}, got {value!r}')
 
 
-def check_env_and_policy(env, policy) -> int:
-    """Check that ``env`` and ``policy`` fit each other; return the horizon.
-
-    The env needs flat Box spaces, a bounded action space (Gaussian policy)
-    and a finite horizon; the policy's input and output sizes must be the
-    env's observation and action sizes.
-
-    Raises:
-        ValueError: Naming ``env`` or ``policy`` and what does not fit.
-
-    """
-    spec = getattr(env, 'spec', None)
-    obs_space = getattr(spec, 'observation_space', None)
-    act_space = getattr(spec, 'action_space', None)
-    for name, space in (('observation', obs_space), ('action', act_space)):
-        if not isinstance(space, akro.Box) or len(space.shape) != 1:
-            raise ValueError(f'env must have a flat (1-D) Box {name} space, '
-                             f'got {space!r}')
-    if not (np.isfinite(act_space.low).all()
-            and np.isfinite(act_space.high).all()):
-        raise ValueError('env must have a bounded action space (Gaussian '
-                         f'policy), got {act_space!r}')
-    horizon = spec.max_episode_length
-    if horizon is None or not np.isfinite(horizon):
-        raise ValueError('env must have a finite max_episode_length, got '
-                         f'{horizon!r}')
-    # A probe forward: works for any policy, whatever it records of its spec.
-    obs_dim, act_dim = obs_space.shape[0], act_space.shape[0]
-    try:
-        with torch.no_grad():
-            mean, _ = distribution_params(policy, None, torch.zeros(1, obs_dim))
-    except (RuntimeError, ValueError) as error:
-        raise ValueError(f"policy does not take the env's observations of size "
-                         f'{obs_dim}: {error}') from error
-    if tuple(mean.shape) != (1, act_dim):
-        raise ValueError(f'policy outputs actions of size {mean.shape[-1]} but the env '
-                         f'has {act_dim}')
-    return int(horizon)

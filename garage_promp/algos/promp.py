@@ -127,7 +127,7 @@ class ProMP(MetaPolicySearch):
         stats['ClipObjective'] = clip
         return clip - penalty, stats
 
-    def optimize(self, itr: int, batches: List[MetaBatch]):
+    def _optimize(self, itr: int, batches: List[MetaBatch]):
         self._current_clip_eps = self._clip_eps * self._anneal_factor**itr
         n_tasks = batches[0].n_tasks
         loss_before = None

@@ -243,7 +243,7 @@ class TRPOMAML(MetaPolicySearch):
         tasks = torch.as_tensor(np.sort(rng.choice(n_tasks, n_sub, replace=False)))
         return [b.select(tasks) for b in batches]
 
-    def optimize(self, itr: int, batches: List[MetaBatch]):
+    def _optimize(self, itr: int, batches: List[MetaBatch]):
         # θ, and the inner step sizes when they are learned: the trust region
         # (gradient, CG, the post-update KL, the line search) acts on both.
         params = self.outer_parameters()

@@ -54,7 +54,7 @@ class MetaVPG(MetaPolicySearch):
         exploration = self._exploration_term(chain[0], batches)
         return objective + exploration, {'ExplorationObjective': exploration}
 
-    def optimize(self, itr: int, batches: List[MetaBatch]):
+    def _optimize(self, itr: int, batches: List[MetaBatch]):
         del itr
         with self._timed('MetaObjective'):
             before = self.meta_objective(batches)

@@ -3,6 +3,7 @@ from typing import Any, List
 
 from garage_promp.envs import _tasks
 from garage_promp.envs.base import MetaEnv
+from garage_promp.validation import check_float
 
 import gymnasium
 import numpy as np
@@ -36,12 +37,10 @@ class CornerGoalEnv(MetaEnv, gymnasium.Env):
         if reward_type not in REWARD_TYPES:
             raise ValueError(f'reward_type must be one of {REWARD_TYPES}, '
                              f'got {reward_type!r}')
-        if not isinstance(sparse_reward_radius,
-                          (int, float)) or not sparse_reward_radius > 0:
-            raise ValueError('sparse_reward_radius must be a number > 0, '
-                             f'got {sparse_reward_radius!r}')
         self.reward_type = reward_type
-        self.sparse_reward_radius = float(sparse_reward_radius)
+        # numpy scalars too; not inf (every step would be rewarded 0), not a bool
+        self.sparse_reward_radius = check_float(sparse_reward_radius, 'sparse_reward_radius', 0.,
+                                                low_open=True)
         self._init_meta_env(seed, _tasks.CORNERS[3])
 
     def _sample_tasks(self, rng: np.random.Generator,

@@ -12,6 +12,7 @@ import math
 from typing import Any, Dict, Tuple
 
 from garage_promp.envs.base import check_seed
+from garage_promp.validation import MAX_EPISODE_LENGTH, check_bool
 
 import akro
 from garage import Environment, EnvSpec, EnvStep, StepType
@@ -20,18 +21,21 @@ import numpy as np
 
 
 def check_max_episode_length(max_episode_length: Any) -> int | None:
-    """Return ``max_episode_length`` as an int >= 1 (or None).
+    """Return ``max_episode_length`` as an int in [1, MAX_EPISODE_LENGTH] (or None).
+
+    The bound is the samplers' (an episode's arrays are allocated whole).
 
     Raises:
-        ValueError: If it is neither None nor an int >= 1.
+        ValueError: If it is neither None nor such an int.
 
     """
     if max_episode_length is None:
         return None
     if isinstance(max_episode_length, bool) or not isinstance(
-            max_episode_length, (int, np.integer)) or max_episode_length < 1:
-        raise ValueError('max_episode_length must be an int >= 1 or None, '
-                         f'got {max_episode_length!r}')
+            max_episode_length, (int, np.integer)) or not \
+            1 <= max_episode_length <= MAX_EPISODE_LENGTH:
+        raise ValueError(f'max_episode_length must be an int in [1, {MAX_EPISODE_LENGTH}] or '
+                         f'None, got {max_episode_length!r}')
     return int(max_episode_length)
 
 
@@ -142,7 +146,7 @@ class GymnasiumEnv(Environment):
             action_space=_to_akro_box(env.action_space, 'action_space'),
             max_episode_length=max_episode_length)
         self._max_episode_length = max_episode_length
-        self._check_finite = bool(check_finite)
+        self._check_finite = check_bool(check_finite, 'check_finite')
         self._step_cnt = None
         self._visualize = False
         self._reset_seed = None
@@ -213,15 +217,18 @@ class GymnasiumEnv(Environment):
 
         Raises:
             RuntimeError: If reset() was not called after the last episode.
-            ValueError: If the action, observation or reward is not finite.
+            ValueError: If the action is not numbers of the action space's
+                shape (checked before the env is touched: a refused action
+                leaves the episode as it was), or if the action, observation
+                or reward is not finite.
 
         """
         if self._step_cnt is None:
             raise RuntimeError('reset() must be called before step()!')
-        self._step_cnt += 1
         check = self._check_finite and not self._checked_outside
-        if check and not np.isfinite(action).all():
-            self._raise_not_finite('action', action, action)
+        if not self._checked_outside:  # the package's sampler makes its actions itself
+            self._check_action(action, check)
+        self._step_cnt += 1
         obs, reward, terminated, truncated, info = self._env.step(action)
         obs = np.asarray(obs, dtype=np.float32)
         reward = float(reward)
@@ -248,15 +255,39 @@ class GymnasiumEnv(Environment):
                        env_info=info,
                        step_type=step_type)
 
+    def _task_label(self) -> str:
+        """The current task as error messages show it (the repr of ``get_task``; 'None'
+        where the env is not a meta-environment)."""
+        try:
+            return repr(self.get_task())
+        except AttributeError:
+            return 'None'
+
+    def _check_action(self, action: Any, finite: bool) -> None:
+        """Refuse an action that is not numbers of the action space's shape (a (1,) or a
+        bare float would be broadcast into a (2,) env's state, a (2, 2) would reshape it)
+        or, with ``finite``, is not finite; nothing of the env has changed yet."""
+        shape = self._spec.action_space.shape
+        try:
+            values = np.asarray(action, dtype=np.float64)
+        except (TypeError, ValueError):
+            values = None
+        if values is None or values.shape != shape:
+            raise ValueError(f'action must be numbers of the action space\'s shape {shape}, got '
+                             f'{action!r} (at step {self._step_cnt + 1} of '
+                             f'{type(self._env.unwrapped).__name__})')
+        if finite and not np.isfinite(values).all():
+            self._raise_not_finite('action', action, action, f'at step {self._step_cnt + 1}')
+
     def _raise_not_finite(self,
                           field: str,
                           value: Any,
                           action: Any,
                           where: str | None = None) -> None:
         where = where or f'at step {self._step_cnt}'
-        task = self._forward('get_task')() if self._has('get_task') else None
+        task = self._task_label()
         raise ValueError(f'{field} is not finite (NaN or inf) {where} of '
-                         f'{type(self._env.unwrapped).__name__}, task={task!r}'
+                         f'{type(self._env.unwrapped).__name__}, task={task}'
                          f', last action={action!r}: {field}={value!r}')
 
     def render(self, mode: str) -> Any:

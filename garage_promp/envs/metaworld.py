@@ -259,6 +259,10 @@ class MetaWorldEnv(GymnasiumEnv):
         """Return the current task."""
         return self._task
 
+    def _task_label(self) -> str:
+        """The task's class name (its ``data`` is pickled bytes, hundreds of characters)."""
+        return repr(self._task.env_name) if self._task is not None else 'None'
+
     def __reduce__(self):
         """Pickle the recipe (task and settings), not MuJoCo's model and data.
 
@@ -400,6 +404,9 @@ class MetaWorldTaskUpdate(EnvUpdate):
         self._reward_function_version = check_reward_function_version(
             reward_function_version)
         self._seed = None if seed is None else check_seed(seed)
+        if wrapper is not None and not callable(wrapper):
+            raise ValueError(f'wrapper must be None or a callable wrapper(env, task), got '
+                             f'{wrapper!r}')
         self._wrapper = wrapper
         self._terminate_on_success = check_bool(terminate_on_success, 'terminate_on_success')
 
@@ -506,6 +513,9 @@ class MetaWorldTaskSampler(TaskSampler):
             reward_function_version)
         self._rng = np.random.default_rng(
             default_seed_sequence() if seed is None else check_seed(seed))
+        if wrapper is not None and not callable(wrapper):
+            raise ValueError(f'wrapper must be None or a callable wrapper(env, task), got '
+                             f'{wrapper!r}')
         self._wrapper = wrapper
         self._terminate_on_success = check_bool(terminate_on_success, 'terminate_on_success')
         self._queues = {name: [] for name in self._classes}
@@ -591,6 +601,7 @@ class MetaWorldTaskSampler(TaskSampler):
 
         """
         per_class = self.check_n_tasks(n_tasks) // len(self._classes)
+        with_replacement = check_bool(with_replacement, 'with_replacement')
         updates = []
         for name, goals in self._tasks.items():
             for goal in self._next_goals(name, per_class, with_replacement):

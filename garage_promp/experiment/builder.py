@@ -7,17 +7,25 @@ Every constructor checks its arguments, so a bad configuration is refused here,
 before any work starts (the launcher calls this before the experiment's
 directory exists).
 """
+import difflib
+import inspect
 from typing import Any, NamedTuple
 
 from garage_promp.algos.options import option_defaults, supported_options
 from garage_promp.envs.base import reset_construction_counter
+from garage_promp.envs.gymnasium_env import check_max_episode_length
 from garage_promp.experiment.env_setup import ENV_KWARGS, EnvSetup, make_env_setup
 from garage_promp.experiment.meta_evaluator import MetaEvaluator
 from garage_promp.experiment.paper_config import ALGOS, algo_kwargs
 from garage_promp.sampler import make_sampler
+from garage_promp.validation import MAX_SEED, check_hidden_sizes, check_int
 
 from garage.experiment.deterministic import set_seed
 from garage.torch.policies import GaussianMLPPolicy
+
+#: What a launcher records beside :func:`build_experiment`'s arguments (its
+#: ``variant.json``), which the builder takes and leaves to the launcher.
+LAUNCHER_ONLY = frozenset({'epochs', 'full_table', 'max_env_steps'})
 
 #: Keys that ``overrides`` may not set: they have options of their own.
 OWN_OPTIONS = frozenset({'meta_evaluator', 'evaluate_every_n_epochs'})
@@ -135,6 +143,19 @@ def build_experiment(algo: str, env: str, seed: int, *,
         Experiment: algorithm, training env and env setup.
 
     """
+    unknown = sorted(set(_ignored) - LAUNCHER_ONLY)
+    if unknown:  # a misspelt argument would otherwise build with its default
+        hints = [f'{k!r} (did you mean {m[0]!r}?)' if m else repr(k) for k, m in (
+            (k, difflib.get_close_matches(k, BUILD_ARGUMENTS, n=1)) for k in unknown)]
+        raise TypeError(f'build_experiment() got unexpected keyword arguments: {", ".join(hints)}')
+    seed = check_int(seed, 'seed', 0, MAX_SEED)
+    max_episode_length = check_max_episode_length(max_episode_length)
+    if n_test_tasks is not None:
+        n_test_tasks = check_int(n_test_tasks, 'n_test_tasks', 1)
+    if hidden_sizes is not None:
+        hidden_sizes = check_hidden_sizes(hidden_sizes)
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ValueError(f'overrides must be a dict of constructor arguments, got {overrides!r}')
     overrides = dict(overrides or {})
     check_overrides(algo, overrides)
     set_seed(seed)
@@ -166,3 +187,9 @@ def build_experiment(algo: str, env: str, seed: int, *,
                                           else dict(worker_timeout=worker_timeout))),
                           setup.train_tasks, evaluate_every_n_epochs=evaluate_every, **kwargs)
     return Experiment(algorithm, train_env, setup)
+
+
+#: The keyword arguments of :func:`build_experiment` (for the hint of a misspelt one).
+BUILD_ARGUMENTS = [name for name, p in inspect.signature(build_experiment).parameters.items()
+                   if p.kind is inspect.Parameter.KEYWORD_ONLY]
+

@@ -1,7 +1,7 @@
 """garage's MetaEvaluator, adapting with all K inner steps."""
 from garage_promp.policies import AdaptedPolicy
 from garage_promp.sampler import MetaSampler
-from garage_promp.validation import check_bool
+from garage_promp.validation import check_bool, check_int
 
 from dowel import logger, tabular
 from garage import EpisodeBatch, log_multitask_performance
@@ -57,7 +57,17 @@ class MetaEvaluator(GarageMetaEvaluator):
 
     def __init__(self, *args, sampler: MetaSampler | None = None,
                  deterministic: bool = False, before_adaptation: bool = False, **kwargs):
+        # Checked here, not at the first evaluation (after a whole training epoch).
+        task_sampler = kwargs.get('test_task_sampler')
+        if not callable(getattr(task_sampler, 'sample', None)) or isinstance(task_sampler, type):
+            raise ValueError('test_task_sampler must be a task sampler (with sample(n)), got '
+                             f'{task_sampler!r}')
         super().__init__(*args, **kwargs)
+        self._n_test_tasks = check_int(
+            self._n_test_tasks, 'n_test_tasks' if kwargs.get('n_test_tasks') is not None
+            else "n_test_tasks (None: the test task sampler's n_tasks)", 1)
+        self._n_exploration_eps = check_int(self._n_exploration_eps, 'n_exploration_eps', 1)
+        self._n_test_episodes = check_int(self._n_test_episodes, 'n_test_episodes', 1)
         if sampler is not None and not isinstance(sampler, MetaSampler):
             raise ValueError('sampler must be a garage_promp MetaSampler or '
                              f'None, got {sampler!r}')

@@ -47,7 +47,7 @@ import numbers
 from typing import Any, Callable, Dict, List, Sequence
 
 from garage_promp._threads import learner_cores_while_sampling
-from garage_promp.policies import AdaptedPolicy
+from garage_promp.policies import AdaptedPolicy, check_env_and_policy
 from garage_promp.sampler.backends import BACKENDS, DEFAULT_WORKER_TIMEOUT
 from garage_promp.sampler.options import check_sampler_options
 from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
@@ -161,6 +161,9 @@ class MetaSampler(Sampler):
         # pylint: disable=super-init-not-called
         # (garage's Sampler.__init__(algo, env) is deprecated.)
         kind = check_choice(kind, 'kind', BACKENDS)
+        # Before any worker starts, naming which does not fit (the horizon is checked below:
+        # the sampler's own may stand in for the env's).
+        check_env_and_policy(env, policy, need_horizon=False)
         if max_episode_length is None:
             horizon = getattr(env.spec, 'max_episode_length', None)
             if horizon is None or (isinstance(horizon, numbers.Real)

@@ -252,9 +252,14 @@ class RolloutWorker:
             source = self._pool[0] if self._pool else self._template
             self._pool.append(copy.deepcopy(source))
         old = self._pool[position]
-        self._pool[position] = update(old)
-        if self._pool[position] is not old:
-            check_same_spaces(self._pool[position], self._template, 'the sampler')
+        new = update(old)
+        if not all(callable(getattr(new, m, None)) for m in ('reset', 'step', 'close')):
+            # Kept out of the pool: the worker's clean-up closes every env there.
+            raise ValueError(f"the task's env update {update!r} returned {new!r}, not an "
+                             'environment (an EnvUpdate returns the env to sample)')
+        self._pool[position] = new
+        if new is not old:
+            check_same_spaces(new, self._template, 'the sampler')
         return self._pool[position]
 
     def _build_envs(self, job: Job) -> List[List[Any]]:

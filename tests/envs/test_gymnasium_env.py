@@ -214,6 +214,27 @@ def test_non_finite_action_raises():
         env.step(np.array([0., np.nan, 0.]))
 
 
+@pytest.mark.parametrize('action, message', [
+    (np.array([0., np.nan]), 'action is not finite'),
+    (np.zeros((2, 2)), r"action space's shape \(2,\), got array"),
+    (np.zeros(1), r"action space's shape \(2,\), got array\(\[0\.\]\)"),
+    (0.1, r"shape \(2,\), got 0\.1"),
+    ('ab', "shape \\(2,\\), got 'ab'"),
+    (None, r'shape \(2,\), got None'),
+])
+def test_a_refused_action_leaves_the_episode_as_it_was(action, message):
+    """Refused before the env is touched: a (1,) or a float is not broadcast into the
+    state, a (2, 2) does not reshape it, and no step is used up."""
+    env = GymnasiumEnv(PointCornerGym(), max_episode_length=3)
+    env.reset()
+    state = env.gym_env.unwrapped._state.copy()
+    with pytest.raises(ValueError, match=message):
+        env.step(action)
+    assert np.array_equal(env.gym_env.unwrapped._state, state)
+    steps = [env.step(np.zeros(2)) for _ in range(3)]
+    assert [s.last for s in steps] == [False, False, True]  # still 3 steps to the time limit
+
+
 def test_non_finite_error_names_task_and_last_action():
     env = PointEnv1D(seed=0)
     env.set_task(-1.)

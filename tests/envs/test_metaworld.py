@@ -90,9 +90,13 @@ def test_sampler_arguments_are_checked(reach, ml10):
         MetaWorldTaskSampler(reach, reward_function_version='v3')
     with pytest.raises(ValueError, match='kind'):
         MetaWorldTaskSampler(reach, kind='validation')
+    with pytest.raises(ValueError, match=r'wrapper must be None or a callable'):
+        MetaWorldTaskSampler(reach, wrapper='x')
     sampler = MetaWorldTaskSampler(ml10, 'train', seed=0)
     with pytest.raises(ValueError, match='multiple of 10, the number of train classes of ML10'):
         sampler.sample(15)
+    with pytest.raises(ValueError, match='with_replacement must be True or False'):
+        sampler.sample(10, with_replacement='no')
     with pytest.raises(ValueError, match='meta_batch_size must be a positive multiple of 5'):
         MetaWorldTaskSampler(ml10, 'test', seed=0).check_n_tasks(4, 'meta_batch_size')
     with pytest.raises(ValueError, match='max_episode_length'):
@@ -155,6 +159,14 @@ def test_env_steps_as_a_garage_env_with_the_task_name(reach):
     assert {'success', 'obj_to_target', 'task_name'} <= set(steps[0].env_info)
     assert all(s.env_info.keys() == steps[0].env_info.keys() for s in steps)
     assert steps[-1].env_info['task_name'] == 'reach-v3'
+    env.reset()
+    with pytest.raises(ValueError, match=r"action is not finite .* of SawyerReachEnvV3, "
+                                         r"task='reach-v3', last action") as error:
+        env.step(np.array([0., np.nan, 0., 0.]))
+    assert len(str(error.value)) < 300  # the task's pickled data is not printed
+    with pytest.raises(ValueError, match=r"action space's shape \(4,\), got array"):
+        env.step(np.zeros(3))  # not Meta-World's bare AssertionError, and no step used up
+    assert [env.step(a).step_type for a in ACTIONS[:3]][-1] == StepType.TIMEOUT
 
 
 @pytest.mark.metaworld

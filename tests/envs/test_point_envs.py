@@ -109,8 +109,10 @@ def test_1d_reward_and_transition(goal, action, obs, reward):
 def test_1d_rejects_a_wrong_action_shape():
     env = PointEnv1D(seed=0)
     env.reset()
-    with pytest.raises(ValueError, match='action must have shape'):
+    with pytest.raises(ValueError, match=r"action space's shape \(1,\), got array"):
         env.step(np.zeros(2))
+    with pytest.raises(ValueError, match='action must have shape'):  # the gymnasium env's own
+        env.gym_env.unwrapped.step(np.zeros(2))
 
 
 def test_reset_distributions():

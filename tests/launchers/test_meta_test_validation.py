@@ -297,3 +297,13 @@ def test_another_runs_variant_json_is_named_not_the_env(snapshot_dir, tmp_path):
     assert "variant.json is a MAML-TRPO run" in result.output
     assert "not this run's snapshot" in result.output and 'Traceback' not in result.output
     assert not (run / 'meta_test.csv').exists()
+
+
+def test_the_meta_world_protocol_is_refused_for_other_envs(snapshot_dir, cwd, no_load):
+    """Its success columns and class-wise goals mean nothing there: refused, not run."""
+    before = _files(snapshot_dir)
+    result = _invoke(no_load, snapshot_dir, '--protocol', 'metaworld-algorithms')
+    _assert_refused(result, '--protocol metaworld-algorithms is a Meta-World option; '
+                            'PointEnvCorner does not take it')
+    assert _files(snapshot_dir) == before
+    assert not os.listdir(cwd)

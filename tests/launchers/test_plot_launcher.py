@@ -66,3 +66,28 @@ def test_plot_names_a_missing_column(runs, tmp_path):
                                                 '--out', str(tmp_path / 'x.png')])
     assert result.exit_code != 0
     assert "column 'Nope' is not in the progress.csv" in result.output
+
+
+def test_plot_refuses_a_run_given_twice_and_an_image_format_it_cannot_write(runs, tmp_path):
+    """A run named twice would count as two seeds; --out names its format by its suffix.
+    Both are usage errors naming the culprit, and nothing is written."""
+    run = runs[('ProMP', 1)]
+    result = CliRunner().invoke(_main('plot'), [str(run), f'{run}/', '--out',
+                                                str(tmp_path / 'x.png')])
+    assert result.exit_code == 2 and 'is given more than once' in result.output, result.output
+    same = str(run)  # one string object twice, as a shell gives `plot.py a a`
+    result = CliRunner().invoke(_main('plot'), [same, same, '--out', str(tmp_path / 'x.png')])
+    assert result.exit_code == 2 and 'is given more than once' in result.output, result.output
+    for name in ('x.txt', 'x'):
+        result = CliRunner().invoke(_main('plot'), [str(run), '--out', str(tmp_path / name)])
+        assert result.exit_code == 2, result.output
+        assert "Invalid value for '--out'" in result.output and '.png' in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_writes_into_a_directory_it_makes(runs, tmp_path):
+    out = tmp_path / 'new' / 'dir' / 'curves.pdf'
+    result = CliRunner().invoke(_main('plot'), [str(runs[('ProMP', 1)]), '--out', str(out)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes().startswith(b'%PDF')

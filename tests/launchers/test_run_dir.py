@@ -7,7 +7,7 @@ import sys
 
 from garage_promp.experiment.resume import resume_run
 from garage_promp.experiment.run_dir import RunDirBusy, owned_run_dir
-from garage_promp.validation import check_output_path
+from garage_promp.validation import check_input_dir, check_output_path
 
 import pytest
 
@@ -108,6 +108,42 @@ def test_an_unwritable_log_dir_is_refused_before_any_work(tmp_path):
         locked.chmod(0o700)
     assert check_output_path(str(tmp_path / 'new' / 'run'), '--log-dir')
     assert not (tmp_path / 'new').exists()  # nothing left behind
+
+
+def test_names_too_long_for_the_file_system_are_refused_while_parsing(tmp_path):
+    """Before any work, naming the option: not an OSError once the run (or a meta-test) is
+    done and its output is to be written."""
+    long_name = 'x' * 300
+    for path in (tmp_path / long_name, tmp_path / long_name / 'run'):
+        with pytest.raises(ValueError, match='--log-dir .* 300 bytes long'):
+            check_output_path(str(path), '--log-dir')
+        with pytest.raises(ValueError, match='--csv .* 300 bytes long'):
+            check_output_path(str(path), '--csv', directory=False)
+        with pytest.raises(ValueError, match='GARAGE_PROMP_RUNS .* 300 bytes long'):
+            check_input_dir(str(path), 'GARAGE_PROMP_RUNS')
+    deep = tmp_path.joinpath(*['y' * 200] * 25)  # every name fits, the whole path does not
+    with pytest.raises(ValueError, match='the path is .* bytes long'):
+        check_output_path(str(deep), '--log-dir')
+    fits = tmp_path / ('z' * 255)
+    assert check_output_path(str(fits), '--log-dir') and check_input_dir(str(fits), 'x')
+    assert not fits.exists()
+    proc = subprocess.run([*TRAIN, *TINY, '--epochs', '1', '--log-dir', str(tmp_path / long_name)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr
+    assert '--log-dir' in proc.stderr and '300 bytes long' in proc.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_directory_only_read_must_be_a_path_and_a_directory(tmp_path):
+    """A missing one reads as empty; an empty string or a file is refused, naming it."""
+    assert check_input_dir(str(tmp_path / 'missing'), '--runs-dir')
+    blocker = tmp_path / 'file'
+    blocker.write_text('x')
+    with pytest.raises(ValueError, match="--runs-dir '.*file' exists and is not a directory"):
+        check_input_dir(str(blocker), '--runs-dir')
+    for empty in ('', '  ', None):
+        with pytest.raises(ValueError, match='--runs-dir must be a path'):
+            check_input_dir(empty, '--runs-dir')
 
 
 def test_a_log_dir_under_a_file_is_refused_before_any_work(tmp_path):
