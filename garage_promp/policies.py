@@ -8,7 +8,7 @@ which swaps non-leaf tensors into the module).
 """
 import collections
 import copy
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from garage_promp.validation import check_int
 
@@ -258,14 +258,9 @@ class AdaptedPolicy(Policy):
         num_steps = check_int(num_steps, 'num_steps', 0)
         super().__init__(policy._env_spec, policy.name)
         inner = policy.policy if isinstance(policy, AdaptedPolicy) else policy
-        # Every parameter of the policy with its shape (other entries, e.g. the buffers of
-        # a state_dict, are not read).
-        want = {name: tuple(value.shape) for name, value in inner.named_parameters()}
-        got = ({name: tuple(torch.as_tensor(params[name]).shape) for name in want
-                if name in params} if isinstance(params, dict) else None)
-        if got != want:
-            raise ValueError(f"params must hold the policy's parameters {want}, got "
-                             f'{got if got is not None else params!r}')
+        # Other entries (e.g. the buffers of a state_dict) are not read.
+        check_params_of(inner, params, "params must hold the policy's parameters",
+                        others_ok=True)
         self.policy = copy.deepcopy(inner)
         with torch.no_grad():
             for name, value in self.policy.named_parameters():
@@ -297,6 +292,24 @@ class AdaptedPolicy(Policy):
         """Detached adapted parameters."""
         return collections.OrderedDict(
             (k, v.detach().clone()) for k, v in self.policy.named_parameters())
+
+
+def check_params_of(policy: torch.nn.Module, params: Any, refusal: str,
+                    others_ok: bool = False) -> None:
+    """Refuse ``params`` unless it is a dict of every parameter of ``policy`` by name, each
+    of its shape (and, without ``others_ok``, nothing else).
+
+    Raises:
+        ValueError: ``refusal``, then the names and shapes wanted and got.
+
+    """
+    want = {name: tuple(value.shape) for name, value in policy.named_parameters()}
+    got = None
+    if isinstance(params, dict):
+        got = {name: tuple(torch.as_tensor(value).shape) for name, value in params.items()
+               if not others_ok or name in want}
+    if got != want:
+        raise ValueError(f'{refusal} {want}, got {got if got is not None else params!r}')
 
 
 def check_env_and_policy(env, policy, need_horizon: bool = True) -> int | None:

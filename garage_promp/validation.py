@@ -281,9 +281,7 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
         return f'{text!r} is a symbolic link to {os.readlink(full)!r}, which does not exist'
     if os.path.exists(full) and os.path.isdir(full) != directory:
         return f'{text!r} exists and is not a {what}'
-    target = full if directory else os.path.dirname(full)
-    while not os.path.exists(target):
-        target = os.path.dirname(target)
+    target = _nearest_existing(full if directory else os.path.dirname(full))
     if not os.path.isdir(target):
         return f'{text!r} cannot be written: {target!r} is not a directory'
     too_long = _name_too_long(full, target)
@@ -296,6 +294,13 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
     os.close(fd)
     os.unlink(probe)
     return None
+
+
+def _nearest_existing(path: str) -> str:
+    """``path`` or its nearest ancestor that exists (``path`` absolute)."""
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
 
 
 def _name_too_long(full: str, existing: str) -> str | None:
@@ -372,10 +377,7 @@ def _input_dir_problem(path: Any) -> str | None:
     full = os.path.abspath(text)
     if os.path.exists(full):
         return None if os.path.isdir(full) else f'{text!r} exists and is not a directory'
-    target = os.path.dirname(full)
-    while not os.path.exists(target):
-        target = os.path.dirname(target)
-    too_long = _name_too_long(full, target)
+    too_long = _name_too_long(full, _nearest_existing(os.path.dirname(full)))
     return f'{text!r} cannot be a directory: {too_long}' if too_long else None
 
 

@@ -14,7 +14,14 @@ from typing import List, Sequence
 
 from garage_promp._threads import ADAPTATION_THREADS, learner_threads
 from garage_promp.algos._batch import process_episodes
-from garage_promp.policies import AdaptedPolicy, Params, named_params, stack_params, unstack_params
+from garage_promp.policies import (
+    AdaptedPolicy,
+    Params,
+    check_params_of,
+    named_params,
+    stack_params,
+    unstack_params,
+)
 from garage_promp.validation import check_int
 
 from garage import EpisodeBatch
@@ -58,10 +65,8 @@ class MetaTestAPI:
             params = collections.OrderedDict(
                 (k, v.detach().clone())
                 for k, v in exploration_policy.named_parameters())
-            want = {k: tuple(v.shape) for k, v in named_params(self._policy).items()}
-            if {k: tuple(v.shape) for k, v in params.items()} != want:
-                raise ValueError("exploration_policy must have the meta-policy's parameters "
-                                 f'{want} (it is another policy)')
+            check_params_of(self._policy, params,
+                            "exploration_policy must have the meta-policy's parameters")
             steps = 0
         if not isinstance(exploration_episodes, EpisodeBatch):
             raise ValueError('exploration_episodes must be an EpisodeBatch of the task, got '
@@ -114,15 +119,10 @@ class MetaTestAPI:
             ValueError: If not.
 
         """
-        reference = {k: tuple(v.shape) for k, v in named_params(self._policy).items()}
         if not isinstance(params, (list, tuple)) or not params:
             raise ValueError(f'params must be a non-empty list of parameter dicts, got {params!r}')
         for i, p in enumerate(params):
-            shapes = ({k: tuple(torch.as_tensor(v).shape) for k, v in p.items()}
-                      if isinstance(p, dict) else None)
-            if shapes != reference:
-                raise ValueError(f"params[{i}] must hold the meta-policy's parameters "
-                                 f'{reference}, got {shapes if shapes is not None else p!r}')
+            check_params_of(self._policy, p, f"params[{i}] must hold the meta-policy's parameters")
         if not isinstance(episodes, EpisodeBatch):
             raise ValueError(f'episodes must be an EpisodeBatch, got {episodes!r}')
         episodes_per_task = check_int(episodes_per_task, 'episodes_per_task', 1)

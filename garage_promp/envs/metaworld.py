@@ -365,6 +365,13 @@ def _rebuild_env(cls, task, kwargs, state) -> MetaWorldEnv:
     return env
 
 
+def _check_wrapper(wrapper: Any) -> Any:
+    """``wrapper`` if it is None or a callable ``wrapper(env, task)``."""
+    if wrapper is not None and not callable(wrapper):
+        raise ValueError(f'wrapper must be None or a callable wrapper(env, task), got {wrapper!r}')
+    return wrapper
+
+
 class MetaWorldTaskUpdate(EnvUpdate):
     """A garage ``EnvUpdate`` that puts an env on one Meta-World task.
 
@@ -404,10 +411,7 @@ class MetaWorldTaskUpdate(EnvUpdate):
         self._reward_function_version = check_reward_function_version(
             reward_function_version)
         self._seed = None if seed is None else check_seed(seed)
-        if wrapper is not None and not callable(wrapper):
-            raise ValueError(f'wrapper must be None or a callable wrapper(env, task), got '
-                             f'{wrapper!r}')
-        self._wrapper = wrapper
+        self._wrapper = _check_wrapper(wrapper)
         self._terminate_on_success = check_bool(terminate_on_success, 'terminate_on_success')
 
     @property
@@ -513,10 +517,7 @@ class MetaWorldTaskSampler(TaskSampler):
             reward_function_version)
         self._rng = np.random.default_rng(
             default_seed_sequence() if seed is None else check_seed(seed))
-        if wrapper is not None and not callable(wrapper):
-            raise ValueError(f'wrapper must be None or a callable wrapper(env, task), got '
-                             f'{wrapper!r}')
-        self._wrapper = wrapper
+        self._wrapper = _check_wrapper(wrapper)
         self._terminate_on_success = check_bool(terminate_on_success, 'terminate_on_success')
         self._queues = {name: [] for name in self._classes}
 
