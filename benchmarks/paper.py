@@ -869,6 +869,58 @@ def along_the_way(data, envs: Sequence[str], first: str, second: str,
     return lines + [''] if lines else []
 
 
+def value_at_iteration(rows: Sequence[dict], key: str, iterations: int,
+                       window: int = 3) -> float:
+    """Mean of the last ``window`` values of ``key`` logged in the first ``iterations``
+    epochs (a run's ``progress.csv`` has one row an epoch, in order)."""
+    values = [float(row[key]) for row in rows[:iterations]
+              if row.get(key) not in (None, '') and not math.isnan(float(row[key]))]
+    return sum(values[-window:]) / len(values[-window:]) if values else math.nan
+
+
+def at_equal_iterations(data, envs: Sequence[str], first: str, second: str) -> List[str]:
+    """``first`` vs ``second`` post-update at the number of iterations every seed of both
+    reached, with each one's env steps per iteration, on every env with a run of each.
+
+    The reference's x-axis (``n_timesteps``) advances by the nominal batch
+    M·R·H·(K+1) an iteration, so the paper's curves compare algorithms at equal
+    iterations. This package's batch is a fixed number of episodes per task, so where
+    episodes end early an iteration has fewer env steps than nominal, and fewer for a
+    policy that falls sooner: at equal env steps (the claims) the two algorithms have
+    then had different numbers of updates, each on a batch of a different size. This
+    table shows the comparison the paper's x-axis makes.
+    """
+    lines = []
+    for env in envs:
+        if (env, first) not in data or (env, second) not in data:
+            continue
+        seeds = {algo: list(data[(env, algo)].values()) for algo in (first, second)}
+        reached = min(len(rows) for runs in seeds.values() for rows in runs)
+        if reached == 0:
+            continue
+        if not lines:
+            lines = [f'{first} vs {second} at equal iterations (the reference\'s x-axis counts '
+                     'the nominal batch, M·R·H·(K+1) env steps, an iteration; here an '
+                     'iteration is a fixed number of episodes, so where episodes end early it '
+                     'has fewer env steps, and the claims\' equal env steps are unequal '
+                     'iterations). Post-update return, mean ± std over seeds, at the '
+                     'iterations every seed of both reached; env steps per iteration up to '
+                     'there, mean over seeds:', '',
+                     f'| env | iterations | env steps per iteration, {first} | '
+                     f'env steps per iteration, {second} | {first} | {second} | t |',
+                     '|---|---|---|---|---|---|---|']
+        values = {algo: [value_at_iteration(rows, post_key(rows), reached) for rows in runs]
+                  for algo, runs in seeds.items()}
+        per_iteration = {algo: sum(float(rows[reached - 1]['TotalEnvSteps']) / reached
+                                   for rows in runs) / len(runs)
+                         for algo, runs in seeds.items()}
+        t, _ = welch(values[first], values[second])
+        lines.append(f'| {env} | {reached} | {per_iteration[first]:,.0f} | '
+                     f'{per_iteration[second]:,.0f} | {_pm(values[first])} | '
+                     f'{_pm(values[second])} | {"-" if math.isnan(t) else f"{t:+.2f}"} |')
+    return lines + [''] if lines else []
+
+
 def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str],
                     key: str | None = None, what: str = '', paper: bool = True):
     """Claims-table rows: ``winner`` beats each loser on ``env`` in ``key`` (default:
@@ -968,6 +1020,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                      + '; '.join(campaign.damage[name] for name in damaged), '']
         if fig == 'fig2':
             text += along_the_way(data, envs, 'ProMP', 'MAML-TRPO')
+            text += at_equal_iterations(data, envs, 'ProMP', 'MAML-TRPO')
             for env in envs:
                 claims += comparison_rows(data, 'Fig. 2', env, 'ProMP',
                                           [a for a in ('MAML-TRPO', 'E-MAML-TRPO')

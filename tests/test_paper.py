@@ -366,6 +366,35 @@ def test_each_claim_compares_its_own_pair_at_their_common_steps(paper, tmp_path)
     assert '| HalfCheetahFwdBack | 20,000,000 | 53.5 ± 0.7 | 13.5 ± 0.7 |' in along[-1]
 
 
+def test_fig2_report_compares_at_equal_iterations_as_the_papers_axis(paper, tmp_path):
+    """Where one algorithm's episodes end sooner, equal env steps are unequal iterations:
+    the report also compares at the iterations every seed of both reached (the
+    reference's x-axis), with each one's env steps per iteration."""
+    campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
+    runs = [r for r in paper.fig2_runs() if r.env == 'HumanoidRandDirec' and r.seed <= 2]
+    for r in runs:
+        if r.algo == 'ProMP':  # 8 iterations of 1,000 env steps
+            _write_progress(campaign.result_dir(r), [1000 * (j + 1) for j in range(8)],
+                            post=100. + r.seed)
+        else:  # MAML-TRPO: 16 iterations of 500 env steps, the same 8,000 steps in all
+            _write_progress(campaign.result_dir(r), [500 * (j + 1) for j in range(16)],
+                            post=10. + r.seed)
+    ant = next(r for r in paper.fig2_runs() if r.env == 'AntRandDirec' and r.algo == 'ProMP')
+    _write_progress(campaign.result_dir(ant), [1000, 2000, 3000])  # no MAML-TRPO run: no row
+    lines = paper.report(campaign, ['fig2']).splitlines()
+    # At equal env steps (8,000) MAML-TRPO has had 16 iterations: rows 13-15 (post + 13..15).
+    claim = next(x for x in lines if x.startswith('| Fig. 2 HumanoidRandDirec: ProMP > MAML-TRPO'))
+    assert '107.5 ± 0.7 (2 seeds) vs 25.5 ± 0.7 (2) at 8,000 env steps' in claim
+    # At equal iterations (8): MAML-TRPO's rows 5-7 (post + 5..7), 500 env steps each.
+    start = next(i for i, x in enumerate(lines) if 'at equal iterations' in x)
+    table = [x for x in lines[start:] if x.startswith('| ')]
+    assert table[1].startswith('| HumanoidRandDirec | 8 | 1,000 | 500 | 107.5 ± 0.7 | '
+                               '17.5 ± 0.7 | +')
+    assert not any(x.startswith('| AntRandDirec |') for x in table[:2])
+    assert paper.value_at_iteration(
+        [{'k': '1'}, {'k': ''}, {'k': '3'}, {'k': '5'}, {'k': '100'}], 'k', 4) == 3.
+
+
 def test_stepsize_reuses_fig2s_fixed_step_runs(paper):
     """The fixed-step arm is Fig. 2's ProMP on HalfCheetahFwdBack (seeds 1-3, same budget
     and batch), so only the learned runs are new; they differ by the option alone."""
