@@ -21,6 +21,52 @@ from torch.func import functional_call, vmap
 Params = Dict[str, torch.Tensor]
 
 
+#: The policy's learned log-std (``build_experiment(log_std=...)``, ``train.py --log-std``).
+LOG_STD_KINDS = ('shared', 'per-dimension')
+
+
+def learn_log_std_per_dimension(policy: torch.nn.Module) -> torch.nn.Module:
+    """Give a garage ``GaussianMLPPolicy`` one learned log-std per action dimension.
+
+    garage's ``GaussianMLPPolicy`` (``learn_std=True``) learns one log-std
+    shared by every action dimension, a parameter of shape ``(1,)``; the
+    original ProMP code's ``MetaGaussianMLPPolicy`` learns a ``(1, A)``
+    variable, one per dimension, adapted in the inner step like the other
+    parameters. This replaces the parameter (``_module._init_std``) by one of
+    shape ``(A,)`` holding the same value, so the policy's distribution is
+    unchanged until it learns, and everything else works as before: garage's
+    forward broadcasts it, and the package's batched forward, inner steps and
+    hand-written Hessian-vector products sum each derivative to the
+    parameter's shape. Build the algorithm after this call: it records the
+    policy's parameters. A policy that already has one per dimension is
+    returned as it is.
+
+    Returns:
+        torch.nn.Module: ``policy``.
+
+    Raises:
+        ValueError: Where ``policy`` is not a ``GaussianMLPPolicy`` with a
+            learned log-std parameter (``learn_std=False`` has none to learn).
+
+    """
+    from garage.torch.modules.gaussian_mlp_module import GaussianMLPModule  # pylint: disable=import-outside-toplevel
+    from garage.torch.policies import GaussianMLPPolicy  # pylint: disable=import-outside-toplevel
+    module = getattr(policy, '_module', None)
+    if not isinstance(policy, GaussianMLPPolicy) or type(module) is not GaussianMLPModule:
+        raise ValueError('one log-std per action dimension needs a garage GaussianMLPPolicy, '
+                         f'got {type(policy).__name__}')
+    if not module._learn_std:  # pylint: disable=protected-access
+        raise ValueError('one log-std per action dimension: the policy has a fixed std '
+                         '(learn_std=False), nothing to learn')
+    current = module._init_std  # pylint: disable=protected-access
+    action_dim = module._action_dim  # pylint: disable=protected-access
+    if current.shape == (action_dim, ):
+        return policy
+    module._init_std = torch.nn.Parameter(  # pylint: disable=protected-access
+        current.detach().expand(action_dim).clone())
+    return policy
+
+
 def named_params(policy: torch.nn.Module) -> Params:
     """The policy's parameters by name, in ``named_parameters()`` order."""
     return collections.OrderedDict(policy.named_parameters())

@@ -22,6 +22,7 @@ from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kw
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import SNAPSHOT_MODES, resume_run
 from garage_promp.experiment.run_dir import LOCK_NAME, RunDirBusy, owned_run_dir
+from garage_promp.policies import LOG_STD_KINDS
 from garage_promp.sampler.backends import SamplerWorkerError, live_worker_pids
 from garage_promp.validation import (
     ENV_STEPS,
@@ -133,6 +134,10 @@ def _key(options):
               help='Meta-test period (epochs).')
 @click.option('--hidden-sizes', type=HIDDEN_SIZES, default=None,
               help='e.g. "64,64" [paper: per env].')
+@click.option('--log-std', type=click.Choice(LOG_STD_KINDS), default='shared', show_default=True,
+              help="The policy's learned log-std: one shared by all action dimensions "
+                   "(garage's GaussianMLPPolicy) or one per dimension (the original ProMP "
+                   "code's MetaGaussianMLPPolicy).")
 @click.option('--snapshot-mode', type=click.Choice(SNAPSHOT_MODES),
               default='last', show_default=True)
 @click.option('--log-dir', type=OUTPUT_DIR, default=None,
@@ -151,7 +156,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
          max_env_steps,
          meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, envs_per_task,
          worker_timeout, device, n_test_tasks,
-         evaluate_every, hidden_sizes, snapshot_mode, log_dir, full_table, resume_dir,
+         evaluate_every, hidden_sizes, log_std, snapshot_mode, log_dir, full_table, resume_dir,
          overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
     if resume_dir:
@@ -211,7 +216,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                                f'(--env {"/".join(METAWORLD)})')
     run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task, device=device,
                worker_timeout=worker_timeout,
-               evaluate_every=evaluate_every, hidden_sizes=hidden_sizes, overrides=parsed, **args)
+               evaluate_every=evaluate_every, hidden_sizes=hidden_sizes, log_std=log_std,
+               overrides=parsed, **args)
     # Every check runs here, before the experiment's directory exists; an error
     # names the option of the argument it is about (--set for an override).
     with usage_errors(hints=dict.fromkeys(parsed, '--set')):

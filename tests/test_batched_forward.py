@@ -1,5 +1,9 @@
 """BatchedGaussianMLP: the sampler's per-step forward equals the policy's own."""
-from garage_promp.policies import BatchedGaussianMLP, distribution_params
+from garage_promp.policies import (
+    BatchedGaussianMLP,
+    distribution_params,
+    learn_log_std_per_dimension,
+)
 from garage_promp.sampler.rollout import RolloutWorker
 
 from garage.torch.policies import GaussianMLPPolicy, TanhGaussianMLPPolicy
@@ -42,6 +46,38 @@ def test_equals_vmap_of_the_policy(kwargs, n_sets):
     for a, b in zip(got, expected):
         assert a.shape == b.shape
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize('kwargs', [{}, dict(min_std=0.8, max_std=1.5)], ids=['free', 'clamped'])
+def test_equals_vmap_with_a_log_std_per_action_dimension(kwargs):
+    env = ShortPointEnv()
+    torch.manual_seed(1)
+    policy = learn_log_std_per_dimension(GaussianMLPPolicy(env.spec, hidden_sizes=(8, ),
+                                                           **kwargs))
+    fast = BatchedGaussianMLP.of(policy)
+    params = _stacked(policy, 3)  # each set's log-stds differ from entry to entry
+    assert params['_module._init_std'].shape == (3, env.spec.action_space.flat_dim)
+    obs = torch.randn(3, 7, env.spec.observation_space.flat_dim)
+    with torch.no_grad():
+        expected = vmap(lambda p, o: distribution_params(policy, p, o))(params, obs)
+        got = fast(params, obs)
+    assert not torch.equal(expected[1][..., 0], expected[1][..., 1])
+    for a, b in zip(got, expected):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_only_a_gaussian_mlp_policy_with_a_learned_std_gets_one_per_dimension():
+    env = ShortPointEnv()
+    with pytest.raises(ValueError, match='fixed std'):
+        learn_log_std_per_dimension(GaussianMLPPolicy(env.spec, learn_std=False))
+    with pytest.raises(ValueError, match='needs a garage GaussianMLPPolicy, got '
+                                         'TanhGaussianMLPPolicy'):
+        learn_log_std_per_dimension(TanhGaussianMLPPolicy(env.spec))
+    policy = learn_log_std_per_dimension(GaussianMLPPolicy(env.spec, init_std=0.5))
+    parameter = policy._module._init_std
+    assert learn_log_std_per_dimension(policy)._module._init_std is parameter  # once is enough
+    torch.testing.assert_close(parameter.detach(), torch.full((2, ), 0.5).log())
 
 
 def test_the_clamp_is_applied():

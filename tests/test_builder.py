@@ -63,3 +63,42 @@ def test_a_label_refuses_options_that_make_it_another_variant(label, option, hin
 def test_unknown_label_lists_the_labels():
     with pytest.raises(ValueError, match=r"unknown algorithm 'PPO'; choose from \['DiCE-TRPO'"):
         make_algo('PPO', *_parts())
+
+
+@pytest.mark.parametrize('label', ['ProMP', 'MAML-TRPO'])
+def test_a_log_std_per_action_dimension_is_learned_entry_by_entry(label):
+    """log_std='per-dimension': the reference's one log-std per action dimension, each
+    adapted by the inner step and moved by the outer update on its own."""
+    from garage_promp.policies import expand_params  # pylint: disable=import-outside-toplevel
+    dense = dict(n_test_tasks=None, overrides={'reward_type': 'dense'}, **TINY)
+    shared = build_experiment(label, 'PointEnvCorner', 2, **dense)
+    per_dim = build_experiment(label, 'PointEnvCorner', 2, log_std='per-dimension', **dense)
+    name = '_module._init_std'
+    action_dim = per_dim.env.spec.action_space.flat_dim
+    assert action_dim > 1
+    assert dict(shared.algo.policy.named_parameters())[name].shape == (1, )
+    log_std = dict(per_dim.algo.policy.named_parameters())[name]
+    assert log_std.shape == (action_dim, )
+    # The same policy until it learns: the same weights, the shared value in every entry.
+    others = [[p.detach() for n, p in e.algo.policy.named_parameters() if n != name]
+              for e in (shared, per_dim)]
+    assert all(torch.equal(a, b) for a, b in zip(*others))
+    assert torch.equal(log_std.detach(),
+                       dict(shared.algo.policy.named_parameters())[name].detach().expand(
+                           action_dim))
+    batches = per_dim.algo.sample_meta_batch(0)
+    theta = {k: v.detach() for k, v in per_dim.algo.policy.named_parameters()}
+    adapted = per_dim.algo._inner_step(expand_params(theta, batches[0].n_tasks), batches[0],
+                                       create_graph=False)[name]
+    assert adapted.shape == (batches[0].n_tasks, action_dim)
+    assert torch.all(adapted[:, 0] != adapted[:, 1])
+    before = log_std.detach().clone()
+    per_dim.algo.optimize(0, batches)
+    moved = log_std.detach() - before
+    assert torch.all(moved != 0) and moved[0] != moved[1]
+
+
+def test_a_log_std_kind_other_than_the_two_is_refused_naming_it():
+    with pytest.raises(ValueError, match="log_std must be one of 'shared', 'per-dimension', "
+                                         "got 'per_dim'"):
+        build_experiment('ProMP', 'PointEnvCorner', 1, log_std='per_dim', **TINY)

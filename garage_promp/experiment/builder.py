@@ -17,6 +17,7 @@ from garage_promp.envs.gymnasium_env import check_max_episode_length
 from garage_promp.experiment.env_setup import ENV_KWARGS, EnvSetup, make_env_setup
 from garage_promp.experiment.meta_evaluator import MetaEvaluator
 from garage_promp.experiment.paper_config import ALGOS, algo_kwargs
+from garage_promp.policies import LOG_STD_KINDS, learn_log_std_per_dimension
 from garage_promp.sampler import make_sampler
 from garage_promp.validation import MAX_SEED, check_hidden_sizes, check_int
 
@@ -108,6 +109,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
                      n_test_tasks: int | None = 10,
                      evaluate_every: int = 1,
                      hidden_sizes=None,
+                     log_std: str = 'shared',
                      overrides: dict | None = None,
                      task: str | None = None,
                      reward_function_version: str | None = None,
@@ -129,6 +131,10 @@ def build_experiment(algo: str, env: str, seed: int, *,
         n_test_tasks (int or None): Meta-test tasks; None builds no evaluator.
         evaluate_every (int): Meta-test period in epochs.
         hidden_sizes (tuple): Policy hidden sizes [paper table].
+        log_std (str): The policy's learned log-std: 'shared' by all action
+            dimensions (garage's ``GaussianMLPPolicy``) or one 'per-dimension'
+            (the original ProMP code's ``MetaGaussianMLPPolicy``;
+            :func:`~garage_promp.policies.learn_log_std_per_dimension`).
         overrides (dict): Any other constructor argument of the algorithm,
             or an env argument (``ENV_KWARGS``).
         task (str): Meta-World ML1 environment.
@@ -154,6 +160,9 @@ def build_experiment(algo: str, env: str, seed: int, *,
         n_test_tasks = check_int(n_test_tasks, 'n_test_tasks', 1)
     if hidden_sizes is not None:
         hidden_sizes = check_hidden_sizes(hidden_sizes)
+    if log_std not in LOG_STD_KINDS:
+        raise ValueError(f'log_std must be one of {", ".join(map(repr, LOG_STD_KINDS))}, '
+                         f'got {log_std!r}')
     if overrides is not None and not isinstance(overrides, dict):
         raise ValueError(f'overrides must be a dict of constructor arguments, got {overrides!r}')
     overrides = dict(overrides or {})
@@ -174,6 +183,8 @@ def build_experiment(algo: str, env: str, seed: int, *,
     setup.check_task_counts(kwargs['meta_batch_size'], n_test_tasks)
     train_env = setup.env
     policy = GaussianMLPPolicy(train_env.spec, hidden_sizes=hidden_sizes or setup.hidden_sizes)
+    if log_std == 'per-dimension':
+        learn_log_std_per_dimension(policy)
     if n_test_tasks is not None:
         kwargs['meta_evaluator'] = MetaEvaluator(
             test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,

@@ -7,7 +7,7 @@ from garage_promp.algos import TRPOMAML
 from garage_promp.curvature import TrustRegionCurvature
 from garage_promp.objectives import gaussian_log_likelihood
 from garage_promp.optimizers import exact_hvp
-from garage_promp.policies import expand_params, named_params
+from garage_promp.policies import expand_params, learn_log_std_per_dimension, named_params
 
 from garage.experiment.deterministic import set_seed
 from garage.experiment.task_sampler import SetTaskSampler
@@ -32,11 +32,16 @@ POLICIES = {
 }
 
 
-def _trpo(estimator='lvc', steps=1, exploration=False, policy_kwargs=None, **kwargs):
+def _trpo(estimator='lvc', steps=1, exploration=False, policy_kwargs=None, log_std=None,
+          **kwargs):
     set_seed(3)
     env = ShortPointEnv()
     policy_kwargs = dict(dict(hidden_sizes=(8, )), **(policy_kwargs or {}))
     policy = GaussianMLPPolicy(env.spec, **policy_kwargs)
+    if log_std is not None:  # one log-std per action dimension, these values
+        learn_log_std_per_dimension(policy)
+        with torch.no_grad():
+            policy._module._init_std.copy_(torch.tensor(log_std))
     if kwargs.get('inner_lr') == 'per parameter':  # a different α for each
         kwargs['inner_lr'] = {name: 0.05 * (1 + i)
                               for i, (name, _) in enumerate(policy.named_parameters())}
@@ -123,6 +128,19 @@ def test_a_check_with_large_damping_still_sees_a_wrong_hessian(monkeypatch):
 def test_hand_written_hvps_equal_double_backprop_for_every_policy_structure(policy):
     algo = _trpo('lvc', 2, policy_kwargs=POLICIES[policy],
                  inner_lr='per parameter')
+    batches = _in_double(algo, algo.sample_meta_batch(0))
+    fast = algo._hand_written_curvature(batches)
+    assert fast is not None
+    _assert_products_equal(fast, _reference(algo, batches), _directions(algo), 1e-9)
+
+
+@pytest.mark.parametrize('policy', ['tanh, learned std', 'clamp active', 'softplus std'])
+def test_hand_written_hvps_equal_double_backprop_with_a_log_std_per_dimension(policy):
+    """The reference's policy structure: one learned log-std per action dimension, here
+    unequal, adapted by the inner steps like the other parameters."""
+    algo = _trpo('lvc', 2, policy_kwargs=POLICIES[policy], inner_lr='per element',
+                 log_std=[-0.4, 0.3])
+    assert algo.policy._module._init_std.shape == (2, )
     batches = _in_double(algo, algo.sample_meta_batch(0))
     fast = algo._hand_written_curvature(batches)
     assert fast is not None

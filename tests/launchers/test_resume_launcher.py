@@ -1,5 +1,6 @@
 """launchers/train.py --resume: appends to progress.csv and continues exactly."""
 import csv
+import json
 import pathlib
 
 from click.testing import CliRunner
@@ -27,10 +28,14 @@ def _rows(log_dir):
         return list(csv.DictReader(f))
 
 
-def test_resume_appends_and_continues_exactly(tmp_path):
+@pytest.mark.parametrize('options', [[], ['--log-std', 'per-dimension']],
+                         ids=['log-std shared', 'log-std per dimension'])
+def test_resume_appends_and_continues_exactly(tmp_path, options):
     full, half = tmp_path / 'full', tmp_path / 'half'
-    assert _invoke(*TINY, '--epochs', 4, '--log-dir', full).exit_code == 0
-    assert _invoke(*TINY, '--epochs', 2, '--log-dir', half).exit_code == 0
+    assert _invoke(*TINY, *options, '--epochs', 4, '--log-dir', full).exit_code == 0
+    assert _invoke(*TINY, *options, '--epochs', 2, '--log-dir', half).exit_code == 0
+    assert json.loads((half / 'variant.json').read_text())['log_std'] == (
+        options[1] if options else 'shared')
     before = (half / 'progress.csv').read_text()
     variant = (half / 'variant.json').read_text()
     result = _invoke('--resume', half, '--epochs', 4)

@@ -54,6 +54,17 @@ def test_overrides_reach_the_algorithm(tmp_path):
     assert float(row['GaussianMLPPolicy/ClipEps']) == pytest.approx(0.1)
 
 
+def test_log_std_per_dimension_reaches_the_snapshot_and_other_kinds_are_refused(tmp_path):
+    _run(tmp_path, '--algo', 'MAML-TRPO', '--env', 'PointEnvCorner', '--log-std',
+         'per-dimension')
+    with open(tmp_path / 'log' / 'params.pkl', 'rb') as f:
+        policy = pickle.load(f)['algo'].policy
+    assert dict(policy.named_parameters())['_module._init_std'].shape == (2, )
+    result = CliRunner().invoke(_load_launcher().main, ['--log-std', 'per-action'])
+    assert result.exit_code == 2 and "'per-action' is not one of 'shared', 'per-dimension'" \
+        in result.output
+
+
 def test_paper_table_matches_the_reference():
     promp = algo_kwargs('ProMP', 'HalfCheetahFwdBack')
     assert (promp['clip_eps'], promp['init_inner_kl_penalty'], promp['num_promp_steps'],
