@@ -878,7 +878,8 @@ def value_at_iteration(rows: Sequence[dict], key: str, iterations: int,
     return sum(values[-window:]) / len(values[-window:]) if values else math.nan
 
 
-def at_equal_iterations(data, envs: Sequence[str], first: str, second: str) -> List[str]:
+def at_equal_iterations(data, envs: Sequence[str], first: str, second: str,
+                        unfinished=()) -> List[str]:
     """``first`` vs ``second`` post-update at the number of iterations every seed of both
     reached, with each one's env steps per iteration, on every env with a run of each.
 
@@ -888,7 +889,9 @@ def at_equal_iterations(data, envs: Sequence[str], first: str, second: str) -> L
     episodes end early an iteration has fewer env steps than nominal, and fewer for a
     policy that falls sooner: at equal env steps (the claims) the two algorithms have
     then had different numbers of updates, each on a batch of a different size. This
-    table shows the comparison the paper's x-axis makes.
+    table shows the comparison the paper's x-axis makes. Each algorithm's seeds are
+    counted as in the other tables (:func:`load`); a pair in ``unfinished``
+    (counted from runs in progress alone) says so.
     """
     lines = []
     for env in envs:
@@ -906,16 +909,19 @@ def at_equal_iterations(data, envs: Sequence[str], first: str, second: str) -> L
                      'iterations). Post-update return, mean ± std over seeds, at the '
                      'iterations every seed of both reached; env steps per iteration up to '
                      'there, mean over seeds:', '',
-                     f'| env | iterations | env steps per iteration, {first} | '
+                     f'| env | iterations | seeds, {first} / {second} | '
+                     f'env steps per iteration, {first} | '
                      f'env steps per iteration, {second} | {first} | {second} | t |',
-                     '|---|---|---|---|---|---|---|']
+                     '|---|---|---|---|---|---|---|---|']
         values = {algo: [value_at_iteration(rows, post_key(rows), reached) for rows in runs]
                   for algo, runs in seeds.items()}
         per_iteration = {algo: sum(float(rows[reached - 1]['TotalEnvSteps']) / reached
                                    for rows in runs) / len(runs)
                          for algo, runs in seeds.items()}
         t, _ = welch(values[first], values[second])
-        lines.append(f'| {env} | {reached} | {per_iteration[first]:,.0f} | '
+        counts = ' / '.join(f'{len(seeds[a])}{" (in progress)" if (env, a) in unfinished else ""}'
+                            for a in (first, second))
+        lines.append(f'| {env} | {reached} | {counts} | {per_iteration[first]:,.0f} | '
                      f'{per_iteration[second]:,.0f} | {_pm(values[first])} | '
                      f'{_pm(values[second])} | {"-" if math.isnan(t) else f"{t:+.2f}"} |')
     return lines + [''] if lines else []
@@ -1020,7 +1026,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                      + '; '.join(campaign.damage[name] for name in damaged), '']
         if fig == 'fig2':
             text += along_the_way(data, envs, 'ProMP', 'MAML-TRPO')
-            text += at_equal_iterations(data, envs, 'ProMP', 'MAML-TRPO')
+            text += at_equal_iterations(data, envs, 'ProMP', 'MAML-TRPO', unfinished)
             for env in envs:
                 claims += comparison_rows(data, 'Fig. 2', env, 'ProMP',
                                           [a for a in ('MAML-TRPO', 'E-MAML-TRPO')

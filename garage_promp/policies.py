@@ -38,7 +38,8 @@ def learn_log_std_per_dimension(policy: torch.nn.Module) -> torch.nn.Module:
     forward broadcasts it, and the package's batched forward, inner steps and
     hand-written Hessian-vector products sum each derivative to the
     parameter's shape. Build the algorithm after this call: it records the
-    policy's parameters. A policy that already has one per dimension is
+    policy's parameters (its optimiser and any learned inner step sizes
+    would hold the old one). A policy that already has one per dimension is
     returned as it is.
 
     Returns:
@@ -46,7 +47,8 @@ def learn_log_std_per_dimension(policy: torch.nn.Module) -> torch.nn.Module:
 
     Raises:
         ValueError: Where ``policy`` is not a ``GaussianMLPPolicy`` with a
-            learned log-std parameter (``learn_std=False`` has none to learn).
+            learned log-std parameter (``learn_std=False`` has none to learn)
+            of garage's shape ``(1,)`` (or already ``(A,)``).
 
     """
     from garage.torch.modules.gaussian_mlp_module import GaussianMLPModule  # pylint: disable=import-outside-toplevel
@@ -62,8 +64,11 @@ def learn_log_std_per_dimension(policy: torch.nn.Module) -> torch.nn.Module:
     action_dim = module._action_dim  # pylint: disable=protected-access
     if current.shape == (action_dim, ):
         return policy
+    if current.shape != (1, ):
+        raise ValueError(f'one log-std per action dimension: the policy\'s log-std has shape '
+                         f'{tuple(current.shape)}, neither garage\'s (1,) nor ({action_dim},)')
     module._init_std = torch.nn.Parameter(  # pylint: disable=protected-access
-        current.detach().expand(action_dim).clone())
+        current.detach().expand(action_dim).clone(), requires_grad=current.requires_grad)
     return policy
 
 

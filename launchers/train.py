@@ -216,8 +216,9 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                                f'(--env {"/".join(METAWORLD)})')
     run = dict(sampler=sampler, n_workers=n_workers, envs_per_task=envs_per_task, device=device,
                worker_timeout=worker_timeout,
-               evaluate_every=evaluate_every, hidden_sizes=hidden_sizes, log_std=log_std,
-               overrides=parsed, **args)
+               evaluate_every=evaluate_every, hidden_sizes=hidden_sizes, overrides=parsed, **args)
+    if log_std != 'shared':  # recorded only where it is not the default, so that runs made
+        run['log_std'] = log_std  # before the option group with today's (plot.py, paper.py)
     # Every check runs here, before the experiment's directory exists; an error
     # names the option of the argument it is about (--set for an override).
     with usage_errors(hints=dict.fromkeys(parsed, '--set')):

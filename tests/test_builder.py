@@ -102,3 +102,48 @@ def test_a_log_std_kind_other_than_the_two_is_refused_naming_it():
     with pytest.raises(ValueError, match="log_std must be one of 'shared', 'per-dimension', "
                                          "got 'per_dim'"):
         build_experiment('ProMP', 'PointEnvCorner', 1, log_std='per_dim', **TINY)
+
+
+def test_a_log_std_per_dimension_with_worker_processes_learned_steps_and_meta_testing():
+    """The places a policy goes: pickled to worker processes, learned inner step sizes
+    shaped like each parameter, and garage's meta-test adaptation."""
+    from garage import EpisodeBatch  # pylint: disable=import-outside-toplevel
+    experiment = build_experiment(
+        'ProMP', 'PointEnvCorner', 2, n_test_tasks=None, log_std='per-dimension',
+        sampler='multiprocessing', n_workers=2,
+        overrides={'reward_type': 'dense', 'trainable_inner_step_size': True}, **TINY)
+    algo = experiment.algo
+    name = '_module._init_std'
+    try:
+        batches = algo.sample_meta_batch(0)
+        step = algo._inner_lr[name]
+        assert step.shape == (2, )
+        before = step.detach().clone()
+        algo.optimize(0, batches)
+        assert torch.all(algo._inner_lr[name].detach() != before)
+        explorer = algo.get_exploration_policy()
+        episodes = EpisodeBatch.concatenate(*batches[0].episodes.split()[:2])
+        adapted = dict(algo.adapt_policy(explorer, episodes).adapted_params())[name]
+        assert adapted.shape == (2, ) and adapted[0] != adapted[1]
+    finally:
+        algo.sampler.shutdown_worker()
+
+
+def test_a_policy_log_std_of_another_shape_or_kind_is_refused_and_frozen_stays_frozen():
+    from garage_promp.policies import learn_log_std_per_dimension  # pylint: disable=import-outside-toplevel
+
+    from garage.torch.policies import GaussianMLPPolicy  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from tests.helpers import ShortPointEnv  # pylint: disable=import-outside-toplevel
+    env = ShortPointEnv()
+    policy = GaussianMLPPolicy(env.spec)
+    policy._module._init_std = torch.nn.Parameter(torch.zeros(1, 2))
+    with pytest.raises(ValueError, match=r'log-std has shape \(1, 2\), neither'):
+        learn_log_std_per_dimension(policy)
+    frozen = GaussianMLPPolicy(env.spec)
+    frozen._module._init_std.requires_grad_(False)
+    assert not learn_log_std_per_dimension(frozen)._module._init_std.requires_grad
+    for kind in (np.array(['per-dimension']), None, ['shared']):
+        with pytest.raises(ValueError, match='log_std must be one of'):
+            build_experiment('ProMP', 'PointEnvCorner', 1, log_std=kind, **TINY)

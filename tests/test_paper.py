@@ -369,28 +369,36 @@ def test_each_claim_compares_its_own_pair_at_their_common_steps(paper, tmp_path)
 def test_fig2_report_compares_at_equal_iterations_as_the_papers_axis(paper, tmp_path):
     """Where one algorithm's episodes end sooner, equal env steps are unequal iterations:
     the report also compares at the iterations every seed of both reached (the
-    reference's x-axis), with each one's env steps per iteration."""
+    reference's x-axis), with each one's seeds and env steps per iteration."""
     campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
     runs = [r for r in paper.fig2_runs() if r.env == 'HumanoidRandDirec' and r.seed <= 2]
     for r in runs:
-        if r.algo == 'ProMP':  # 8 iterations of 1,000 env steps
-            _write_progress(campaign.result_dir(r), [1000 * (j + 1) for j in range(8)],
+        if r.algo == 'ProMP':  # finished: 8 iterations of a budget's eighth
+            _write_progress(campaign.result_dir(r), [r.steps // 8 * (j + 1) for j in range(8)],
                             post=100. + r.seed)
-        else:  # MAML-TRPO: 16 iterations of 500 env steps, the same 8,000 steps in all
-            _write_progress(campaign.result_dir(r), [500 * (j + 1) for j in range(16)],
+        else:  # MAML-TRPO: 16 iterations of a sixteenth, the same budget in all
+            _write_progress(campaign.result_dir(r), [r.steps // 16 * (j + 1) for j in range(16)],
                             post=10. + r.seed)
-    ant = next(r for r in paper.fig2_runs() if r.env == 'AntRandDirec' and r.algo == 'ProMP')
-    _write_progress(campaign.result_dir(ant), [1000, 2000, 3000])  # no MAML-TRPO run: no row
+    going = next(r for r in paper.fig2_runs() if r.env == 'HumanoidRandDirec' and r.seed == 3
+                 and r.algo == 'ProMP')
+    _write_progress(campaign.run_dir(going), [going.steps // 8], post=0.)  # drawn, not counted
+    ant = {r.algo: r for r in paper.fig2_runs() if r.env == 'AntRandDirec' and r.seed == 1}
+    _write_progress(campaign.result_dir(ant['ProMP']), [ant['ProMP'].steps // 2,
+                                                        ant['ProMP'].steps])
+    _write_progress(campaign.run_dir(ant['MAML-TRPO']), [ant['MAML-TRPO'].steps // 10],
+                    post=5.)  # MAML-TRPO's only Ant run, in progress: counted, and said so
     lines = paper.report(campaign, ['fig2']).splitlines()
-    # At equal env steps (8,000) MAML-TRPO has had 16 iterations: rows 13-15 (post + 13..15).
+    # At equal env steps (the budget) MAML-TRPO has had 16 iterations: post + 13..15.
     claim = next(x for x in lines if x.startswith('| Fig. 2 HumanoidRandDirec: ProMP > MAML-TRPO'))
-    assert '107.5 ± 0.7 (2 seeds) vs 25.5 ± 0.7 (2) at 8,000 env steps' in claim
-    # At equal iterations (8): MAML-TRPO's rows 5-7 (post + 5..7), 500 env steps each.
+    assert '107.5 ± 0.7 (2 seeds) vs 25.5 ± 0.7 (2) at 10,000,000 env steps' in claim
+    # At equal iterations (8): MAML-TRPO's post + 5..7, at 625,000 env steps an iteration.
     start = next(i for i, x in enumerate(lines) if 'at equal iterations' in x)
-    table = [x for x in lines[start:] if x.startswith('| ')]
-    assert table[1].startswith('| HumanoidRandDirec | 8 | 1,000 | 500 | 107.5 ± 0.7 | '
-                               '17.5 ± 0.7 | +')
-    assert not any(x.startswith('| AntRandDirec |') for x in table[:2])
+    table = lines[start + 4:lines.index('', start + 2)]  # its rows, up to the blank line
+    assert table[0] == ('| AntRandDirec | 1 | 1 / 1 (in progress) | 5,000,000 | 1,000,000 | '
+                        '1.0 | 5.0 | - |')
+    assert table[1].startswith('| HumanoidRandDirec | 8 | 2 / 2 | 1,250,000 | 625,000 | '
+                               '107.5 ± 0.7 | 17.5 ± 0.7 | +')
+    assert len(table) == 2
     assert paper.value_at_iteration(
         [{'k': '1'}, {'k': ''}, {'k': '3'}, {'k': '5'}, {'k': '100'}], 'k', 4) == 3.
 

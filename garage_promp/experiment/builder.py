@@ -160,7 +160,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
         n_test_tasks = check_int(n_test_tasks, 'n_test_tasks', 1)
     if hidden_sizes is not None:
         hidden_sizes = check_hidden_sizes(hidden_sizes)
-    if log_std not in LOG_STD_KINDS:
+    if not isinstance(log_std, str) or log_std not in LOG_STD_KINDS:
         raise ValueError(f'log_std must be one of {", ".join(map(repr, LOG_STD_KINDS))}, '
                          f'got {log_std!r}')
     if overrides is not None and not isinstance(overrides, dict):

@@ -9,6 +9,7 @@ With garage_promp's algorithms the continued rows equal those of an
 uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 """
 import csv
+import numbers
 import os
 import warnings
 
@@ -34,6 +35,7 @@ import dowel
 from dowel import CsvOutput, logger
 from garage.experiment.experiment import ExperimentContext
 from garage.trainer import Trainer
+import torch
 
 
 class AppendingCsvOutput(CsvOutput):
@@ -108,6 +110,17 @@ def check_snapshot_matches_variant(log_dir: str, algo) -> None:
         if want is not None and have is not None and want != have:
             raise ValueError(f"the snapshot in {log_dir} has {option}={have}, its variant.json "
                              f"{want}: not this run's snapshot")
+    log_std = variant.get('log_std', 'shared')  # runs before the option: garage's shared one
+    module = getattr(getattr(algo, 'policy', None), '_module', None)
+    have = getattr(module, '_init_std', None)
+    action_dim = getattr(module, '_action_dim', None)  # garage keeps a numpy integer there
+    if isinstance(have, torch.nn.Parameter) and isinstance(action_dim, numbers.Integral):
+        want = (1, ) if log_std == 'shared' else (int(action_dim), )
+    else:
+        want = None
+    if want is not None and tuple(have.shape) != want:
+        raise ValueError(f'the snapshot in {log_dir} has a log-std of shape {tuple(have.shape)}, '
+                         f"its variant.json log_std={log_std!r}: not this run's snapshot")
     env = variant.get('env')
     horizon = variant.get('max_episode_length')
     if horizon is not None and getattr(algo, '_horizon', horizon) != horizon:

@@ -34,8 +34,8 @@ def test_resume_appends_and_continues_exactly(tmp_path, options):
     full, half = tmp_path / 'full', tmp_path / 'half'
     assert _invoke(*TINY, *options, '--epochs', 4, '--log-dir', full).exit_code == 0
     assert _invoke(*TINY, *options, '--epochs', 2, '--log-dir', half).exit_code == 0
-    assert json.loads((half / 'variant.json').read_text())['log_std'] == (
-        options[1] if options else 'shared')
+    assert json.loads((half / 'variant.json').read_text()).get('log_std') == (
+        options[1] if options else None)  # the default is not recorded: as in older runs
     before = (half / 'progress.csv').read_text()
     variant = (half / 'variant.json').read_text()
     result = _invoke('--resume', half, '--epochs', 4)
@@ -94,3 +94,17 @@ def test_a_damaged_run_file_is_refused_on_resume_naming_it(tmp_path, name, text,
     assert message in result.output
     assert 'Traceback' not in result.output
     assert (run / 'progress.csv').read_text() == log  # nothing appended
+
+
+def test_a_snapshot_whose_log_std_is_not_the_variants_is_refused(tmp_path):
+    run = tmp_path / 'run'
+    assert _invoke(*TINY, '--log-std', 'per-dimension', '--epochs', 1, '--log-dir',
+                   run).exit_code == 0
+    variant = json.loads((run / 'variant.json').read_text())
+    del variant['log_std']  # as if a shared-std run's directory held this snapshot
+    (run / 'variant.json').write_text(json.dumps(variant))
+    before = (run / 'progress.csv').read_text()
+    result = _invoke('--resume', run, '--epochs', 2)
+    assert result.exit_code != 0
+    assert "has a log-std of shape (2,), its variant.json log_std='shared'" in result.output
+    assert (run / 'progress.csv').read_text() == before
