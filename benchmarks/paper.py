@@ -31,6 +31,11 @@ a quarter of the paper's 40 x 20):
   ProMP with the fixed step, on HalfCheetahFwdBack at Fig. 2's budget: the
   fixed-step arm is Fig. 2's own three ProMP runs, so only the three learned
   runs are new.
+- ``logstd`` (not in the paper): ProMP and MAML-TRPO with one learned log-std per
+  action dimension (``train.py --log-std per-dimension``, the reference's policy
+  structure; garage's ``GaussianMLPPolicy`` shares one) on HalfCheetahFwdBack at
+  Fig. 2's budget and seeds: the shared-std arms are Fig. 2's own runs, so only the
+  six per-dimension runs are new.
 - ``ml10`` (not in the paper): Meta-World ML10, ProMP vs MAML-TRPO at the
   maintained Meta-World baselines' budget (2e7 env steps, 20 tasks x 10
   episodes, their MAML-TRPO settings), 2 seeds, meta-tested every 10 epochs on
@@ -116,7 +121,7 @@ FIG2_ENVS = ('HalfCheetahFwdBack', 'WalkerFwdBack', 'AntRandDirec', 'HopperRandP
 FIG3_ALGOS = ('LVC-VPG', 'DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG')
 FIG5_ALGOS = ('LVC-TRPO', 'MAML-TRPO', 'E-MAML-TRPO')
 FIG8_ALGOS = ('ProMP', 'LVC-VPG', 'MAML-TRPO')
-FIGURES = ('fig2', 'fig3', 'fig5', 'fig6', 'fig8', 'ml10', 'stepsize')
+FIGURES = ('fig2', 'fig3', 'fig5', 'fig6', 'fig8', 'ml10', 'stepsize', 'logstd')
 #: Figures that are one script's output rather than training runs.
 SCRIPTED = {'fig6': 'fig6.json', 'fig8': 'throughput.json'}
 #: Tasks per iteration and episodes per task (a quarter of the paper's 40 x 20).
@@ -210,8 +215,23 @@ def stepsize_runs() -> List[Run]:
                     for r in fixed]
 
 
+#: The per-dimension log-std variant of an algorithm (``logstd``), by algorithm.
+PER_DIM_STD = {'ProMP': 'ProMP-std-per-dim', 'MAML-TRPO': 'MAML-TRPO-std-per-dim'}
+
+
+def logstd_runs() -> List[Run]:
+    """ProMP and MAML-TRPO on HalfCheetahFwdBack with garage's one shared log-std (Fig. 2's
+    2e7-step runs, seeds 1-3) and with one per action dimension (the reference's policy
+    structure): the same runs but for ``--log-std per-dimension``."""
+    shared = [r for r in fig2_runs() if r.env == 'HalfCheetahFwdBack' and r.seed in (1, 2, 3)
+              and r.algo in PER_DIM_STD]
+    return shared + [dataclasses.replace(r, fig='logstd', label=PER_DIM_STD[r.algo],
+                                         options=('--log-std', 'per-dimension'))
+                     for r in shared]
+
+
 TRAINING_FIGURES = {'fig2': fig2_runs, 'fig3': fig3_runs, 'fig5': fig5_runs, 'ml10': ml10_runs,
-                    'stepsize': stepsize_runs}
+                    'stepsize': stepsize_runs, 'logstd': logstd_runs}
 
 
 def quick_runs(fig: str) -> List[Run]:
@@ -990,6 +1010,8 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                  'fig3': "Fig. 3: VPG with each meta-gradient estimator",
                  'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward',
                  'ml10': 'Meta-World ML10 (not in the paper): ProMP vs MAML-TRPO',
+                 'logstd': 'One log-std per action dimension (not in the paper): ProMP and '
+                           'MAML-TRPO, HalfCheetahFwdBack',
                  'stepsize': 'Learned inner step sizes (not in the paper): ProMP with and '
                              'without, HalfCheetahFwdBack'}[fig]
         (out / fig).mkdir(parents=True, exist_ok=True)
@@ -1044,6 +1066,13 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
         elif fig == 'stepsize':
             claims += comparison_rows(data, 'Learned step sizes', 'HalfCheetahFwdBack',
                                       LEARNED_STEP, ['ProMP'], paper=False)
+        elif fig == 'logstd':  # Fig. 2's comparison with the reference's policy structure,
+            # and what that structure does to each algorithm
+            claims += comparison_rows(data, 'Log-std per dimension', 'HalfCheetahFwdBack',
+                                      PER_DIM_STD['ProMP'], [PER_DIM_STD['MAML-TRPO'], 'ProMP'],
+                                      paper=False)
+            claims += comparison_rows(data, 'Log-std per dimension', 'HalfCheetahFwdBack',
+                                      PER_DIM_STD['MAML-TRPO'], ['MAML-TRPO'], paper=False)
         elif fig == 'fig5':
             claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
                                       ['MAML-TRPO', 'E-MAML-TRPO'])

@@ -237,7 +237,7 @@ def test_an_interrupted_run_continues_with_the_rows_of_an_uninterrupted_one(pape
 
 @pytest.mark.slow
 @pytest.mark.mujoco
-@pytest.mark.parametrize('fig', ['fig2', 'fig3', 'fig5', 'stepsize',
+@pytest.mark.parametrize('fig', ['fig2', 'fig3', 'fig5', 'stepsize', 'logstd',
                                  pytest.param('ml10', marks=pytest.mark.metaworld)])
 def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
     args = ['--quick', '--runs-dir', str(tmp_path)]
@@ -263,6 +263,16 @@ def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
                                  .read_text())
             assert variant['overrides'] == {'trainable_inner_step_size': True}
         assert f'| Learned step sizes HalfCheetahFwdBack: {paper.LEARNED_STEP} > ProMP |' in report
+    if fig == 'logstd':  # the per-dimension arms learn one log-std per action dimension
+        per_dim = [r for r in paper.quick_runs(fig) if r.label]
+        assert sorted(r.algo for r in per_dim) == ['MAML-TRPO', 'ProMP']
+        for run in per_dim:
+            variant = json.loads((tmp_path / 'quick' / 'results' / run.name / 'variant.json')
+                                 .read_text())
+            assert variant['log_std'] == 'per-dimension'
+        for claim in ('ProMP-std-per-dim > MAML-TRPO-std-per-dim', 'ProMP-std-per-dim > ProMP',
+                      'MAML-TRPO-std-per-dim > MAML-TRPO'):
+            assert f'| Log-std per dimension HalfCheetahFwdBack: {claim} |' in report
     if fig == 'ml10':  # the success claims, measured on the meta-test's held-out classes
         assert '| Meta-World ML10 held-out success: ProMP > MAML-TRPO |' in report
         assert 'not run yet' not in report.split('## Claims')[1]
@@ -416,6 +426,21 @@ def test_stepsize_reuses_fig2s_fixed_step_runs(paper):
         assert (a.env, a.algo, a.steps, a.batch) == (b.env, b.algo, b.steps, b.batch)
         assert b.options == ('--set', 'trainable_inner_step_size=true')
         assert b.name == f'stepsize/HalfCheetahFwdBack/{paper.LEARNED_STEP}_seed={b.seed}'
+
+
+def test_logstd_reuses_fig2s_shared_std_runs(paper):
+    """The shared-std arms are Fig. 2's 2e7-step HalfCheetahFwdBack runs of ProMP and
+    MAML-TRPO (seeds 1-3); the per-dimension runs differ from them by the option alone."""
+    runs = paper.logstd_runs()
+    fig2 = {r.name: r for r in paper.fig2_runs()}
+    shared = [r for r in runs if not r.label]
+    per_dim = [r for r in runs if r.label]
+    assert [fig2[r.name] for r in shared] == shared and len(shared) == 6
+    for a, b in zip(shared, per_dim):
+        assert (a.env, a.algo, a.seed, a.steps, a.batch) == (b.env, b.algo, b.seed, b.steps,
+                                                               b.batch)
+        assert b.options == ('--log-std', 'per-dimension')
+        assert b.name == f'logstd/HalfCheetahFwdBack/{b.algo}-std-per-dim_seed={b.seed}'
 
 
 def _paper_fails(*args):
