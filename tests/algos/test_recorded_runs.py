@@ -79,6 +79,22 @@ def _same(a: str, b: str) -> bool:
     return math.isclose(x, y, rel_tol=REL, abs_tol=1e-9) or (math.isnan(x) and math.isnan(y))
 
 
+def _cpuinfo(field: str) -> str:
+    """The value of ``field`` on ``/proc/cpuinfo``'s first line for it ('' where there is none)."""
+    try:
+        with open('/proc/cpuinfo', encoding='utf-8') as f:
+            return next((line.split(':', 1)[1].strip() for line in f
+                         if line.startswith(field)), '')
+    except OSError:
+        return ''
+
+
+def _simd() -> list:
+    """The SIMD extensions numpy found on this processor, sorted."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    return sorted(k for k, v in np.core._multiarray_umath.__cpu_features__.items() if v)  # pylint: disable=protected-access
+
+
 def numerics_fingerprint() -> str:
     """What decides the last bits of a run on this machine, hashed: the processor's
     instruction sets (``/proc/cpuinfo`` flags, numpy's detected SIMD features), torch's
@@ -86,17 +102,9 @@ def numerics_fingerprint() -> str:
     import mujoco  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
     import torch  # pylint: disable=import-outside-toplevel
-    flags = ''
-    try:
-        with open('/proc/cpuinfo', encoding='utf-8') as f:
-            flags = next((line.split(':', 1)[1].split() for line in f
-                          if line.startswith('flags')), '')
-    except OSError:
-        pass
-    simd = sorted(k for k, v in np.core._multiarray_umath.__cpu_features__.items() if v)  # pylint: disable=protected-access
-    text = repr((platform.machine(), sorted(flags), simd, torch.__version__,
-                 torch.backends.cpu.get_cpu_capability(), torch.get_num_threads(),
-                 np.__version__, mujoco.__version__))
+    text = repr((platform.machine(), sorted(_cpuinfo('flags').split()), _simd(),
+                 torch.__version__, torch.backends.cpu.get_cpu_capability(),
+                 torch.get_num_threads(), np.__version__, mujoco.__version__))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -104,15 +112,7 @@ def _machine_description() -> str:
     """For a reader of ``recorded_runs/<fingerprint>/``: the machine that recorded it."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     import torch  # pylint: disable=import-outside-toplevel
-    model = ''
-    try:
-        with open('/proc/cpuinfo', encoding='utf-8') as f:
-            model = next((line.split(':', 1)[1].strip() for line in f
-                          if line.startswith('model name')), '')
-    except OSError:
-        pass
-    simd = [k for k, v in np.core._multiarray_umath.__cpu_features__.items() if v]  # pylint: disable=protected-access
-    return (f'{platform.machine()} {model}; SIMD {" ".join(sorted(simd))}; torch '
+    return (f'{platform.machine()} {_cpuinfo("model name")}; SIMD {" ".join(_simd())}; torch '
             f'{torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels, '
             f'{torch.get_num_threads()} threads); numpy {np.__version__}\n')
 
