@@ -670,22 +670,29 @@ def status_table(campaign: Campaign, figs: Sequence[str], quick: bool = False,
 
 
 # --------------------------------------------------------------------- report
-def curve(rows: Sequence[dict], key: str) -> Tuple[List[float], List[float]]:
-    """(env steps, values) of one column, blank and NaN entries left out."""
-    xs, ys = [], []
+def _logged_rows(rows: Sequence[dict], key: str):
+    """(row, value) of the rows that logged ``key``: blank and NaN entries left out."""
     for row in rows:
         value = row.get(key)
         if value not in (None, '') and not math.isnan(float(value)):
-            xs.append(float(row['TotalEnvSteps']))
-            ys.append(float(value))
-    return xs, ys
+            yield row, float(value)
+
+
+def _mean_of_last(values: Sequence[float], window: int) -> float:
+    """Mean of the last ``window`` of ``values`` (NaN for none)."""
+    return sum(values[-window:]) / len(values[-window:]) if values else math.nan
+
+
+def curve(rows: Sequence[dict], key: str) -> Tuple[List[float], List[float]]:
+    """(env steps, values) of one column, blank and NaN entries left out."""
+    logged = list(_logged_rows(rows, key))
+    return [float(row['TotalEnvSteps']) for row, _ in logged], [y for _, y in logged]
 
 
 def value_at(rows: Sequence[dict], key: str, steps: float, window: int = 3) -> float:
     """Mean of the last ``window`` values logged at or before ``steps`` env steps."""
     xs, ys = curve(rows, key)
-    values = [y for x, y in zip(xs, ys) if x <= steps]
-    return sum(values[-window:]) / len(values[-window:]) if values else math.nan
+    return _mean_of_last([y for x, y in zip(xs, ys) if x <= steps], window)
 
 
 def post_key(rows: Sequence[dict]) -> str:
@@ -893,9 +900,7 @@ def value_at_iteration(rows: Sequence[dict], key: str, iterations: int,
                        window: int = 3) -> float:
     """Mean of the last ``window`` values of ``key`` logged in the first ``iterations``
     epochs (a run's ``progress.csv`` has one row an epoch, in order)."""
-    values = [float(row[key]) for row in rows[:iterations]
-              if row.get(key) not in (None, '') and not math.isnan(float(row[key]))]
-    return sum(values[-window:]) / len(values[-window:]) if values else math.nan
+    return _mean_of_last([y for _, y in _logged_rows(rows[:iterations], key)], window)
 
 
 def at_equal_iterations(data, envs: Sequence[str], first: str, second: str,
@@ -918,9 +923,8 @@ def at_equal_iterations(data, envs: Sequence[str], first: str, second: str,
         if (env, first) not in data or (env, second) not in data:
             continue
         seeds = {algo: list(data[(env, algo)].values()) for algo in (first, second)}
+        # (load keeps only runs that logged an epoch, so every seed has a row)
         reached = min(len(rows) for runs in seeds.values() for rows in runs)
-        if reached == 0:
-            continue
         if not lines:
             lines = [f'{first} vs {second} at equal iterations (the reference\'s x-axis counts '
                      'the nominal batch, M·R·H·(K+1) env steps, an iteration; here an '

@@ -116,11 +116,10 @@ def check_snapshot_matches_variant(log_dir: str, algo) -> None:
     action_dim = getattr(module, '_action_dim', None)  # garage keeps a numpy integer there
     if isinstance(have, torch.nn.Parameter) and isinstance(action_dim, numbers.Integral):
         want = (1, ) if log_std == 'shared' else (int(action_dim), )
-    else:
-        want = None
-    if want is not None and tuple(have.shape) != want:
-        raise ValueError(f'the snapshot in {log_dir} has a log-std of shape {tuple(have.shape)}, '
-                         f"its variant.json log_std={log_std!r}: not this run's snapshot")
+        if tuple(have.shape) != want:
+            raise ValueError(f'the snapshot in {log_dir} has a log-std of shape '
+                             f"{tuple(have.shape)}, its variant.json log_std={log_std!r}: not "
+                             "this run's snapshot")
     env = variant.get('env')
     horizon = variant.get('max_episode_length')
     if horizon is not None and getattr(algo, '_horizon', horizon) != horizon:
