@@ -88,8 +88,17 @@ class _LinearBaseline(Baseline):
         raise NotImplementedError
 
     def fit(self, observations, targets, mask):
+        self._fit_on(self._features(observations), targets, mask)
+
+    def fit_predict(self, observations, targets, mask):
+        # The features once for both (the same arrays fit and predict would build).
+        features = self._features(observations)
+        self._fit_on(features, targets, mask)
+        return (features @ self.coeffs) * mask
+
+    def _fit_on(self, features, targets, mask):
         valid = mask > 0
-        features = self._features(observations)[valid]
+        features = features[valid]
         y = targets[valid]
         if not (np.isfinite(features).all() and np.isfinite(y).all()):
             raise FloatingPointError(

@@ -57,6 +57,22 @@ def test_padding_is_ignored_and_predicted_zero():
     assert np.all(ZeroBaseline().fit_predict(obs, targets, mask) == 0)
 
 
+@pytest.mark.parametrize('cls', [LinearFeatureBaseline, LinearTimeBaseline])
+def test_fit_predict_is_fit_then_predict_bit_for_bit(cls):
+    """fit_predict builds the features once; the numbers are fit's and predict's."""
+    rng = np.random.default_rng(3)
+    obs = rng.normal(size=(10, 50, 7)) * 4
+    mask = (np.arange(50) < rng.integers(5, 50, size=(10, 1))).astype(float)
+    targets = rng.normal(size=(10, 50)) * mask
+    apart = cls()
+    apart.fit(obs, targets, mask)
+    together = cls()
+    values = together.fit_predict(obs, targets, mask)
+    assert np.array_equal(together.coeffs, apart.coeffs)
+    assert np.array_equal(values, apart.predict(obs, mask))
+    assert np.all(values[mask == 0] == 0) and np.any(values != 0)
+
+
 DATA = __import__('pathlib').Path(__file__).resolve().parent / 'data'
 
 

@@ -147,6 +147,20 @@ def test_shared_forwards_ab_runs_and_ends_at_the_same_theta():
     assert gap < 1e-4
 
 
+@pytest.mark.slow
+def test_padding_cut_ab_cuts_the_rounds_and_times_both_updates():
+    proc = _run_benchmark('padding_cut.py', '--env', 'HopperRandParams', '--meta-batch-size', '2',
+                          '--episodes-per-task', '5', '--repeats', '1')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    kept = lines[0].split('(')[-1].split()
+    assert int(kept[0]) < int(kept[2])  # early falls: most of a round is padding
+    assert any(line.startswith('MAML-TRPO update, padded rounds:') for line in lines)
+    assert any(line.startswith('MAML-TRPO update, cut rounds:') for line in lines)
+    assert float(lines[-2].split(':')[-1]) > 0
+    assert lines[-1].startswith('largest |θ_cut - θ_padded| after one update:')
+
+
 @pytest.mark.metaworld
 def test_metaworld_speedups_benchmark_side_by_side(tmp_path):
     result = _run_benchmark('metaworld_speedups.py', '--env', 'push-v3', '--steps', '200',

@@ -35,7 +35,12 @@ import abc
 import collections
 from typing import Dict, List
 
-from garage_promp.algos._batch import MetaBatch, ProcessingConfig, check_batches
+from garage_promp.algos._batch import (
+    MetaBatch,
+    ProcessingConfig,
+    check_batches,
+    without_trailing_padding,
+)
 from garage_promp.algos.device import LearnerDevice
 from garage_promp.algos.epoch_loop import EpochLoop
 from garage_promp.algos.meta_batch import MetaBatchSampling
@@ -303,7 +308,9 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         Args:
             itr (int): The iteration (ProMP's ε annealing and minibatch
                 stream use it).
-            batches (list[MetaBatch]): From :meth:`sample_meta_batch`.
+            batches (list[MetaBatch]): From :meth:`sample_meta_batch`. The
+                padding after the rounds' longest episode is cut first
+                (:func:`~garage_promp.algos._batch.without_trailing_padding`).
 
         Raises:
             ValueError: If ``itr`` is not an int >= 0 or ``batches`` are not the
@@ -316,7 +323,7 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         spec = self._env_spec
         check_batches(batches, self._num_inner_grad_steps + 1,
                       spec.observation_space.flat_dim, spec.action_space.flat_dim)
-        self._optimize(itr, batches)
+        self._optimize(itr, without_trailing_padding(batches))
 
     def _optimize(self, itr: int, batches: List[MetaBatch]):
         """:meth:`optimize` on checked arguments: each algorithm's outer step.

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""A/B of the outer update with and without the padding after the longest episode.
+
+``MetaPolicySearch.optimize`` cuts the K + 1 rounds after the last step that any
+of their episodes reaches (``_batch.without_trailing_padding``); on envs whose
+episodes end early (HopperRandParams, the walkers, HumanoidRandDirec) most of a
+padded batch is padding. This samples one meta-batch at the paper's batch for
+the env, then times the same update on the padded rounds (``_optimize``, as
+before the cut) and through ``optimize`` (cut), alternated so that load from
+other processes hits both alike, and prints how far θ ends apart.
+
+    python benchmarks/padding_cut.py [--algo MAML-TRPO] [--env HumanoidRandDirec]
+        [--meta-batch-size 20 --episodes-per-task 10] [--repeats 3]
+"""
+import copy
+import statistics
+import time
+
+from garage_promp.experiment.env_names import EnvName
+from garage_promp.experiment.paper_config import ALGOS
+from garage_promp.validation import count, usage_errors
+
+import click
+
+
+@click.command()
+@click.option('--algo', type=click.Choice(sorted(ALGOS)), default='MAML-TRPO', show_default=True,
+              help='A paper label.')
+@click.option('--env', type=EnvName(metaworld=False), default='HumanoidRandDirec',
+              show_default=True, help='A paper env.')
+@click.option('--meta-batch-size', type=count(), default=None,
+              help='Tasks per meta-batch [default: the paper table\'s].')
+@click.option('--episodes-per-task', type=count(), default=None,
+              help='Episodes per task and round [default: the paper table\'s].')
+@click.option('--repeats', type=count(), default=3, show_default=True, help='Updates each way.')
+def main(algo, env, meta_batch_size, episodes_per_task, repeats):
+    """Time one update on padded and on cut rounds."""
+    from garage_promp.algos._batch import without_trailing_padding
+    from garage_promp.experiment.builder import build_experiment
+
+    import torch
+    with usage_errors():  # nothing is sampled before the experiment is built
+        algorithm, _, _ = build_experiment(algo, env, 1, n_test_tasks=None,
+                                           meta_batch_size=meta_batch_size,
+                                           episodes_per_task=episodes_per_task)
+    batches = algorithm.sample_meta_batch(0)
+    lengths = [batch.episodes.lengths for batch in batches]
+    horizon = batches[0].mask.shape[2]
+    longest = max(batch.longest_episode for batch in batches)
+    click.echo(f'{env}, {algo}: {sum(len(x) for x in lengths)} episodes of '
+               f'{statistics.mean(float(x.mean()) for x in lengths):.1f} steps on average, '
+               f'the longest {longest} of a horizon of {horizon} '
+               f'({len(without_trailing_padding(batches)[0].mask.flatten())} of '
+               f'{len(batches[0].mask.flatten())} cells a round kept)')
+    optimizer = getattr(algorithm, '_optimizer', None)
+    # What one update changes: θ, the optimiser's state, ProMP's KL coefficients.
+    start_state = copy.deepcopy((algorithm.policy.state_dict(),
+                                 optimizer.state_dict() if optimizer is not None else None,
+                                 getattr(algorithm, 'inner_kl_coeff', None)))
+
+    def restore():
+        policy_state, optimizer_state, kl_coeff = copy.deepcopy(start_state)
+        algorithm.policy.load_state_dict(policy_state)
+        if optimizer is not None:
+            optimizer.load_state_dict(optimizer_state)
+        if kl_coeff is not None:
+            algorithm.inner_kl_coeff = kl_coeff
+
+    update = {'padded': lambda: algorithm._optimize(0, batches),  # pylint: disable=protected-access
+              'cut': lambda: algorithm.optimize(0, batches)}
+    times, thetas = {'padded': [], 'cut': []}, {}
+    for mode in ['padded', 'cut'] * repeats:
+        restore()
+        start = time.perf_counter()
+        update[mode]()
+        times[mode].append(time.perf_counter() - start)
+        thetas[mode] = torch.cat([p.detach().flatten() for p in algorithm.policy.parameters()])
+    for mode, values in times.items():
+        click.echo(f'{algo} update, {mode} rounds: '
+                   + ', '.join(f'{v:.2f}' for v in values) + ' s')
+    click.echo(f'padded / cut, medians: '
+               f'{statistics.median(times["padded"]) / statistics.median(times["cut"]):.2f}')
+    gap = float((thetas['cut'] - thetas['padded']).abs().max())
+    click.echo(f'largest |θ_cut - θ_padded| after one update: {gap:.1e}')
+
+
+if __name__ == '__main__':
+    main()  # pylint: disable=no-value-for-parameter
