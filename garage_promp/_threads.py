@@ -44,6 +44,15 @@ ADAPTATION_THREADS = 1
 #: on two threads beside two busy processes, 0.14 ms on one.
 PROCESSING_BLAS_THREADS = 1
 
+#: torch threads of a sampler worker's job: a pool or Ray worker process runs on
+#: one core, and the in-process backend runs its jobs on one thread too
+#: (:func:`worker_threads`). The policy forward of a worker is small (one row per
+#: episode of a wave): a second thread gains nothing there, and beside other busy
+#: processes its OpenMP hand-offs made an in-process ML1 ``reach-v3`` meta-batch
+#: three times slower (2-core development machine, two campaign runs beside it,
+#: 2026-11-26: 1,283 µs an env step on two threads, 396 on one, profiled).
+WORKER_THREADS = 1
+
 _BLAS = []  # the threadpoolctl controller of the loaded BLAS libraries, made once
 
 
@@ -62,6 +71,20 @@ def processing_blas_threads():
     """Run the block with :data:`PROCESSING_BLAS_THREADS` BLAS threads in numpy and SciPy."""
     with _blas_controller().limit(limits=PROCESSING_BLAS_THREADS):
         yield
+
+
+@contextlib.contextmanager
+def worker_threads():
+    """Run the block (a sampler job) on :data:`WORKER_THREADS` torch threads, then restore them."""
+    previous = torch.get_num_threads()
+    if previous == WORKER_THREADS:
+        yield
+        return
+    torch.set_num_threads(WORKER_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 @contextlib.contextmanager

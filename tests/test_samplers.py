@@ -118,6 +118,26 @@ def test_same_seed_same_episodes_in_process_and_with_1_2_3_workers():
                           _sample_early_ending('multiprocessing', n_workers))
 
 
+def test_in_process_jobs_run_on_one_torch_thread_as_pool_workers_do(monkeypatch):
+    """A job of the in-process backend runs on WORKER_THREADS torch threads, then restores."""
+    seen = []
+    sample = backends._sample_or_report
+
+    def watched(worker, worker_id, job):
+        seen.append(torch.get_num_threads())
+        return sample(worker, worker_id, job)
+
+    monkeypatch.setattr(backends, '_sample_or_report', watched)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        _sample_early_ending('local', 2)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {garage_promp._threads.WORKER_THREADS} == {1}
+
+
 def test_reset_noise_is_keyed_per_episode():
     reference = _sample_reset_noise('local', 1)
     starts = reference[0].observations[::6]

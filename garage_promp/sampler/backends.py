@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import weakref
 
 from garage_promp._console import phase
+from garage_promp._threads import WORKER_THREADS, worker_threads
 from garage_promp.sampler.options import check_sampler_options
 from garage_promp.sampler.rollout import Context, EpisodeArrays, Job, RolloutWorker
 from garage_promp.validation import MAX_COUNT, MAX_WORKERS
@@ -245,7 +246,8 @@ class InProcessBackend(Backend):
         worker_id, job = self._queue.popleft()
         worker = self._workers[worker_id]
         try:
-            with _InProcessWatch(worker, worker_id, self._timeout):
+            # On one thread, as a pool worker's job (garage_promp._threads.WORKER_THREADS).
+            with _InProcessWatch(worker, worker_id, self._timeout), worker_threads():
                 result = _sample_or_report(worker, worker_id, job)
         except _Stuck as stuck:
             self.close()
@@ -503,7 +505,7 @@ def worker_main(conn, worker_id: int):
     """Body of a pool worker process: start, then sample jobs until told."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(WORKER_THREADS)
     try:
         worker = RolloutWorker(**cloudpickle.loads(conn.recv_bytes()))
         conn.send_bytes(pickle.dumps(('ok', None)))
@@ -804,7 +806,7 @@ class _RayWorker:
         failure comes back as a :class:`FailureReport`, as a pool worker's does.
         """
         import torch
-        torch.set_num_threads(1)
+        torch.set_num_threads(WORKER_THREADS)
         try:
             self._worker = RolloutWorker(**cloudpickle.loads(self._config_bytes))
         except Exception as exc:  # pylint: disable=broad-except
