@@ -73,6 +73,23 @@ def test_fit_predict_is_fit_then_predict_bit_for_bit(cls):
     assert np.all(values[mask == 0] == 0) and np.any(values != 0)
 
 
+def test_fit_predict_calls_a_subclass_own_fit_and_predict():
+    calls = []
+
+    class Logged(LinearFeatureBaseline):
+        def fit(self, observations, targets, mask):
+            calls.append('fit')
+            super().fit(observations, targets, mask)
+
+        def predict(self, observations, mask):
+            calls.append('predict')
+            return super().predict(observations, mask)
+
+    obs, targets, mask = _reference_data(1)
+    Logged().fit_predict(obs, targets, mask)
+    assert calls == ['fit', 'predict']
+
+
 DATA = __import__('pathlib').Path(__file__).resolve().parent / 'data'
 
 

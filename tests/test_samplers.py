@@ -1,4 +1,5 @@
 """MetaSampler: identical episodes on every backend, errors that surface, no hang."""
+import contextlib
 import os
 import pathlib
 import pickle
@@ -136,6 +137,17 @@ def test_in_process_jobs_run_on_one_torch_thread_as_pool_workers_do(monkeypatch)
     finally:
         torch.set_num_threads(before)
     assert seen and set(seen) == {garage_promp._threads.WORKER_THREADS} == {1}
+
+
+def test_in_process_jobs_give_the_same_episodes_on_more_torch_threads(monkeypatch):
+    reference = _sample_early_ending('local', 2)
+    monkeypatch.setattr(backends, 'worker_threads', contextlib.nullcontext)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _assert_identical(reference, _sample_early_ending('local', 2))
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_reset_noise_is_keyed_per_episode():

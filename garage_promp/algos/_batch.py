@@ -76,8 +76,9 @@ class MetaBatch:
         """The batch with every (M, R, T, ...) tensor cut to its first ``length`` steps."""
         if length >= self.mask.shape[2]:
             return self
+        layout = self.mask.shape
         return self._map(lambda value: value[:, :, :length].contiguous()
-                         if value.dim() >= 3 else value)
+                         if value.shape[:3] == layout else value)
 
     def to(self, device) -> 'MetaBatch':
         """The batch with its tensors on ``device`` (itself if already there)."""
@@ -199,19 +200,21 @@ def without_trailing_padding(batches: List[MetaBatch]) -> List[MetaBatch]:
     """The K + 1 rounds cut after the last step that any of their episodes reaches.
 
     Episodes are padded to the horizon T, but where they end early (a walker or
-    humanoid that falls) most of the (M, R, T) cells are padding: HumanoidRandDirec's
-    first meta-batches hold episodes of 35 steps on average and 82 at most, of 200.
+    humanoid that falls) most of the (M, R, T) cells are padding: a first
+    HumanoidRandDirec meta-batch of 20 tasks x 10 episodes holds episodes of 35 steps
+    on average and 82 at most, of 200.
     Every term of the meta-objective, the inner steps and TRPO's KL is a masked sum
     over the time axis, and the padded cells past the longest episode contribute exact
     zeros to it (the DiCE objective's cumulative log-probabilities run forward in time,
     so cutting the tail leaves every valid step's value as it was), so cutting them
-    leaves the update the same mathematically and makes it cost what the steps taken
-    cost, as the original code's flat sample arrays do
-    (meta_policy_search/samplers/meta_sample_processor.py concatenates paths).
-    Where every round has an episode that runs to the horizon (the point envs,
-    HalfCheetah, Meta-World) nothing is cut and the batches are returned as they are;
-    otherwise the sums run over other shapes and round differently in their last bits.
-    All rounds are cut to one length, so they keep one layout.
+    leaves the update the same mathematically and makes it cost the longest episode's
+    length rather than the horizon (the original code's flat sample arrays,
+    meta_policy_search/samplers/meta_sample_processor.py, cost the steps taken).
+    Where any episode of any round runs to the horizon (always on the point envs,
+    HalfCheetah and Meta-World in training) nothing is cut and the batches are
+    returned as they are; otherwise the sums run over other shapes and round
+    differently in their last bits. All rounds are cut to one length, so they keep
+    one layout, and cutting cut batches returns them as they are.
     """
     longest = max(batch.longest_episode for batch in batches)
     return [batch.cut_time_axis(longest) for batch in batches]

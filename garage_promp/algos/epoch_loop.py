@@ -20,7 +20,7 @@ from typing import List
 from garage_promp._allocator import keep_freed_memory
 from garage_promp._console import phase
 from garage_promp._threads import learner_threads
-from garage_promp.algos._batch import MetaBatch
+from garage_promp.algos._batch import MetaBatch, without_trailing_padding
 from garage_promp.objectives import discount_cumsum, masked_mean
 
 from dowel import tabular
@@ -113,7 +113,10 @@ class EpochLoop:
             start = time.perf_counter()
             phase('update')
             with learner_threads(self._learner_thread_count()), self._on_device():
-                self.optimize(itr, [b.to(self._learner_device) for b in batches])
+                # Cut before the copy to the device (optimize would cut it there, and
+                # the padded batches would take device memory beside the cut ones).
+                self.optimize(itr, [b.to(self._learner_device)
+                                    for b in without_trailing_padding(batches)])
             timings['Update'] = time.perf_counter() - start
             tabular.record('Entropy', self._entropy(batches[0]))
             self._log_inner_step_sizes()

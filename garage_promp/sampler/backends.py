@@ -246,8 +246,9 @@ class InProcessBackend(Backend):
         worker_id, job = self._queue.popleft()
         worker = self._workers[worker_id]
         try:
-            # On one thread, as a pool worker's job (garage_promp._threads.WORKER_THREADS).
-            with _InProcessWatch(worker, worker_id, self._timeout), worker_threads():
+            # On one thread, as a pool worker's job (garage_promp._threads.WORKER_THREADS);
+            # restored outside the watch, whose end may raise _Stuck.
+            with worker_threads(), _InProcessWatch(worker, worker_id, self._timeout):
                 result = _sample_or_report(worker, worker_id, job)
         except _Stuck as stuck:
             self.close()
