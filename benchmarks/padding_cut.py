@@ -53,6 +53,9 @@ def main(algo, env, meta_batch_size, episodes_per_task, repeats):
                f'the longest {longest} of a horizon of {horizon} '
                f'({len(without_trailing_padding(batches)[0].mask.flatten())} of '
                f'{len(batches[0].mask.flatten())} cells a round kept)')
+    if longest == horizon:
+        click.echo('an episode reaches the horizon: nothing is cut, and both updates below are '
+                   'the same computation (their ratio is run-to-run noise)')
     optimizer = getattr(algorithm, '_optimizer', None)
     # What one update changes: θ, the optimiser's state, ProMP's KL coefficients.
     start_state = copy.deepcopy((algorithm.policy.state_dict(),
