@@ -1,4 +1,5 @@
 """What the benchmark scripts share: writing a result table and its JSON, with the machine."""
+import copy
 import json
 import os
 import pathlib
@@ -58,3 +59,22 @@ def promp_experiment(env_name: str, meta_batch_size: int, episodes_per_task: int
                             sampler='local' if n_workers == 1 else 'multiprocessing',
                             n_workers=n_workers,
                             reward_function_version='v2' if task else None)
+
+
+def update_restorer(algorithm):
+    """A function that puts back what one outer update changes: θ, the optimiser's
+    state and ProMP's KL coefficients, as they are now (for timing the same update
+    again)."""
+    optimizer = getattr(algorithm, '_optimizer', None)
+    start = copy.deepcopy((algorithm.policy.state_dict(),
+                           optimizer.state_dict() if optimizer is not None else None,
+                           getattr(algorithm, 'inner_kl_coeff', None)))
+
+    def restore():
+        policy_state, optimizer_state, kl_coeff = copy.deepcopy(start)
+        algorithm.policy.load_state_dict(policy_state)
+        if optimizer is not None:
+            optimizer.load_state_dict(optimizer_state)
+        if kl_coeff is not None:
+            algorithm.inner_kl_coeff = kl_coeff
+    return restore

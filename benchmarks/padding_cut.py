@@ -13,7 +13,6 @@ other processes hits both alike (after one untimed update), and prints how far
     python benchmarks/padding_cut.py [--algo MAML-TRPO] [--env HumanoidRandDirec]
         [--meta-batch-size 20 --episodes-per-task 10] [--repeats 3]
 """
-import copy
 import statistics
 import time
 
@@ -21,6 +20,7 @@ from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS
 from garage_promp.validation import count, usage_errors
 
+from bench_io import update_restorer
 import click
 
 
@@ -56,19 +56,7 @@ def main(algo, env, meta_batch_size, episodes_per_task, repeats):
     if longest == horizon:
         click.echo('an episode reaches the horizon: nothing is cut, and both updates below are '
                    'the same computation (their ratio is run-to-run noise)')
-    optimizer = getattr(algorithm, '_optimizer', None)
-    # What one update changes: θ, the optimiser's state, ProMP's KL coefficients.
-    start_state = copy.deepcopy((algorithm.policy.state_dict(),
-                                 optimizer.state_dict() if optimizer is not None else None,
-                                 getattr(algorithm, 'inner_kl_coeff', None)))
-
-    def restore():
-        policy_state, optimizer_state, kl_coeff = copy.deepcopy(start_state)
-        algorithm.policy.load_state_dict(policy_state)
-        if optimizer is not None:
-            optimizer.load_state_dict(optimizer_state)
-        if kl_coeff is not None:
-            algorithm.inner_kl_coeff = kl_coeff
+    restore = update_restorer(algorithm)
 
     update = {'padded': lambda: algorithm._optimize(0, batches),  # pylint: disable=protected-access
               'cut': lambda: algorithm.optimize(0, batches)}

@@ -9,13 +9,13 @@ load from other processes hits both alike, and prints how far θ ends apart.
     python benchmarks/shared_forwards.py [--algo ProMP] [--repeats 4]
 """
 import contextlib
-import copy
 import time
 
 from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS, METAWORLD
 from garage_promp.validation import count, usage_errors
 
+from bench_io import update_restorer
 import click
 
 
@@ -36,19 +36,7 @@ def main(algo, env, repeats):
             algo, family, 1, n_test_tasks=None, task=task or None,
             reward_function_version='v2' if family in METAWORLD else None)
     batches = algorithm.sample_meta_batch(0)
-    optimizer = getattr(algorithm, '_optimizer', None)
-    # What one update changes: θ, the optimiser's state, ProMP's KL coefficients.
-    start_state = copy.deepcopy((algorithm.policy.state_dict(),
-                                 optimizer.state_dict() if optimizer is not None else None,
-                                 getattr(algorithm, 'inner_kl_coeff', None)))
-
-    def restore():
-        policy_state, optimizer_state, kl_coeff = copy.deepcopy(start_state)
-        algorithm.policy.load_state_dict(policy_state)
-        if optimizer is not None:
-            optimizer.load_state_dict(optimizer_state)
-        if kl_coeff is not None:
-            algorithm.inner_kl_coeff = kl_coeff
+    restore = update_restorer(algorithm)
 
     shared = type(algorithm)._shared_forwards
     times, thetas = {'shared': [], 'separate': []}, {}
