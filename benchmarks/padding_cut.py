@@ -36,7 +36,6 @@ import click
 @click.option('--repeats', type=count(), default=3, show_default=True, help='Updates each way.')
 def main(algo, env, meta_batch_size, episodes_per_task, repeats):
     """Time one update on padded and on cut rounds."""
-    from garage_promp.algos._batch import without_trailing_padding
     from garage_promp.experiment.builder import build_experiment
 
     import torch
@@ -46,13 +45,12 @@ def main(algo, env, meta_batch_size, episodes_per_task, repeats):
                                            episodes_per_task=episodes_per_task)
     batches = algorithm.sample_meta_batch(0)
     lengths = [batch.episodes.lengths for batch in batches]
-    horizon = batches[0].mask.shape[2]
+    episodes, horizon = batches[0].mask[..., 0].numel(), batches[0].mask.shape[2]
     longest = max(batch.longest_episode for batch in batches)
     click.echo(f'{env}, {algo}: {sum(len(x) for x in lengths)} episodes of '
                f'{statistics.mean(float(x.mean()) for x in lengths):.1f} steps on average, '
                f'the longest {longest} of a horizon of {horizon} '
-               f'({len(without_trailing_padding(batches)[0].mask.flatten())} of '
-               f'{len(batches[0].mask.flatten())} cells a round kept)')
+               f'({episodes * longest} of {episodes * horizon} cells a round kept)')
     if longest == horizon:
         click.echo('an episode reaches the horizon: nothing is cut, and both updates below are '
                    'the same computation (their ratio is run-to-run noise)')

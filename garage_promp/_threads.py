@@ -74,17 +74,22 @@ def processing_blas_threads():
 
 
 @contextlib.contextmanager
-def worker_threads():
-    """Run the block (a sampler job) on :data:`WORKER_THREADS` torch threads, then restore them."""
+def _torch_threads(n_threads: int):
+    """Run the block with ``n_threads`` torch threads, then restore them."""
     previous = torch.get_num_threads()
-    if previous == WORKER_THREADS:
+    if n_threads == previous:
         yield
         return
-    torch.set_num_threads(WORKER_THREADS)
+    torch.set_num_threads(n_threads)
     try:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def worker_threads():
+    """Run the block (a sampler job) on :data:`WORKER_THREADS` torch threads, then restore them."""
+    return _torch_threads(WORKER_THREADS)
 
 
 @contextlib.contextmanager
@@ -98,7 +103,6 @@ def learner_cores_while_sampling(n_workers: int):
         _CAP[0] = previous
 
 
-@contextlib.contextmanager
 def learner_threads(n_threads: int):
     """Run the block with ``n_threads`` torch threads, then restore them.
 
@@ -106,12 +110,4 @@ def learner_threads(n_threads: int):
     """
     if _CAP[0] is not None:
         n_threads = min(n_threads, _CAP[0])
-    previous = torch.get_num_threads()
-    if n_threads == previous:
-        yield
-        return
-    torch.set_num_threads(n_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+    return _torch_threads(n_threads)
