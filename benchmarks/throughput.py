@@ -376,6 +376,26 @@ def format_worker_table(results):
     return '\n'.join(lines)
 
 
+def _check_batches_fit(mode, envs, batches, memory_env, quick):
+    """Refuse, before anything is measured, a batch that an env cannot sample (ML10 and
+    ML45 need a multiple of their train classes)."""
+    from garage_promp.experiment.paper_config import check_meta_batch_fits, env_config  # pylint: disable=import-outside-toplevel
+    if mode == 'workers':
+        pairs = [(env, 2 if quick else env_config(env.partition(':')[0]).get(
+            'meta_batch_size', 40), '--env') for env in envs]
+    else:
+        used = batches[:1] if mode == 'checks' else batches
+        pairs = [(env, BATCHES[batch]['meta_batch_size'], '--env') for env in envs
+                 for batch in used]
+    if mode == 'table' and memory_env:
+        pairs.append((memory_env, BATCHES['paper']['meta_batch_size'], '--memory-env'))
+    for env, size, option in pairs:
+        try:
+            check_meta_batch_fits(env, size, 'the batch\'s meta-batch size')
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint=option) from error
+
+
 @click.group(invoke_without_command=True)
 @click.option('--mode', type=click.Choice(['table', 'scaling', 'workers', 'checks']),
               default='table', show_default=True,
@@ -415,11 +435,18 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
     """Measure and print the throughput table (or the scaling plot)."""
     if ctx.invoked_subcommand is not None:
         return
+    for option, values in (('--env', envs), ('--batch', batches), ('--algo', algos),
+                           ('--worker-counts', worker_counts)):
+        repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
+        if repeated:
+            raise click.BadParameter(f'{", ".join(repeated)} given more than once',
+                                     param_hint=option)
     algos = list(algos) or list(ALGOS)
     if quick:  # tiny batches; the point env unless --env was given
         env_given = ctx.get_parameter_source('envs') == click.core.ParameterSource.COMMANDLINE
         envs = envs if env_given else ['PointEnvCorner']
         batches, iters, raw_steps, memory_env = ['quick'], 2, 500, ''
+    _check_batches_fit(mode, envs, batches, memory_env, quick)
     if gpu == 'auto':
         import torch
         gpu = 'yes' if torch.cuda.is_available() else 'no'

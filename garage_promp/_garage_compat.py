@@ -75,6 +75,7 @@ import errno
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import numbers
 import os
 import sys
 import types
@@ -235,14 +236,16 @@ def _load_snapshot_file(file_name):
     try:
         with open(file_name, 'rb') as file:
             snapshot = cloudpickle.load(file)
-    except (EOFError, ValueError, TypeError, AttributeError, ImportError,
-            IndexError, KeyError, __import__('pickle').UnpicklingError) as e:
-        raise CorruptSnapshotError(
-            f'snapshot file {file_name} is corrupt or truncated '
-            f'({type(e).__name__}: {e})') from e
     except OSError as e:
         raise OSError(e.errno, f'could not read the snapshot {file_name} '
                       f'({e.strerror or e})', file_name) from e
+    except Exception as e:  # pylint: disable=broad-except
+        # Whatever unpickling raises (EOFError, UnpicklingError, ValueError, ImportError,
+        # and on damaged bytes MemoryError or OverflowError from a garbage length), the
+        # file cannot be loaded: the caller tries an older snapshot.
+        raise CorruptSnapshotError(
+            f'snapshot file {file_name} is corrupt or truncated '
+            f'({type(e).__name__}: {e})') from e
     if not isinstance(snapshot, dict):
         raise NotASnapshotError(
             f'{file_name} holds a {type(snapshot).__name__}, not a snapshot '
@@ -254,13 +257,37 @@ def _load_snapshot_file(file_name):
 TRAINING_SNAPSHOT_KEYS = ('seed', 'train_args', 'stats', 'env', 'algo')
 
 
+#: What garage's ``Trainer.restore`` reads from each entry of a snapshot.
+_SNAPSHOT_ATTRIBUTES = {
+    'train_args': ('n_epochs', 'batch_size', 'store_episodes', 'pause_for_plot'),
+    'stats': ('total_epoch', 'total_itr', 'total_env_steps'),
+    'algo': ('train', ),
+    'env': ('spec', 'step', 'reset'),
+}
+
+
 def check_training_snapshot(snapshot, where):
-    """Raise NotASnapshotError unless ``snapshot`` is a Trainer snapshot."""
+    """Raise NotASnapshotError unless ``snapshot`` is a Trainer snapshot.
+
+    A dict with garage's keys whose entries are not what ``Trainer.restore`` uses
+    (a seed that is not an int, stats without their counters, an algorithm
+    without ``train``) is refused as well, rather than failing inside garage.
+    """
     missing = [k for k in TRAINING_SNAPSHOT_KEYS if k not in snapshot]
     if missing:
         raise NotASnapshotError(
             f'the snapshot in {where} is not a training snapshot: it lacks '
             f'{missing} (garage\'s Trainer.save writes {list(TRAINING_SNAPSHOT_KEYS)})')
+    seed = snapshot['seed']
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise NotASnapshotError(f'the snapshot in {where} is not a training snapshot: its '
+                                f'seed is {seed!r}, not an int')
+    for key, attributes in _SNAPSHOT_ATTRIBUTES.items():
+        lacking = [a for a in attributes if not hasattr(snapshot[key], a)]
+        if lacking:
+            raise NotASnapshotError(
+                f'the snapshot in {where} is not a training snapshot: its {key!r} is a '
+                f'{type(snapshot[key]).__name__} without {lacking}')
 
 
 class CorruptSnapshotError(ValueError):

@@ -295,7 +295,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     if env is None:
         # The env comes from variant.json (if any): it must be this snapshot's run.
         with user_errors():
-            check_snapshot_matches_variant(log_dir, algo)
+            check_snapshot_matches_variant(log_dir, algo, snapshot['env'], snapshot['seed'])
     horizon = snapshot['env'].spec.max_episode_length
     if options['max_episode_length'] is not None and options['max_episode_length'] > horizon:
         raise click.BadParameter(f'the algorithm was trained with episodes of {horizon} steps '

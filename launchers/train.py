@@ -167,8 +167,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                  == click.core.ParameterSource.COMMANDLINE]
         if given:
             raise click.UsageError('--resume continues the run as configured in its '
-                                   'variant.json; it takes only --epochs and --max-env-steps '
-                                   f'(got {given})')
+                                   'variant.json; it takes only --epochs, --max-env-steps, '
+                                   f'--snapshot-mode and --full-table (got {given})')
         epochs_given = click_ctx.get_parameter_source(
             'epochs') == click.core.ParameterSource.COMMANDLINE
         # Not about the command line (no run there, a corrupt snapshot, another

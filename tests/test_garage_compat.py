@@ -1,6 +1,7 @@
 """Tests for garage_promp._garage_compat: garage 2021.3 on Python 3.11 / torch 2."""
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -213,6 +214,18 @@ def test_corrupt_snapshot_names_file_and_falls_back(tmp_path):
         assert snap.load(str(tmp_path), 'last')['epoch'] == 1
     with pytest.raises(_garage_compat.CorruptSnapshotError, match='itr_2.pkl'):
         snap.load(str(tmp_path), 2)
+
+
+@pytest.mark.parametrize('length', [2**64 - 1, 2**62], ids=['OverflowError', 'MemoryError'])
+def test_a_snapshot_with_a_garbage_length_falls_back(tmp_path, length):
+    """Damaged bytes can make unpickling raise OverflowError or MemoryError (a BINBYTES8
+    opcode with an impossible length): the file is corrupt like any other, and the
+    older snapshot is loaded."""
+    snap = _snapshotter(tmp_path, mode='all')
+    snap.save_itr_params(1, {'epoch': 1})
+    (tmp_path / 'itr_2.pkl').write_bytes(b'\x80\x04\x8e' + struct.pack('<Q', length))
+    with pytest.warns(UserWarning, match='itr_2.pkl is corrupt'):
+        assert snap.load(str(tmp_path), 'last')['epoch'] == 1
 
 
 def test_all_snapshots_corrupt_raises(tmp_path):

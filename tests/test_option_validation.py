@@ -97,6 +97,9 @@ def _cases():
             *[(opt, v) for opt in ['--n-workers', '--iters', '--raw-steps'] for v in BAD_COUNT],
             ('--garage-iters', '-1'), ('--env', 'Nope'), ('--env', 'ML10:x'), ('--algo', 'Nope'),
             ('--memory-env', 'Nope'), *[('--out', v) for v in BAD_OUT],
+            # ML10 / ML45 cannot sample a meta-batch of 2 (--quick's); repeated values.
+            ('--env', 'ML10'), ('--env', 'ML45'), ('--worker-counts', '1,1'),
+            ('--env', ['PointEnvCorner', '--env', 'PointEnvCorner']),
         ],
         'benchmarks/physics.py': [
             *[(opt, v) for opt in ['--meta-batch-size', '--episodes-per-task', '--workers',

@@ -93,6 +93,29 @@ def env_config(env: str) -> dict:
                      f'{sorted(ENVS) + sorted(METAWORLD)}')
 
 
+#: Train classes of each Meta-World benchmark: a meta-batch holds every class equally often.
+METAWORLD_TRAIN_CLASSES = {'ML1': 1, 'ML10': 10, 'ML45': 45}
+
+
+def check_meta_batch_fits(env: str, meta_batch_size: int, what: str = 'meta_batch_size') -> None:
+    """Refuse a meta-batch size that ``env`` cannot sample, before anything is built.
+
+    Args:
+        env (str): A paper env, a Meta-World benchmark, or ``ML1:<task>``.
+        meta_batch_size (int): Tasks per meta-batch.
+        what (str): How the caller names the size, for the message.
+
+    Raises:
+        ValueError: On ML10 / ML45 if it is not a multiple of their train classes.
+
+    """
+    family = env.partition(':')[0]
+    n_classes = METAWORLD_TRAIN_CLASSES.get(family, 1)
+    if meta_batch_size % n_classes:
+        raise ValueError(f'{env} samples every one of its {n_classes} train classes equally '
+                         f'often: {what} must be a multiple of {n_classes}, got {meta_batch_size}')
+
+
 def algo_kwargs(algo: str, env: str) -> dict:
     """The paper's constructor arguments of ``algo`` on ``env``."""
     if algo not in ALGOS:

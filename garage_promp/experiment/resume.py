@@ -13,7 +13,7 @@ import numbers
 import os
 import warnings
 
-from garage_promp._garage_compat import TRAINING_SNAPSHOT_KEYS, NotASnapshotError
+from garage_promp._garage_compat import check_training_snapshot
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.run_dir import (
     DamagedRunFile,
@@ -50,9 +50,64 @@ class AppendingCsvOutput(CsvOutput):
             raise ValueError(f'{file_name} has no header row to append under')
         dowel.simple_outputs.FileOutput.__init__(self, file_name, mode='a')
         self._filename = file_name
+        self._header = header
         self._fieldnames = set(header)
         self._writer = csv.DictWriter(self._log_file, fieldnames=header,
                                       restval='', extrasaction='raise')
+
+    def record(self, data, prefix=''):
+        """Append one row; a key the header lacks widens it (see :meth:`_widen`).
+
+        dowel's own ``record`` rewrites the whole file whenever a row's keys differ
+        from the header, and leaves a ``.tmp`` copy behind; a row without some of the
+        header's keys here gets blank cells, as dowel fills them.
+        """
+        del prefix
+        if not isinstance(data, dowel.TabularInput):
+            raise ValueError('Unacceptable type.')
+        row = data.as_primitive_dict
+        new = [key for key in row if key not in self._fieldnames]
+        if new:
+            self._widen(new)
+        self._writer.writerow(row)
+        for key in row:
+            data.mark(key)
+
+    def _widen(self, new):
+        """Add columns ``new`` to the header, blank in the rows already there (whose cells
+        keep their values), by writing the widened file beside it and replacing it."""
+        warnings.warn(f'{self._filename}: its header lacks {len(new)} column(s) this run logs '
+                      f'({", ".join(new[:3])}{", ..." if len(new) > 3 else ""}); they are '
+                      'added, blank in the earlier rows')
+        self._log_file.close()
+        with open(self._filename, newline='', encoding='utf-8') as f:
+            rows = list(csv.reader(f))
+        header = self._header + new
+        tmp = self._filename + '.tmp'
+        with open(tmp, 'w', newline='', encoding='utf-8') as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            for row in rows[1:]:
+                writer.writerow(row + [''] * len(new))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._filename)
+        self._log_file = open(self._filename, 'a', newline='', encoding='utf-8')  # pylint: disable=consider-using-with
+        self._header = header
+        self._fieldnames = set(header)
+        self._writer = csv.DictWriter(self._log_file, fieldnames=header,
+                                      restval='', extrasaction='raise')
+
+
+class _Discard(dowel.LogOutput):
+    """A dowel output that takes text and keeps none of it."""
+
+    @property
+    def types_accepted(self):
+        return (str, )
+
+    def record(self, data, prefix=''):
+        del data, prefix
 
 
 def _keep_rows(path: str, n_rows: int):
@@ -87,12 +142,38 @@ def _count_rows(path: str) -> int | None:
     return len(rows)
 
 
-def check_snapshot_matches_variant(log_dir: str, algo) -> None:
+def _env_differs(variant: dict, env) -> str | None:
+    """What makes ``env`` (a snapshot's) another env than ``variant``'s, or None."""
+    # pylint: disable=import-outside-toplevel
+    from garage_promp.experiment.paper_config import ENVS, METAWORLD
+    label = variant.get('env')
+    inner = getattr(env, 'unwrapped', env)
+    if label in ENVS:
+        want = ENVS[label]['env']
+        if isinstance(want, type) and type(inner) is not want:  # pylint: disable=unidiomatic-typecheck
+            named = label if label == want.__name__ else f'{label} ({want.__name__})'
+            return f'an env of class {type(inner).__name__}, its variant.json {named}'
+    elif label in METAWORLD:
+        if not type(inner).__module__.startswith('metaworld'):
+            return f'an env of class {type(inner).__name__}, its variant.json Meta-World {label}'
+        task, have = variant.get('task'), getattr(env, 'task_name', None)
+        if label == 'ML1' and task is not None and have is not None and have != task:
+            return f'Meta-World {have}, its variant.json ML1 {task}'
+    return None
+
+
+def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> None:
     """Refuse a snapshot that is not the run that ``variant.json`` describes.
 
     ``launchers/train.py`` records its options in ``variant.json``; a
-    snapshot copied in from another run (another algorithm, batch or env)
-    would otherwise be trained on and appended to this run's log.
+    snapshot copied in from another run (another algorithm, batch, env or
+    seed) would otherwise be trained on and appended to this run's log.
+
+    Args:
+        log_dir (str): The run's directory.
+        algo: The snapshot's algorithm.
+        env: The snapshot's env (None: not checked).
+        seed: The snapshot's seed (None: not checked).
 
     Raises:
         ValueError: Naming the first option that differs.
@@ -104,6 +185,15 @@ def check_snapshot_matches_variant(log_dir: str, algo) -> None:
         raise ValueError(f'the snapshot in {log_dir} holds a {type(algo).__name__}, but its '
                          f'variant.json is a {label} run ({ALGOS[label][0].__name__}): not this '
                          "run's snapshot")
+    if env is not None:
+        differs = _env_differs(variant, env)
+        if differs:
+            raise ValueError(f'the snapshot in {log_dir} holds {differs}: not this run\'s snapshot')
+    want_seed = variant.get('seed')
+    if (seed is not None and isinstance(want_seed, int) and not isinstance(want_seed, bool)
+            and seed != want_seed):
+        raise ValueError(f'the snapshot in {log_dir} has seed {seed}, its variant.json '
+                         f"{want_seed}: not this run's snapshot")
     for option, attribute in (('meta_batch_size', '_meta_batch_size'),
                               ('episodes_per_task', '_episodes_per_task')):
         want, have = variant.get(option), getattr(algo, attribute, None)
@@ -120,11 +210,10 @@ def check_snapshot_matches_variant(log_dir: str, algo) -> None:
             raise ValueError(f'the snapshot in {log_dir} has a log-std of shape '
                              f"{tuple(have.shape)}, its variant.json log_std={log_std!r}: not "
                              "this run's snapshot")
-    env = variant.get('env')
     horizon = variant.get('max_episode_length')
     if horizon is not None and getattr(algo, '_horizon', horizon) != horizon:
         raise ValueError(f'the snapshot in {log_dir} has max_episode_length='
-                         f'{algo._horizon}, its variant.json {horizon} ({env}): '  # pylint: disable=protected-access
+                         f"{algo._horizon}, its variant.json {horizon} ({variant.get('env')}): "  # pylint: disable=protected-access
                          "not this run's snapshot")
 
 
@@ -144,16 +233,22 @@ def install_checked_restore():
     original = Trainer.restore
 
     def restore(self, from_dir, from_epoch='last'):
+        # The checks run on the loaded snapshot before garage uses or logs any of it.
+        snapshotter = self._snapshotter  # pylint: disable=protected-access
+        load = snapshotter.load
+
+        def checked_load(load_dir, itr='last'):
+            snapshot = load(load_dir, itr)
+            check_training_snapshot(snapshot, from_dir)
+            check_snapshot_matches_variant(from_dir, snapshot['algo'], snapshot['env'],
+                                           snapshot['seed'])
+            return snapshot
+
+        snapshotter.load = checked_load
         try:
-            args = original(self, from_dir, from_epoch)
-        except KeyError as error:  # garage indexes the snapshot dict
-            if error.args and error.args[0] in TRAINING_SNAPSHOT_KEYS:
-                raise NotASnapshotError(
-                    f'the snapshot in {from_dir} is not a training snapshot: it '
-                    f'lacks {error.args[0]!r}') from error
-            raise
-        check_snapshot_matches_variant(from_dir, self._algo)  # pylint: disable=protected-access
-        return args
+            return original(self, from_dir, from_epoch)
+        finally:
+            del snapshotter.load
 
     restore.__doc__ = original.__doc__
     restore._garage_promp_checked = True  # pylint: disable=protected-access
@@ -209,10 +304,13 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
     trainer = Trainer(ExperimentContext(snapshot_dir=log_dir,
                                         snapshot_mode=snapshot_mode,
                                         snapshot_gap=1))
-    logger.add_output(dowel.StdOutput())
+    # garage's restore logs a table of the snapshot's counters: discarded, so that a refusal
+    # below is the only thing printed; one line of it follows the checks instead.
+    logger.add_output(_Discard())
     try:
         install_checked_restore()
         args = trainer.restore(log_dir)  # refuses a foreign or non-training snapshot
+        logger.remove_output_type(_Discard)
         # garage's stats hold the index of the last epoch done; train args
         # the epoch to start from.
         done = args.start_epoch
@@ -247,6 +345,9 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
         if n_epochs <= done:
             raise ValueError(f'the run in {log_dir} has done {done} epochs; '
                              f'--epochs must be more, got {n_epochs}')
+        logger.add_output(dowel.StdOutput())
+        logger.log(f'Resuming {log_dir}: {done} epochs and {trainer.total_env_steps} env steps '
+                   f'done, training to {n_epochs} epochs')
         if os.path.exists(progress):
             _keep_rows(progress, done)
             logger.add_output(AppendingCsvOutput(progress))

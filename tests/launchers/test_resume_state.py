@@ -1,6 +1,7 @@
 """--resume restores the right state or refuses: newest snapshot by epoch, the run's own
 snapshot only, and a progress.csv that covers the snapshot's epochs."""
 import csv
+import json
 import pathlib
 import shutil
 import subprocess
@@ -142,3 +143,92 @@ def test_a_log_that_cannot_be_opened_leaves_no_noise_behind(tmp_path, monkeypatc
         AppendingCsvOutput(str(progress))
     gc.collect()
     assert not unraisable, [u.exc_value for u in unraisable]
+
+
+@pytest.mark.parametrize('key, value, named', [
+    ('env', 'PointEnvMomentum', 'PointEnvCorner'),
+    ('seed', 7, 'seed 1'),
+])
+def test_a_snapshot_of_another_env_or_seed_is_refused_first(promp_run, tmp_path, key, value,
+                                                            named):
+    """variant.json names another env or seed than the snapshot holds (a snapshot copied in
+    from another run): refused with one error line, before garage prints anything of the
+    snapshot, and the run's files stay as they were."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    variant = json.loads((log_dir / 'variant.json').read_text())
+    assert variant[key] != value
+    variant[key] = value
+    (log_dir / 'variant.json').write_text(json.dumps(variant))
+    before = (log_dir / 'progress.csv').read_text()
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode != 0
+    assert "not this run's snapshot" in proc.stderr and named in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr
+    assert 'last_itr' not in proc.stdout + proc.stderr  # garage's restore table
+    assert (log_dir / 'progress.csv').read_text() == before
+    # The Python API refuses it too.
+    with pytest.raises(ValueError, match="not this run's snapshot"):
+        _python_restore(log_dir, tmp_path)
+
+
+def test_a_snapshot_whose_entries_are_not_garages_is_refused(promp_run, tmp_path):
+    """A dict with garage's keys but entries of other types: refused by name, not a
+    TypeError from inside garage."""
+    from garage_promp._garage_compat import NotASnapshotError  # pylint: disable=import-outside-toplevel
+
+    import cloudpickle  # pylint: disable=import-outside-toplevel
+    with open(promp_run / 'params.pkl', 'rb') as f:
+        good = cloudpickle.load(f)
+    for key, value, named in (('seed', 'x', 'seed'), ('train_args', None, "'train_args'"),
+                              ('stats', {}, "'stats'"), ('algo', 3, "'algo'")):
+        bad_dir = tmp_path / key
+        shutil.copytree(promp_run, bad_dir)
+        (bad_dir / 'params.pkl').write_bytes(cloudpickle.dumps({**good, key: value}))
+        with pytest.raises(NotASnapshotError, match=named):
+            _python_restore(bad_dir, tmp_path)
+
+
+def test_a_log_header_without_some_columns_is_widened_in_place(promp_run, tmp_path):
+    """progress.csv's header lacks columns the run logs (edited by hand, or written by an
+    older version): the columns are added, the earlier rows keep every value they had,
+    and no temporary copy is left in the run directory."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    rows = _rows(log_dir)
+    dropped = ['Step_0-StdReturn', 'Step_1-MaxReturn']
+    kept = [k for k in rows[0] if k not in dropped]
+    with open(log_dir / 'progress.csv', 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=kept, extrasaction='ignore')
+        writer.writeheader()
+        writer.writerows(rows)
+    proc = _run('--resume', str(log_dir), '--epochs', '3')
+    assert 'lacks 2 column(s)' in proc.stderr + proc.stdout
+    after = _rows(log_dir)
+    assert len(after) == 3
+    for old, new in zip(rows, after[:2]):
+        assert {k: new[k] for k in kept} == {k: old[k] for k in kept}
+        assert all(new[k] == '' for k in dropped)
+    assert all(after[2][k] != '' for k in dropped)
+    assert sorted(p.name for p in log_dir.iterdir() if p.name.endswith('.tmp')) == []
+
+
+def test_a_meta_world_snapshot_must_be_of_the_variants_benchmark_and_task():
+    """The env check on Meta-World: an ML1 run's env is its task's class (``task_name``); a
+    non-Meta-World env under a Meta-World variant, or a paper env of another class, differs."""
+    from garage_promp.experiment.resume import _env_differs  # pylint: disable=import-outside-toplevel
+    sawyer = type('SawyerReachEnvV3', (), {'__module__': 'metaworld.envs.sawyer_reach_v3'})
+
+    class Wrapped:  # what the trainer holds: a wrapper whose .unwrapped is Meta-World's env
+        def __init__(self, inner, task_name):
+            self.unwrapped, self.task_name = inner, task_name
+
+    reach = Wrapped(sawyer(), 'reach-v3')
+    assert _env_differs({'env': 'ML1', 'task': 'reach-v3'}, reach) is None
+    assert 'ML1 push-v3' in _env_differs({'env': 'ML1', 'task': 'push-v3'}, reach)
+    assert _env_differs({'env': 'ML10'}, reach) is None
+    point = type('PointEnvCorner', (), {'__module__': 'garage_promp.envs.point_env_corner'})
+    assert 'Meta-World ML10' in _env_differs({'env': 'ML10'}, Wrapped(point(), None))
+    assert 'HalfCheetahFwdBack' in _env_differs({'env': 'HalfCheetahFwdBack'},
+                                                Wrapped(point(), None))
+    assert _env_differs({}, reach) is None  # a variant without an env (the Python API)
