@@ -248,7 +248,8 @@ def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
                 return Outcome('time limit', failed)
         return Outcome('done', failed)
     except (KeyboardInterrupt, Stopped) as why:
-        click.echo(f'stopping the runs ({type(why).__name__} {why})', err=True)
+        click.echo(f'stopping the runs ({why if isinstance(why, Stopped) else "Ctrl-C"})',
+                   err=True)
         return Outcome(str(why) if isinstance(why, Stopped) else 'KeyboardInterrupt', failed)
     finally:
         # A second stop signal while the runs save must not cut this short.

@@ -403,6 +403,18 @@ def format_table(results, meta_batch_size, episodes_per_task):
     return '\n'.join(lines)
 
 
+def _check_mujoco_envs(envs):
+    """Refuse, as a usage error, an env with no MuJoCo physics to time (the point envs) or
+    none of one task (ML10 and ML45 mix classes)."""
+    from garage_promp.experiment.paper_config import ENVS  # pylint: disable=import-outside-toplevel
+    for name in envs:
+        family = name.partition(':')[0]
+        if family == 'ML1' or (family in ENVS and not family.startswith('PointEnv')):
+            continue
+        raise click.BadParameter(f'{name} has no MuJoCo physics of one model to time: give a '
+                                 'paper MuJoCo env or ML1:<task>', param_hint='--env')
+
+
 @click.command()
 @click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True), default=DEFAULT_ENVS,
               show_default=True, help="Paper MuJoCo env, or ML1:<task> for a Meta-World ML1 task.")
@@ -417,6 +429,7 @@ def format_table(results, meta_batch_size, episodes_per_task):
 def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_steps, out):
     """Print the physics table of ENVS."""
     os.environ.setdefault('OMP_NUM_THREADS', '1')
+    _check_mujoco_envs(envs)
     check_env_batches(  # a MuJoCo env, or no physics to time
         envs, meta_batch_size, episodes_per_task, env_setup,
         lambda setup: _mujoco_env(setup.train_tasks.sample(1)[0]()))

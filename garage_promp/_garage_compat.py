@@ -347,8 +347,13 @@ def _patch_snapshotter():
         if isinstance(itr, int) or (isinstance(itr, str) and itr.isdigit()):
             file_name = os.path.join(load_dir, f'itr_{itr}.pkl')
             if not os.path.isfile(file_name):
-                raise NotAFileError(f'no snapshot of epoch {itr}: {file_name} '
-                                    'does not exist')
+                kept = sorted(int(e) for e in (_snapshot_epoch(f) for f in os.listdir(load_dir))
+                              if e is not None) if os.path.isdir(load_dir) else []
+                last = os.path.isfile(os.path.join(load_dir, 'params.pkl'))
+                raise NotAFileError(
+                    f'no snapshot of epoch {itr}: {file_name} does not exist (numbered '
+                    f'snapshots here: {kept or "none"}'
+                    f'{"; params.pkl holds the last epoch saved: use last" if last else ""})')
             return _load_snapshot_file(file_name)
         if itr not in ('last', 'first'):
             raise ValueError("itr should be an integer or 'last' or 'first'")

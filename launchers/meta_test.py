@@ -34,6 +34,7 @@ from garage_promp.validation import (
     WORKERS,
     check_batch_steps,
     check_output_path,
+    check_run_dir,
     count,
     user_errors,
 )
@@ -267,6 +268,8 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
          protocol, goals_per_class, deterministic, terminate_on_success, before_adaptation):
     """Meta-test the snapshot in LOG_DIR on the test tasks; print and save a per-task table."""
     csv_path = _check_csv_path(csv_path, log_dir)
+    with user_errors():  # a directory without a snapshot, named before anything else
+        check_run_dir(log_dir)
     if goals_per_class is not None and n_test_tasks is not None:
         raise click.UsageError('give --goals-per-class or --n-test-tasks, not both')
     options = _experiment_options(log_dir, dict(
@@ -277,8 +280,9 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         # Meta-World's protocol and options are refused (no classes, no success here).
         for name, value in (('--protocol', protocol if protocol != 'reference' else None),
                             ('--goals-per-class', goals_per_class),
-                            ('--terminate-on-success', terminate_on_success)):
-            if value:
+                            ('--terminate-on-success', terminate_on_success),
+                            ('--benchmark-seed', benchmark_seed)):
+            if value is not None and value is not False:
                 given = name if value is True else f'{name} {value}'
                 raise click.UsageError(f'{given} is a Meta-World option; '
                                        f'{options["env"]} does not take it')

@@ -72,6 +72,7 @@ def _cases():
             *[('--log-dir', v) for v in BAD_OUT],
             ('--set', 'clip_eps=-1'), ('--set', 'noequals'), ('--device', 'tpu'),
             ('--meta-batch-size', ['100000', '--episodes-per-task', '100000']),
+            ('--task', ['nope-v3', '--env', 'ML1']),
         ],
         'launchers/gradient_variance.py': [
             *[(opt, v) for opt in ['--epochs', '--meta-batch-size', '--episodes-per-task']
@@ -105,6 +106,7 @@ def _cases():
             *[(opt, v) for opt in ['--meta-batch-size', '--episodes-per-task', '--workers',
                                    '--repeats'] for v in BAD_COUNT],
             ('--physics-steps', '5'), ('--physics-steps', BIG), ('--env', 'Nope'),
+            ('--env', 'PointEnvCorner'), ('--env', 'ML10'),
             *[('--out', v) for v in BAD_OUT],
             ('--meta-batch-size', ['100000', '--episodes-per-task', '100000']),
         ],
@@ -208,7 +210,6 @@ NOT_COMMAND_LINE = [
     ('launchers/plot.py', ['{tmp}/empty', '--out', '{tmp}/out.png'], 'RUN_DIRS'),
     ('benchmarks/fig5_trajectories.py', ['--from-json', '{tmp}/a_file', '--out', '{tmp}/out'],
      '--from-json'),
-    ('benchmarks/physics.py', ['--env', 'PointEnvCorner', '--out', '{tmp}/out'], '--env'),
 ]
 
 

@@ -146,7 +146,10 @@ def make_benchmark(name: str,
         if task is None:
             raise ValueError("ML1 needs a task (one Meta-World environment), "
                              "e.g. task='reach-v3'")
-        check_env_name(task)
+        try:
+            check_env_name(task)
+        except ValueError as error:  # the argument named, for the launchers' --task
+            raise ValueError(f'task={task!r}: {error}') from None
     elif task is not None:
         raise ValueError(f'{name} has fixed train and test classes and takes '
                          f'no task, got task={task!r}')

@@ -307,3 +307,30 @@ def test_the_meta_world_protocol_is_refused_for_other_envs(snapshot_dir, cwd, no
                             'PointEnvCorner does not take it')
     assert _files(snapshot_dir) == before
     assert not os.listdir(cwd)
+
+
+def test_the_meta_world_goal_seed_is_refused_for_other_envs(snapshot_dir, cwd, no_load):
+    """--benchmark-seed seeds Meta-World's goals; on a paper env it would be ignored."""
+    before = _files(snapshot_dir)
+    result = _invoke(no_load, snapshot_dir, '--benchmark-seed', '0')
+    _assert_refused(result, '--benchmark-seed 0 is a Meta-World option')
+    assert _files(snapshot_dir) == before
+
+
+def test_a_directory_without_a_snapshot_says_so(tmp_path, cwd):
+    """Not 'variant.json not found: give --env': the directory holds no run to test."""
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    result = _invoke(_load('meta_test'), empty)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert 'holds no snapshot' in result.output and 'Traceback' not in result.output
+    assert os.listdir(empty) == [] and os.listdir(cwd) == []
+
+
+def test_a_missing_epoch_names_the_snapshots_there(snapshot_dir, cwd):
+    """--itr N without itr_N.pkl (snapshot mode 'last' keeps params.pkl only): the error
+    says which snapshots exist and that params.pkl is the last one."""
+    result = _invoke(_load('meta_test'), snapshot_dir, '--itr', '1')
+    _assert_refused(result, '--itr')
+    assert 'numbered snapshots here: none' in result.output
+    assert 'params.pkl holds the last epoch saved' in result.output
