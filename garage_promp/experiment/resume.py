@@ -185,13 +185,16 @@ def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> N
         raise ValueError(f'the snapshot in {log_dir} holds a {type(algo).__name__}, but its '
                          f'variant.json is a {label} run ({ALGOS[label][0].__name__}): not this '
                          "run's snapshot")
-    if env is not None:
+    # The env and seed only where the package's launcher wrote variant.json (a researcher's
+    # own experiment function may name its arguments 'env' and 'seed' otherwise).
+    ours = label in ALGOS
+    if ours and env is not None:
         differs = _env_differs(variant, env)
         if differs:
             raise ValueError(f'the snapshot in {log_dir} holds {differs}: not this run\'s snapshot')
     want_seed = variant.get('seed')
-    if (seed is not None and isinstance(want_seed, int) and not isinstance(want_seed, bool)
-            and seed != want_seed):
+    if (ours and seed is not None and isinstance(want_seed, int)
+            and not isinstance(want_seed, bool) and seed != want_seed):
         raise ValueError(f'the snapshot in {log_dir} has seed {seed}, its variant.json '
                          f"{want_seed}: not this run's snapshot")
     for option, attribute in (('meta_batch_size', '_meta_batch_size'),
