@@ -5,6 +5,7 @@ Meta-World 3.1.1's own meta-learning evaluator (metaworld/evaluation.py) counts 
 at once can supply all of its class's successes. Here a class of 10 goals, one of which
 succeeds at its first step and nine never, has success rate 0.1, whatever the order.
 """
+import math
 import pathlib
 
 from garage import EpisodeBatch, StepType
@@ -80,3 +81,17 @@ def test_before_adaptation_columns_come_from_the_pre_update_episodes():
     assert rows[-1]['success_before'] == pytest.approx(0.25)
     import math  # pylint: disable=import-outside-toplevel
     assert math.isnan(meta_test.task_table(after)[0]['success_before'])
+
+
+def test_the_evaluator_column_is_printed_only_where_successes_are_reported():
+    """A paper env reports no success: its table has no Meta-World evaluator column or
+    footnote; a Meta-World table has both."""
+    meta_test = load_script(ROOT / 'launchers' / 'meta_test.py', 'meta_test_table')
+    row = dict(task='t', goals=1, episodes=3, success_before=math.nan, success_rate=math.nan,
+               return_before=math.nan, average_return=1.5,
+               metaworld_evaluator_success=math.nan)
+    table = meta_test.format_table([row])
+    assert 'metaworld_evaluator' not in table and 'own evaluator' not in table
+    assert '1.50' in table
+    table = meta_test.format_table([dict(row, success_rate=0.5, metaworld_evaluator_success=1.0)])
+    assert 'metaworld_evaluator*' in table and "Meta-World 3.1.1's own evaluator" in table
