@@ -103,6 +103,7 @@ from garage_promp.validation import (  # noqa: E402
     WORKERS,
     check_input_dir,
     check_output_path,
+    distinct,
 )
 
 import learning  # noqa: E402  pylint: disable=wrong-import-position
@@ -1160,18 +1161,10 @@ def _figs(figs) -> List[str]:
     return list(figs) or list(FIGURES)
 
 
-def _distinct(ctx, param, figs):
-    """FIGS, each given once: a figure named twice would run, count or report its runs twice."""
-    repeated = sorted({fig for fig in figs if figs.count(fig) > 1})
-    if repeated:
-        raise click.BadParameter(f'{", ".join(repeated)} given more than once', param_hint='FIGS')
-    return figs
-
-
 def figs_argument(required: bool):
     """The FIGS argument of every subcommand."""
     return click.argument('figs', nargs=-1, required=required, type=click.Choice(FIGURES),
-                          callback=_distinct)
+                          callback=distinct)
 
 
 def _only_text(ctx, param, text):

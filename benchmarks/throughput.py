@@ -46,6 +46,7 @@ from garage_promp.validation import (
     check_device,
     check_output_path,
     count,
+    distinct,
     usage_errors,
 )
 
@@ -404,13 +405,16 @@ def _check_batches_fit(mode, envs, batches, memory_env, quick):
 @click.option('--check-pairs', type=count(), default=7, show_default=True,
               help='checks mode: interleaved checks-on / checks-off pairs per env and path.')
 @click.option('--worker-counts', type=CommaList(WORKERS, '1,2'), default='1,2', show_default=True,
+              callback=distinct,
               help='workers mode: comma-separated worker counts.')
-@click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True),
+@click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True), callback=distinct,
               default=['HalfCheetahFwdBack', 'PointEnvCorner'], show_default=True,
               help='A paper env, ML10, ML45 or ML1:<task> (repeatable).')
 @click.option('--batch', 'batches', multiple=True, default=['paper', 'small'], show_default=True,
+              callback=distinct,
               type=click.Choice(sorted(BATCHES)))
 @click.option('--algo', 'algos', multiple=True, default=None, type=click.Choice(sorted(ALGOS)),
+              callback=distinct,
               help='garage_promp algorithms (paper labels; default: all).')
 @click.option('--n-workers', type=WORKERS, default=2, show_default=True)
 @click.option('--iters', type=count(), default=2, show_default=True,
@@ -435,12 +439,6 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
     """Measure and print the throughput table (or the scaling plot)."""
     if ctx.invoked_subcommand is not None:
         return
-    for option, values in (('--env', envs), ('--batch', batches), ('--algo', algos),
-                           ('--worker-counts', worker_counts)):
-        repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
-        if repeated:
-            raise click.BadParameter(f'{", ".join(repeated)} given more than once',
-                                     param_hint=option)
     algos = list(algos) or list(ALGOS)
     if quick:  # tiny batches; the point env unless --env was given
         env_given = ctx.get_parameter_source('envs') == click.core.ParameterSource.COMMANDLINE

@@ -197,6 +197,22 @@ def positive(maximum: float | None = None) -> FiniteFloat:
 SECONDS = positive(MAX_SECONDS)
 
 
+def distinct(ctx, param, values):
+    """A click callback: the values of a repeatable option, an argument or a comma list,
+    each given once (a value given twice would be run, counted or measured twice).
+
+    Raises:
+        click.BadParameter: Naming the repeated values and the option (or argument).
+    """
+    del ctx
+    values = () if values is None else values
+    repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
+    if repeated:
+        hint = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        raise click.BadParameter(f'{", ".join(repeated)} given more than once', param_hint=hint)
+    return values
+
+
 class CommaList(click.ParamType):
     """A click type: a comma-separated list, each element converted by ``item_type``.
 
