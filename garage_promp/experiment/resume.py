@@ -48,8 +48,12 @@ class AppendingCsvOutput(CsvOutput):
             header = next(csv.reader(f), None)
         if not header:
             raise ValueError(f'{file_name} has no header row to append under')
-        dowel.simple_outputs.FileOutput.__init__(self, file_name, mode='a')
         self._filename = file_name
+        self._append_under(header)
+
+    def _append_under(self, header):
+        """Open the file to append rows under ``header``, its first line."""
+        dowel.simple_outputs.FileOutput.__init__(self, self._filename, mode='a')
         self._header = header
         self._fieldnames = set(header)
         self._writer = csv.DictWriter(self._log_file, fieldnames=header,
@@ -83,20 +87,14 @@ class AppendingCsvOutput(CsvOutput):
         with open(self._filename, newline='', encoding='utf-8') as f:
             rows = list(csv.reader(f))
         header = self._header + new
-        tmp = self._filename + '.tmp'
-        with open(tmp, 'w', newline='', encoding='utf-8') as f:
+
+        def write(f):
             writer = csv.writer(f)
             writer.writerow(header)
-            for row in rows[1:]:
-                writer.writerow(row + [''] * len(new))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._filename)
-        self._log_file = open(self._filename, 'a', newline='', encoding='utf-8')  # pylint: disable=consider-using-with
-        self._header = header
-        self._fieldnames = set(header)
-        self._writer = csv.DictWriter(self._log_file, fieldnames=header,
-                                      restval='', extrasaction='raise')
+            writer.writerows(row + [''] * len(new) for row in rows[1:])
+
+        _replace_atomically(self._filename, write)
+        self._append_under(header)
 
 
 class _Discard(dowel.LogOutput):
@@ -118,9 +116,17 @@ def _keep_rows(path: str, n_rows: int):
     kept = complete_lines(path)[:n_rows + 1]
     if ''.join(kept) == text:
         return
+    _replace_atomically(path, lambda f: f.writelines(kept))
+
+
+def _replace_atomically(path: str, write):
+    """Write ``path`` anew through ``write(file)``: into ``path + '.tmp'``, synced to disk,
+    then renamed over it, so that a kill leaves the old file or the new one whole."""
     tmp = path + '.tmp'
     with open(tmp, 'w', newline='', encoding='utf-8') as f:
-        f.writelines(kept)
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
