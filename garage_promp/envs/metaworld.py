@@ -85,6 +85,16 @@ def _all_envs() -> dict:
     return ALL_V3_ENVIRONMENTS
 
 
+def n_train_classes(name: str) -> int:
+    """The train classes of benchmark ``name`` ('ML1', 'ML10', 'ML45'), from Meta-World's own
+    class lists, without building the benchmark: a meta-batch holds each equally often."""
+    if name == 'ML1':
+        return 1
+    if name not in BENCHMARKS:
+        raise ValueError(f'benchmark must be one of {BENCHMARKS}, got {name!r}')
+    return len(getattr(_metaworld().env_dict, f'{name}_V3')['train'])
+
+
 def check_env_name(name: Any) -> str:
     """Return ``name`` if it is a Meta-World 3 environment name.
 

@@ -93,10 +93,6 @@ def env_config(env: str) -> dict:
                      f'{sorted(ENVS) + sorted(METAWORLD)}')
 
 
-#: Train classes of each Meta-World benchmark: a meta-batch holds every class equally often.
-METAWORLD_TRAIN_CLASSES = {'ML1': 1, 'ML10': 10, 'ML45': 45}
-
-
 def check_meta_batch_fits(env: str, meta_batch_size: int, what: str = 'meta_batch_size') -> None:
     """Refuse a meta-batch size that ``env`` cannot sample, before anything is built.
 
@@ -110,7 +106,10 @@ def check_meta_batch_fits(env: str, meta_batch_size: int, what: str = 'meta_batc
 
     """
     family = env.partition(':')[0]
-    n_classes = METAWORLD_TRAIN_CLASSES.get(family, 1)
+    if family not in METAWORLD:
+        return
+    from garage_promp.envs.metaworld import n_train_classes  # pylint: disable=import-outside-toplevel
+    n_classes = n_train_classes(family)
     if meta_batch_size % n_classes:
         raise ValueError(f'{env} samples every one of its {n_classes} train classes equally '
                          f'often: {what} must be a multiple of {n_classes}, got {meta_batch_size}')

@@ -236,3 +236,15 @@ def test_copies_keep_the_task_and_step_exactly_like_the_original(name):
         np.testing.assert_allclose(rewards, reference[1], atol=1e-6)
     # The pickle is the recipe (task and settings), not the compiled MuJoCo model.
     assert len(pickle.dumps(env)) < 50_000
+
+
+def test_train_class_counts_come_from_meta_world_without_building_a_benchmark(ml10):
+    """The count a meta-batch size must be a multiple of, as the built benchmark has it
+    (ML10 built here; ML45's 45 classes take half a minute to build, and come from the
+    same Meta-World list)."""
+    from garage_promp.envs.metaworld import n_train_classes  # pylint: disable=import-outside-toplevel
+    assert n_train_classes('ML1') == 1
+    assert n_train_classes('ML10') == len(ml10.train_classes) == 10
+    assert n_train_classes('ML45') == 45
+    with pytest.raises(ValueError, match='benchmark must be one of'):
+        n_train_classes('MT10')
