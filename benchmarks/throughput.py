@@ -53,6 +53,8 @@ from garage_promp.validation import (
 import click
 
 HERE = pathlib.Path(__file__).resolve().parent
+# Its sibling modules (bench_io, checks_cost) import by name, also when a test loads this file.
+sys.path.insert(0, str(HERE))
 
 #: Batches: the paper's (40 tasks × 20 episodes, paper Table 1) and a small one.
 BATCHES = {
@@ -339,20 +341,26 @@ def plot_scaling(results, path):
     fig.savefig(path, dpi=120)
 
 
+def _workers_batch(env, quick):
+    """The batch of the workers mode on ``env``: the env's own (the paper's 40 × 20 where it
+    has none), tiny with ``quick``."""
+    from garage_promp.experiment.paper_config import env_config  # pylint: disable=import-outside-toplevel
+    if quick:
+        return dict(meta_batch_size=2, episodes_per_task=2, n_test_tasks=2)
+    cfg = env_config(env.partition(':')[0])
+    return dict(meta_batch_size=cfg.get('meta_batch_size', 40),
+                episodes_per_task=cfg.get('episodes_per_task', 20), n_test_tasks=10)
+
+
 def measure_worker_scaling(envs, counts, algo, iters, raw_steps, quick):
     """Sampling (and meta-test) steps/s against the raw rate of as many processes."""
-    from garage_promp.experiment.paper_config import env_config
     results = []
     for env in envs:
-        cfg = env_config(env.partition(':')[0])
         for workers in counts:
             raw_spec = dict(what='raw', env=env, n_workers=workers, n_steps=raw_steps)
             before = run_isolated(raw_spec)['steps_per_s']
             spec = dict(what=algo, env=env, batch='default', n_workers=workers, iters=iters,
-                        meta_batch_size=cfg.get('meta_batch_size', 40),
-                        episodes_per_task=cfg.get('episodes_per_task', 20), n_test_tasks=10)
-            if quick:
-                spec.update(meta_batch_size=2, episodes_per_task=2, n_test_tasks=2)
+                        **_workers_batch(env, quick))
             click.echo(f'measuring {spec}', err=True)
             result = run_isolated(spec)
             after = run_isolated(raw_spec)['steps_per_s']  # the mean of before and after
@@ -380,10 +388,9 @@ def format_worker_table(results):
 def _check_batches_fit(mode, envs, batches, memory_env, quick):
     """Refuse, before anything is measured, a batch that an env cannot sample (ML10 and
     ML45 need a multiple of their train classes)."""
-    from garage_promp.experiment.paper_config import check_meta_batch_fits, env_config  # pylint: disable=import-outside-toplevel
+    from garage_promp.experiment.paper_config import check_meta_batch_fits  # pylint: disable=import-outside-toplevel
     if mode == 'workers':
-        pairs = [(env, 2 if quick else env_config(env.partition(':')[0]).get(
-            'meta_batch_size', 40), '--env') for env in envs]
+        pairs = [(env, _workers_batch(env, quick)['meta_batch_size'], '--env') for env in envs]
     else:
         used = batches[:1] if mode == 'checks' else batches
         pairs = [(env, BATCHES[batch]['meta_batch_size'], '--env') for env in envs
