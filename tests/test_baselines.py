@@ -113,6 +113,24 @@ def test_least_squares_survives_a_matrix_lapacks_gelsd_gives_up_on():
     np.testing.assert_allclose(matrix @ coeffs, rhs, rtol=1e-6, atol=1e-6 * np.abs(rhs).max())
 
 
+def test_least_squares_keeps_singular_values_down_to_machine_precision():
+    """The reference's ``lstsq(..., rcond=-1)``: singular values are cut only below machine
+    precision times the largest, not below ``max(M, N)`` times that (numpy's ``rcond=None``).
+    A 40 x 40 system with one singular value at 1e-15 of the largest (between the two cut-offs)
+    keeps its direction, and the solution is the one the reference's call gives."""
+    from garage_promp.baselines import least_squares
+    rng = np.random.default_rng(0)
+    u, _ = np.linalg.qr(rng.normal(size=(40, 40)))
+    v, _ = np.linalg.qr(rng.normal(size=(40, 40)))
+    singular = np.ones(40)
+    singular[-1] = 1e-15
+    matrix = (u * singular) @ v.T
+    rhs = u[:, -1] + u[:, 0]
+    coeffs = least_squares(matrix, rhs)
+    np.testing.assert_array_equal(coeffs, np.linalg.lstsq(matrix, rhs, rcond=-1)[0])
+    assert np.abs(v[:, -1] @ coeffs) > 1e12  # the small direction is kept (1 / 1e-15)
+
+
 def test_the_fit_falls_back_to_the_plain_svd_only_where_gelsd_fails(monkeypatch):
     """Where np.linalg.lstsq solves, its numbers are used unchanged; where it raises, the
     fit gives SciPy's gelss solution of the same damped system."""

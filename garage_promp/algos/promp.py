@@ -52,6 +52,11 @@ class ProMP(MetaPolicySearch):
             ignored it). 1 = no annealing.
         **kwargs: :class:`MetaPolicySearch` arguments.
 
+    The defaults are the paper's runs (the original code's ``ppo_run_all.py``:
+    β = 1e-3, 5 ProMP steps, ε = 0.3, a fixed η = 5e-4, κ = 0.01), not the
+    constructor defaults of its ``pro_mp.py`` (ε = 0.2, η = 1e-2), so that
+    ``ProMP(...)`` in a garage pipeline is the algorithm the paper evaluates.
+
     """
 
     FIXED_OPTIONS = ('inner_estimator', 'exploration')

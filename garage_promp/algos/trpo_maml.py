@@ -67,7 +67,8 @@ class TRPOMAML(MetaPolicySearch):
 
     Args:
         env, policy, sampler, task_sampler: See :class:`MetaPolicySearch`.
-        max_kl_step (float): Trust-region size δ.
+        max_kl_step (float): Trust-region size δ (0.01, the original code's
+            ``step_size`` in its MAML runs, ``maml_run_mujoco.py``).
         inner_estimator (str): ``'lvc'``, ``'maml'`` or ``'dice'``.
         exploration (bool): Add the E-MAML term.
         cg_iters (int): Conjugate-gradient iterations.

@@ -169,3 +169,97 @@ def test_shared_forwards_give_the_same_meta_objective_with_fewer_passes(monkeypa
     assert float(shared.objective) == float(separate.objective)
     for a, b in zip(shared_grad, separate_grad):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_promp_objective_averages_the_kl_penalties_over_inner_steps():
+    # Eq. 13 with K = 2, each step with its own η: the penalty is the mean over steps of
+    # η_k KL_k (the original pro_mp.py's tf.reduce_mean over steps), not their sum.
+    _, algo = make_algo('ProMP', num_inner_grad_steps=2, clip_eps=0.2)
+    algo.inner_kl_coeff = np.array([3.0, 7.0])
+    batches = algo.sample_meta_batch(0)
+    _perturb(algo.policy)
+    meta = algo.meta_objective(batches, create_graph=False)
+    kl0, kl1 = float(meta.stats['InnerKL_Step_0']), float(meta.stats['InnerKL_Step_1'])
+    assert kl0 > 1e-4 and kl1 > 1e-4
+    expected = float(meta.stats['ClipObjective']) - (3.0 * kl0 + 7.0 * kl1) / 2
+    assert float(meta.objective) == pytest.approx(expected, rel=1e-5, abs=1e-7)
+
+
+def test_promp_anneals_the_clip_range_once_per_epoch():
+    # ε_itr = clip_eps · anneal_factor^itr: ε_0 = clip_eps, then one factor per epoch.
+    _, algo = make_algo('ProMP', clip_eps=0.2, anneal_factor=0.5, num_promp_steps=1)
+    for itr, expected in enumerate([0.2, 0.1, 0.05]):
+        batches = algo.sample_meta_batch(itr)
+        algo.optimize(itr, batches)
+        assert algo._current_clip_eps == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_rejected_trpo_step_puts_theta_back(monkeypatch):
+    # When no trial of the line search improves the surrogate, θ is the θ the step
+    # started from, not the last (smallest) trial.
+    _, algo = make_algo('TRPOMAML', max_backtracks=3)
+    batches = algo.sample_meta_batch(0)
+    theta = [p.detach().clone() for p in algo.policy.parameters()]
+    real, trials = algo.meta_objective, []
+
+    def nothing_improves(*args, create_graph=True, **kwargs):
+        meta = real(*args, create_graph=create_graph, **kwargs)
+        if create_graph:
+            return meta
+        trials.append([p.detach().clone() for p in algo.policy.parameters()])
+        return meta._replace(objective=meta.objective - 1e6)
+
+    monkeypatch.setattr(algo, 'meta_objective', nothing_improves)
+    algo.optimize(0, batches)
+    assert any(not torch.equal(a, b) for a, b in zip(theta, trials[0]))  # a trial moved θ
+    for before, after in zip(theta, algo.policy.parameters()):
+        assert torch.equal(before, after.detach())
+
+
+def test_positive_advantages_are_shifted_after_normalising():
+    # The original samplers' order: normalise, then shift to positive (min 1e-8), on the
+    # same episodes processed with and without the shift.
+    import dataclasses
+
+    from garage_promp.algos._batch import process_episodes
+    from garage_promp.objectives.advantages import shift_advantages_to_positive
+    _, algo = make_algo('ProMP', normalize_adv=True, positive_adv=False)
+    batch = algo.sample_meta_batch(0)[0]
+    config = algo._processing
+    shape = tuple(batch.mask.shape)
+    plain, shifted = (process_episodes(batch.episodes, shape[0], shape[1], shape[2],
+                                       dataclasses.replace(config, positive_adv=flag))
+                      for flag in (False, True))
+    for adv, mask, got in zip(plain.advantages.double().numpy(),
+                              plain.mask.double().numpy(), shifted.advantages.double().numpy()):
+        np.testing.assert_allclose(got, shift_advantages_to_positive(adv, mask),
+                                   rtol=1e-6, atol=1e-6)
+        assert got[mask > 0].min() == pytest.approx(0., abs=1e-6)
+
+
+def test_class_defaults_are_the_papers_runs():
+    # ProMP(...) and TRPOMAML(...) built with their defaults are the algorithms of the
+    # paper's runs (the original code's ppo_run_all.py and maml_run_mujoco.py), not the
+    # original pro_mp.py constructor's own defaults (clip 0.2, eta 1e-2).
+    import inspect
+
+    from garage_promp.algos.base import MetaPolicySearch
+    from garage_promp.algos.promp import ProMP
+    from garage_promp.algos.trpo_maml import TRPOMAML
+
+    def defaults(cls):
+        return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+
+    assert {k: defaults(ProMP)[k] for k in ('learning_rate', 'num_promp_steps', 'clip_eps',
+                                            'init_inner_kl_penalty', 'target_inner_step',
+                                            'adaptive_inner_kl_penalty', 'anneal_factor')} == {
+        'learning_rate': 1e-3, 'num_promp_steps': 5, 'clip_eps': 0.3,
+        'init_inner_kl_penalty': 5e-4, 'target_inner_step': 0.01,
+        'adaptive_inner_kl_penalty': False, 'anneal_factor': 1.}
+    assert defaults(TRPOMAML)['max_kl_step'] == 0.01
+    assert {k: defaults(MetaPolicySearch)[k] for k in ('inner_lr', 'num_inner_grad_steps',
+                                                       'discount', 'gae_lambda',
+                                                       'normalize_adv', 'positive_adv')} == {
+        'inner_lr': 0.1, 'num_inner_grad_steps': 1, 'discount': 0.99, 'gae_lambda': 1.,
+        'normalize_adv': True, 'positive_adv': False}
