@@ -169,3 +169,22 @@ def test_shift_to_positive_and_discounted_rewards():
     assert out[0, 0] == pytest.approx(1e-8) and out[0, 2] == 0
     np.testing.assert_allclose(obj.discounted_rewards(np.ones((1, 3)), 0.5),
                                [[1., 0.5, 0.25]])
+
+
+def test_the_sampling_policy_and_the_emaml_reward_are_constants_of_the_objectives():
+    # π_old (LVC, the clipped surrogate) and E-MAML's post-update reward are constants
+    # (Eq. 9-10, 13; formulation II): a caller's tensor that carries a gradient gets none
+    # through them.
+    from garage_promp.objectives.surrogates import clipped_objective, emaml_objective, lvc_objective
+    gen = torch.Generator().manual_seed(0)
+    log_probs = torch.randn(3, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    old = torch.randn(3, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    adv = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    mask = torch.ones(3, 5, dtype=torch.float64)
+    reward = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    for objective in (lvc_objective(log_probs, old, adv, mask),
+                      clipped_objective(log_probs, old, adv, 0.2, mask),
+                      emaml_objective(log_probs, mask, reward)):
+        grads = torch.autograd.grad(objective, [log_probs, old, reward], allow_unused=True)
+        assert grads[0] is not None and grads[0].abs().sum() > 0
+        assert grads[1] is None and grads[2] is None
