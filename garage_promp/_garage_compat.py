@@ -205,6 +205,11 @@ def _held_epoch(snapshot):
     return epoch if isinstance(epoch, int) else None
 
 
+class SnapshotWriteError(OSError):
+    """A snapshot could not be written (a full disk, a directory gone...); the previous
+    one is kept. A run ends on it with one ``Error:`` line (``launchers/train.py``)."""
+
+
 def atomic_cloudpickle_dump(obj, file_name):
     """Write ``obj`` to ``file_name`` so that readers never see a partial file.
 
@@ -225,9 +230,9 @@ def atomic_cloudpickle_dump(obj, file_name):
         if os.path.exists(tmp_name):
             os.remove(tmp_name)
         if isinstance(error, OSError):
-            raise OSError(error.errno, f'could not write the snapshot {file_name} '
-                          f'({error.strerror or error}); the previous one is kept',
-                          file_name) from error
+            raise SnapshotWriteError(
+                error.errno, f'could not write the snapshot {file_name} '
+                f'({error.strerror or error}); the previous one is kept', file_name) from error
         raise
 
 

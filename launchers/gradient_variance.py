@@ -73,16 +73,23 @@ def gradient_variance(ctxt, env_name, seed, epochs, n_rounds, meta_batch_size,
                 tabular.record('Step_1-AverageReturn',
                                float(batches[-1].rewards.sum() / batches[-1].mask[..., 0].sum()))
                 algo.optimize(epoch, batches)
-        ratios.append(rstd['DiCE'] / rstd['LVC'])
+        # Undefined (NaN) where LVC's meta-gradients did not vary over the rounds at all.
+        ratios.append(rstd['DiCE'] / rstd['LVC'] if rstd['LVC'] > 0 else float('nan'))
         tabular.record('RStdRatio', ratios[-1])
         tabular.record('TotalEnvSteps', steps)  # both arms, all rounds so far
         logger.log(tabular)
         logger.dump_all(epoch)
         tabular.clear()
-    logger.log(f'DiCE/LVC relative std of the meta-gradient: mean ratio {np.mean(ratios):.2f} '
-               f'over {epochs} epochs (min {np.min(ratios):.2f}, max {np.max(ratios):.2f}; '
-               'paper Fig. 4: about 1.6)')
-    return float(np.mean(ratios))
+    defined = [r for r in ratios if not np.isnan(r)]
+    if not defined:
+        logger.log("DiCE/LVC relative std of the meta-gradient: undefined (LVC's meta-gradient "
+                   'did not vary between rounds in any epoch: too small a batch to measure '
+                   'its variance)')
+        return float('nan')
+    logger.log(f'DiCE/LVC relative std of the meta-gradient: mean ratio {np.mean(defined):.2f} '
+               f'over {len(defined)} of {epochs} epochs (min {np.min(defined):.2f}, max '
+               f'{np.max(defined):.2f}; paper Fig. 4: about 1.6)')
+    return float(np.mean(defined))
 
 
 @click.command()

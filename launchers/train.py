@@ -15,6 +15,7 @@ meta-test of a snapshot.
 """
 import os
 
+from garage_promp._garage_compat import SnapshotWriteError
 from garage_promp._process import dump_stacks_on_usr1
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment.builder import build_experiment, check_overrides, override_keys
@@ -52,7 +53,7 @@ from garage.trainer import Trainer
 
 #: Errors that end a run part-way, whose message says all (which worker, env, task and step):
 #: one ``Error:`` line and exit 1, the snapshots of the epochs done kept.
-RUN_ERRORS = (SamplerWorkerError, FloatingPointError)
+RUN_ERRORS = (SamplerWorkerError, FloatingPointError, SnapshotWriteError)
 
 #: A few-minute ProMP run on 2 cores (the README's first command).
 PRESETS = {
@@ -64,7 +65,12 @@ PRESETS = {
 
 @wrap_experiment(archive_launch_repo=False, snapshot_mode='last')
 def meta_train(ctxt, epochs, full_table=False, max_env_steps=None, **options):
-    """Train what ``main`` built from these options (or build it again from them)."""
+    """Train what ``main`` built from these options (or build it again from them).
+
+    ``options`` hold ``snapshot_mode`` where it is not garage's ``last`` (recorded in
+    variant.json, so that ``--resume`` keeps it); the ``ctxt`` already applies it.
+    """
+    options.pop('snapshot_mode', None)
     experiment = _BUILT.pop(_key(options), None) or build_experiment(**options)
     logger.log(experiment.setup.description)
     experiment.algo.max_env_steps = max_env_steps
@@ -90,7 +96,8 @@ _BUILT = {}
 
 def _key(options):
     # meta_train takes epochs apart from the options it builds from.
-    return repr(sorted((k, v) for k, v in options.items() if k != 'epochs'))
+    return repr(sorted((k, v) for k, v in options.items()
+                       if k not in ('epochs', 'snapshot_mode')))
 
 
 @click.command()
@@ -148,7 +155,8 @@ def _key(options):
 @click.option('--resume', 'resume_dir', type=click.Path(exists=True, file_okay=False),
               default=None,
               help='Continue the run in this directory from its snapshot, to --epochs in all '
-                   '[default: the run\'s]; appends to its progress.csv.')
+                   '[default: the run\'s], with its --snapshot-mode unless given; appends to '
+                   'its progress.csv.')
 @click.option('--set', 'overrides', multiple=True,
               help='Any other constructor argument, key=value (repeatable).')
 @click.pass_context
@@ -178,8 +186,11 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
             check_run_dir(resume_dir)  # before its lock file is written there
             check_output_path(resume_dir, 'the run directory')
             with user_errors(expected=RUN_ERRORS):
-                resume_run(resume_dir, epochs if epochs_given else None, snapshot_mode,
-                           full_table, max_env_steps=max_env_steps)
+                mode_given = click_ctx.get_parameter_source(
+                    'snapshot_mode') == click.core.ParameterSource.COMMANDLINE
+                resume_run(resume_dir, epochs if epochs_given else None,
+                           snapshot_mode if mode_given else None, full_table,
+                           max_env_steps=max_env_steps)
         return
     args = dict(algo=algo, env=env_name, seed=seed, epochs=epochs,
                 meta_batch_size=meta_batch_size, episodes_per_task=episodes_per_task,
@@ -250,6 +261,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
             'epochs') != click.core.ParameterSource.COMMANDLINE:
         run['epochs'] = built.algo.epochs_for_budget(max_env_steps)
     _BUILT[_key(run)] = built
+    if snapshot_mode != 'last':  # recorded where not the default, as --log-std; --resume
+        run['snapshot_mode'] = snapshot_mode  # takes it from variant.json
     try:
         with user_errors(expected=RUN_ERRORS):
             meta_train(options, full_table=full_table, max_env_steps=max_env_steps, **run)

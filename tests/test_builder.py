@@ -147,3 +147,18 @@ def test_a_policy_log_std_of_another_shape_or_kind_is_refused_and_frozen_stays_f
     for kind in (np.array(['per-dimension']), None, ['shared']):
         with pytest.raises(ValueError, match='log_std must be one of'):
             build_experiment('ProMP', 'PointEnvCorner', 1, log_std=kind, **TINY)
+
+
+@pytest.mark.parametrize('overrides, kwargs, match', [
+    ({'episodes_per_task': 1.5}, {}, 'episodes_per_task must be an int >= 1, got 1.5'),
+    ({'episodes_per_task': 0}, {}, 'episodes_per_task must be an int >= 1, got 0'),
+    ({'meta_batch_size': 3}, {'meta_batch_size': 2},
+     r"meta_batch_size is given twice, 2 and overrides\['meta_batch_size'\] = 3"),
+    ({'episodes_per_task': 4}, {'episodes_per_task': 2}, 'episodes_per_task is given twice')])
+def test_batch_sizes_are_checked_under_their_own_names_and_given_once(overrides, kwargs, match):
+    # (episodes_per_task also sets the meta-evaluator's n_exploration_eps: named as itself.)
+    with pytest.raises(ValueError, match=match):
+        build_experiment('ProMP', 'PointEnvCorner', 1, overrides=overrides, **kwargs)
+    # The same value twice is one value.
+    build_experiment('ProMP', 'PointEnvCorner', 1, meta_batch_size=2, episodes_per_task=2,
+                     overrides={'meta_batch_size': 2})

@@ -174,11 +174,16 @@ def build_experiment(algo: str, env: str, seed: int, *,
                            reward_function_version=reward_function_version,
                            env_kwargs=env_kwargs)
     kwargs = algo_kwargs(algo, env)
-    if meta_batch_size is not None:
-        kwargs['meta_batch_size'] = meta_batch_size
-    if episodes_per_task is not None:
-        kwargs['episodes_per_task'] = episodes_per_task
+    for key, value in (('meta_batch_size', meta_batch_size),
+                       ('episodes_per_task', episodes_per_task)):
+        if value is not None:
+            if key in overrides and overrides[key] != value:
+                raise ValueError(f'{key} is given twice, {value!r} and overrides[{key!r}] = '
+                                 f'{overrides[key]!r}: give it once')
+            kwargs[key] = value
     kwargs.update(overrides)
+    # Checked here, naming it: the meta-evaluator below takes it too, under another name.
+    kwargs['episodes_per_task'] = check_int(kwargs['episodes_per_task'], 'episodes_per_task', 1)
     kwargs.setdefault('device', device)
     setup.check_task_counts(kwargs['meta_batch_size'], n_test_tasks)
     train_env = setup.env

@@ -9,6 +9,7 @@ With garage_promp's algorithms the continued rows equal those of an
 uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 """
 import csv
+import json
 import numbers
 import os
 import warnings
@@ -269,7 +270,7 @@ SNAPSHOT_MODES = ('last', 'all', 'gap', 'gap_and_last', 'none')
 
 
 def resume_run(log_dir: str, n_epochs: int | None = None,
-               snapshot_mode: str = 'last', full_table: bool = False,
+               snapshot_mode: str | None = None, full_table: bool = False,
                max_env_steps: int | None = None) -> float:
     """Restore the snapshot in ``log_dir`` and train on to ``n_epochs``.
 
@@ -278,7 +279,9 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
             and ``progress.csv``).
         n_epochs (int or None): Total epochs to reach (default: the run's;
             with a budget of env steps, as many as the budget takes).
-        snapshot_mode (str): garage snapshot mode for the continued epochs.
+        snapshot_mode (str or None): garage snapshot mode for the continued epochs
+            (default: the run's, ``snapshot_mode`` in its ``variant.json``, else
+            ``'last'``); one given is recorded there for the next resume.
         full_table (bool): Print garage's full table each epoch.
         max_env_steps (int or None): A new budget of env steps (default: the
             run's own, if it had one; see ``MetaPolicySearch.max_env_steps``).
@@ -302,10 +305,30 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
         n_epochs = check_int(n_epochs, 'n_epochs', 1, MAX_COUNT)
     if max_env_steps is not None:
         max_env_steps = check_int(max_env_steps, 'max_env_steps', 1, MAX_ENV_STEPS)
-    snapshot_mode = check_choice(snapshot_mode, 'snapshot_mode', SNAPSHOT_MODES)
+    if snapshot_mode is not None:
+        snapshot_mode = check_choice(snapshot_mode, 'snapshot_mode', SNAPSHOT_MODES)
     full_table = check_bool(full_table, 'full_table')
     with owned_run_dir(log_dir):
+        snapshot_mode = _run_snapshot_mode(log_dir, snapshot_mode)
         return _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps)
+
+
+def _run_snapshot_mode(log_dir: str, given: str | None) -> str:
+    """The snapshot mode to continue with: ``given``, recorded in ``variant.json`` where it
+    differs from the run's (atomically), else the run's (``'last'`` where it has none)."""
+    variant = read_variant(log_dir)
+    recorded = variant.get('snapshot_mode', 'last')
+    if given is None:
+        return check_choice(recorded, f"{os.path.join(log_dir, 'variant.json')}'s snapshot_mode",
+                            SNAPSHOT_MODES)
+    if given != recorded and os.path.isfile(os.path.join(log_dir, 'variant.json')):
+        if given == 'last':
+            variant.pop('snapshot_mode', None)
+        else:
+            variant['snapshot_mode'] = given
+        _replace_atomically(os.path.join(log_dir, 'variant.json'),
+                            lambda f: json.dump(variant, f, indent=4))
+    return given
 
 
 def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
@@ -350,6 +373,9 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
                                  f'budget is {budget}: --max-env-steps must be more')
             if n_epochs is None:
                 n_epochs = done + algo.epochs_for_budget(budget - steps)
+        if n_epochs is None and args.n_epochs <= done:  # none given: the run's own
+            raise ValueError(f'the run in {log_dir} has done all its {done} epochs: give '
+                             f'--epochs more than {done} to train on')
         n_epochs = n_epochs or args.n_epochs
         if n_epochs <= done:
             raise ValueError(f'the run in {log_dir} has done {done} epochs; '

@@ -58,6 +58,10 @@ def test_resume_refuses_other_options_and_a_finished_run(tmp_path):
     assert result.exit_code == 2 and '--epochs' in result.output
     result = _invoke('--resume', run, '--epochs', 1)
     assert result.exit_code == 2 and 'has done 1 epochs' in result.output
+    # No --epochs given: the run's own are done, and the message says so (not "got 1").
+    result = _invoke('--resume', run)
+    assert result.exit_code == 2, result.output
+    assert 'has done all its 1 epochs: give --epochs more than 1' in result.output
     assert len(_rows(run)) == 1
 
 
@@ -108,3 +112,25 @@ def test_a_snapshot_whose_log_std_is_not_the_variants_is_refused(tmp_path):
     assert result.exit_code != 0
     assert "has a log-std of shape (2,), its variant.json log_std='shared'" in result.output
     assert (run / 'progress.csv').read_text() == before
+
+
+def test_resume_keeps_the_runs_snapshot_mode_unless_given(tmp_path):
+    # The mode is the run's (variant.json), not garage's default 'last': a run saving every
+    # epoch goes on saving every epoch; a mode given on resume is recorded for the next.
+    log_dir = tmp_path / 'run'
+    result = _invoke(*TINY, '--epochs', '1', '--snapshot-mode', 'all', '--log-dir', str(log_dir))
+    assert result.exit_code == 0, result.output
+    assert json.loads((log_dir / 'variant.json').read_text())['snapshot_mode'] == 'all'
+    assert _invoke('--resume', str(log_dir), '--epochs', '2').exit_code == 0
+    assert sorted(p.name for p in log_dir.glob('*.pkl')) == ['itr_0.pkl', 'itr_1.pkl']
+    assert _invoke('--resume', str(log_dir), '--epochs', '3', '--snapshot-mode',
+                   'last').exit_code == 0
+    assert 'snapshot_mode' not in json.loads((log_dir / 'variant.json').read_text())
+    assert _invoke('--resume', str(log_dir), '--epochs', '4').exit_code == 0
+    assert sorted(p.name for p in log_dir.glob('*.pkl')) == ['itr_0.pkl', 'itr_1.pkl',
+                                                             'params.pkl']
+    assert len(_rows(log_dir)) == 4
+    # A run started with the default records none (its variant.json as before).
+    other = tmp_path / 'default'
+    assert _invoke(*TINY, '--epochs', '1', '--log-dir', str(other)).exit_code == 0
+    assert 'snapshot_mode' not in json.loads((other / 'variant.json').read_text())

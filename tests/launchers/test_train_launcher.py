@@ -101,6 +101,22 @@ def test_gradient_variance_launcher_logs_rstd_for_both_arms(tmp_path):
                                                       for i in range(2)]
 
 
+def test_gradient_variance_says_the_ratio_is_undefined_where_lvc_does_not_vary(tmp_path):
+    # One episode per task on PointEnvCorner: LVC's meta-gradient is the same every round
+    # (relative std 0), so DiCE's over LVC's is undefined: NaN, said so, not a crash.
+    module = load_script(LAUNCHER.parent / 'gradient_variance.py', 'gv_launcher')
+    log_dir = str(tmp_path / 'gv')
+    result = CliRunner().invoke(module.main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--n-rounds', '2',
+        '--meta-batch-size', '2', '--episodes-per-task', '1', '--log-dir', log_dir])
+    assert result.exit_code == 0, result.output
+    with open(os.path.join(log_dir, 'progress.csv')) as f:
+        rows = list(csv.DictReader(f))
+    assert float(rows[0]['LVC/MetaGradientRStd']) == 0
+    assert math.isnan(float(rows[0]['RStdRatio']))
+    assert 'relative std of the meta-gradient: undefined' in result.output
+
+
 def test_default_log_dir_is_short_and_names_the_run(tmp_path, monkeypatch):
     """Without --log-dir, garage's data/local/experiment/<name> is used; the
     name must stay well below the 255-byte file-name limit, with any options."""
@@ -262,3 +278,40 @@ def test_a_sampler_worker_error_ends_the_run_with_one_error_line(tmp_path, monke
     assert result.exit_code == 1, result.output
     assert 'Error: sampler worker 0 made no progress' in result.output
     assert isinstance(result.exception, SystemExit)
+
+
+def test_a_snapshot_that_cannot_be_written_ends_the_run_with_one_error_line(
+        tmp_path, monkeypatch):
+    """A full disk while saving: one line naming the snapshot, exit 1; the last whole
+    snapshot (epoch 0) stays and the run resumes from it."""
+    import errno
+
+    import cloudpickle
+    launcher = _load_launcher()
+    real, calls = cloudpickle.dump, []
+
+    def full_disk(obj, file, *args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:  # epoch 0's snapshot is written; epoch 1's finds the disk full
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        return real(obj, file, *args, **kwargs)
+
+    monkeypatch.setattr(cloudpickle, 'dump', full_disk)
+    log_dir = tmp_path / 'log'
+    args = ['--meta-batch-size', '2', '--episodes-per-task', '2', '--max-episode-length', '4',
+            '--n-test-tasks', '1', '--hidden-sizes', '4']
+    result = CliRunner().invoke(launcher.main, ['--epochs', '2', *args, '--log-dir',
+                                                str(log_dir)])
+    assert result.exit_code == 1, result.output
+    assert (f'Error: {log_dir / "params.pkl"}: could not write the snapshot' in result.output
+            and '(No space left on device); the previous one is kept' in result.output)
+    assert 'Traceback' not in result.output
+    assert isinstance(result.exception, SystemExit)
+    monkeypatch.undo()
+    import dowel
+    dowel.logger.remove_all()  # what the process's exit does: epoch 1's row reaches the file
+    assert sorted(p.name for p in log_dir.glob('*.pkl*')) == ['params.pkl']
+    result = CliRunner().invoke(launcher.main, ['--resume', str(log_dir), '--epochs', '2'])
+    assert result.exit_code == 0, result.output
+    with open(log_dir / 'progress.csv') as f:
+        assert [row['Average/Iteration'] for row in csv.DictReader(f)] == ['0', '1']
