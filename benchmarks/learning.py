@@ -352,6 +352,12 @@ def _check_runs(env, algos, meta_batch_size, episodes_per_task, overrides):
     with usage_errors():
         check_batch_steps(_env_config(env)['H'], meta_batch_size=meta_batch_size,
                           episodes_per_task=episodes_per_task)
+    if parsed and GARAGE_PEER in algos:  # garage's own MAMLTRPO takes no --set
+        if set(algos) == {GARAGE_PEER}:
+            raise click.UsageError(f'--set applies to the garage_promp algorithms; {GARAGE_PEER} '
+                                   "(garage's own MAMLTRPO) takes none")
+        click.echo(f'--set applies to the garage_promp algorithms, not to {GARAGE_PEER}',
+                   err=True)
     for algo in dict.fromkeys(algos):
         if algo == GARAGE_PEER:
             continue

@@ -404,6 +404,33 @@ def _check_batches_fit(mode, envs, batches, memory_env, quick):
             raise click.BadParameter(str(error), param_hint=option) from error
 
 
+#: The modes each option is read in (an option not named here is read in every mode).
+OPTION_MODES = {'check_pairs': ('checks', ), 'worker_counts': ('workers', ),
+                'batches': ('table', 'checks'), 'garage_iters': ('table', ),
+                'memory_env': ('table', ), 'gpu': ('table', )}
+#: What --quick sets itself.
+QUICK_SETS = ('batches', 'iters', 'raw_steps', 'memory_env')
+
+
+def _refuse_unused_options(ctx, mode: str, quick: bool) -> None:
+    """An option given on the command line that this run would not read is refused, naming
+    it (it would otherwise be ignored without a word)."""
+    def given(name):
+        return ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+
+    def flag(name):
+        return next(p.opts[0] for p in ctx.command.params if p.name == name)
+
+    for name, modes in OPTION_MODES.items():
+        if given(name) and mode not in modes:
+            raise click.UsageError(f'{flag(name)} is read in --mode {"/".join(modes)} only, '
+                                   f'not in --mode {mode}')
+    if quick:
+        for name in QUICK_SETS:
+            if given(name):
+                raise click.UsageError(f'--quick sets {flag(name)} itself: give one or the other')
+
+
 @click.group(invoke_without_command=True)
 @click.option('--mode', type=click.Choice(['table', 'scaling', 'workers', 'checks']),
               default='table', show_default=True,
@@ -446,6 +473,7 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
     """Measure and print the throughput table (or the scaling plot)."""
     if ctx.invoked_subcommand is not None:
         return
+    _refuse_unused_options(ctx, mode, quick)
     algos = list(algos) or list(ALGOS)
     if quick:  # tiny batches; the point env unless --env was given
         env_given = ctx.get_parameter_source('envs') == click.core.ParameterSource.COMMANDLINE

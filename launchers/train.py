@@ -260,6 +260,9 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     if max_env_steps is not None and click_ctx.get_parameter_source(
             'epochs') != click.core.ParameterSource.COMMANDLINE:
         run['epochs'] = built.algo.epochs_for_budget(max_env_steps)
+    elif max_env_steps is not None:  # both limits given: say which ends the run
+        click.echo(f'--epochs {run["epochs"]} and --max-env-steps {max_env_steps:,}: the run '
+                   'stops at whichever it reaches first', err=True)
     _BUILT[_key(run)] = built
     if snapshot_mode != 'last':  # recorded where not the default, as --log-std; --resume
         run['snapshot_mode'] = snapshot_mode  # takes it from variant.json

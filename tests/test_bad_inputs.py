@@ -46,7 +46,7 @@ COMMON_BAD = [
 ]
 ALGO_BAD = {
     'ProMP': [('learning_rate', INF), ('learning_rate', NAN), ('learning_rate', 0.),
-              ('learning_rate', '1e-3'), ('clip_eps', -1.), ('clip_eps', 0.),
+              ('learning_rate', '1e-3'), ('clip_eps', -1.), ('clip_eps', 0.), ('clip_eps', 1.5),
               ('clip_eps', INF), ('clip_eps', 'abc'), ('num_promp_steps', 0),
               ('num_promp_steps', True), ('num_minibatches', 0), ('num_minibatches', 4),
               ('adaptive_inner_kl_penalty', 'no'), ('init_inner_kl_penalty', INF),

@@ -289,6 +289,22 @@ def test_throughput_checks_mode_writes_the_checks_table(tmp_path):
     assert '| HalfCheetahFwdBack | wrapped |' in result.output
 
 
+def test_learning_says_set_does_not_reach_garages_own_mamltrpo(tmp_path, capsys):
+    """garage's MAMLTRPO takes no --set: refused when it is the only algorithm, said when
+    it runs beside garage_promp's (before any run starts)."""
+    learning = load_script(ROOT / 'benchmarks' / 'learning.py', 'learning_bench')
+    out = tmp_path / 'out'
+    result = CliRunner().invoke(learning.main, [
+        '--env', 'PointEnvCorner', '--algo', 'garage-MAMLTRPO', '--seeds', '1', '--steps',
+        '1000', '--set', 'clip_eps=0.2', '--out', str(out)])
+    assert result.exit_code == 2, result.output
+    assert "--set applies to the garage_promp algorithms; garage-MAMLTRPO" in result.output
+    assert not out.exists()
+    learning._check_runs('PointEnvCorner', ['ProMP', 'garage-MAMLTRPO'], 2, 2,
+                         ['clip_eps=0.2'])
+    assert 'not to garage-MAMLTRPO' in capsys.readouterr().err
+
+
 def test_learning_refuses_a_set_size_that_contradicts_its_option(tmp_path):
     """Every run gets --meta-batch-size and --episodes-per-task: a --set of either that
     differs would fail in every run's log, so it is refused before any run starts."""
@@ -300,3 +316,19 @@ def test_learning_refuses_a_set_size_that_contradicts_its_option(tmp_path):
     assert result.exit_code == 2, result.output
     assert '--set meta_batch_size=40 contradicts --meta-batch-size 20' in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--quick', '--batch', 'paper'], '--quick sets --batch itself'),
+    (['--quick', '--iters', '5'], '--quick sets --iters itself'),
+    (['--mode', 'scaling', '--worker-counts', '1'],
+     '--worker-counts is read in --mode workers only, not in --mode scaling'),
+    (['--mode', 'workers', '--check-pairs', '3'], '--check-pairs is read in --mode checks only'),
+    (['--mode', 'workers', '--batch', 'small'], '--batch is read in --mode table/checks only'),
+    (['--mode', 'checks', '--garage-iters', '0'], '--garage-iters is read in --mode table only')])
+def test_throughput_refuses_an_option_its_run_would_not_read(tmp_path, args, message):
+    bench = load_script(SCRIPT, 'throughput_bench')
+    result = CliRunner().invoke(bench.main, [*args, '--out', str(tmp_path / 'out')])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / 'out').exists()

@@ -42,7 +42,7 @@ class ProMP(MetaPolicySearch):
         num_minibatches (int): Split the meta-batch's tasks into this many
             minibatches, one Adam step each, per ProMP step (the reference
             accepted and ignored this; here it works). 1 = full batch.
-        clip_eps (float): Clipping range ε of the likelihood ratio.
+        clip_eps (float): Clipping range ε of the likelihood ratio, in (0, 1].
         target_inner_step (float): KL target κ of the adaptive η rule.
         init_inner_kl_penalty (float): Initial η (one per inner step).
         adaptive_inner_kl_penalty (bool): After each epoch, halve η_k if
@@ -81,7 +81,8 @@ class ProMP(MetaPolicySearch):
                                     low_open=True)
         num_promp_steps = check_int(num_promp_steps, 'num_promp_steps', 1)
         num_minibatches = check_int(num_minibatches, 'num_minibatches', 1)
-        clip_eps = check_float(clip_eps, 'clip_eps', 0., low_open=True)
+        # ε in (0, 1]: the lower clip bound 1 - ε below 0 would never bind (ratios are > 0).
+        clip_eps = check_float(clip_eps, 'clip_eps', 0., 1., low_open=True)
         target_inner_step = check_float(target_inner_step,
                                         'target_inner_step', 0.,
                                         low_open=True)

@@ -315,3 +315,15 @@ def test_a_snapshot_that_cannot_be_written_ends_the_run_with_one_error_line(
     assert result.exit_code == 0, result.output
     with open(log_dir / 'progress.csv') as f:
         assert [row['Average/Iteration'] for row in csv.DictReader(f)] == ['0', '1']
+
+
+def test_epochs_and_a_budget_both_given_say_the_first_reached_ends_the_run(tmp_path):
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--epochs', '1', '--max-env-steps', '100000', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--hidden-sizes', '4', '--log-dir', str(tmp_path / 'log')])
+    assert result.exit_code == 0, result.output
+    assert ('--epochs 1 and --max-env-steps 100,000: the run stops at whichever it reaches '
+            'first') in result.output
+    with open(tmp_path / 'log' / 'progress.csv') as f:
+        assert len(list(csv.DictReader(f))) == 1  # the epochs, here
