@@ -96,7 +96,12 @@ import click
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from garage_promp.experiment.plotting import mean_std, read_progress  # noqa: E402
-from garage_promp.experiment.run_dir import DamagedRunFile, read_variant  # noqa: E402
+from garage_promp.experiment.run_dir import (  # noqa: E402
+    DamagedRunFile,
+    RunDirBusy,
+    owned_run_dir,
+    read_variant,
+)
 from garage_promp.validation import (  # noqa: E402
     INPUT_DIR,
     OUTPUT_DIR,
@@ -152,6 +157,12 @@ class Run:
     @property
     def name(self) -> str:
         return f'{self.fig}/{self.env}/{self.tag}_seed={self.seed}'
+
+    @property
+    def variant(self) -> dict:
+        """What the run's ``variant.json`` (``launchers/train.py``'s options) must hold."""
+        return {'algo': self.algo, 'env': self.env, 'seed': self.seed,
+                'meta_batch_size': self.batch[0], 'episodes_per_task': self.batch[1]}
 
 
 def fig2_runs() -> List[Run]:
@@ -314,13 +325,31 @@ class Campaign:
         return max(steps, key=steps.get)
 
     def variant_mismatch(self, run: Run, directory: pathlib.Path) -> str | None:
-        """Why ``directory``'s ``variant.json`` is not ``run``'s (None if it is)."""
-        want = {'algo': run.algo, 'env': run.env, 'seed': run.seed,
-                'meta_batch_size': run.batch[0], 'episodes_per_task': run.batch[1]}
+        """Why ``directory``'s ``variant.json`` is not ``run``'s (None if it is).
+
+        Raises:
+            DamagedRunFile: If it is not a JSON object.
+
+        """
+        if not (directory / 'variant.json').is_file():
+            return 'it has no variant.json (a run writes one before its first epoch)'
+        want = run.variant
         have = {key: read_variant(directory).get(key) for key in want}
         if have != want:
             return f"its variant.json is not this run's ({have}, not {want})"
         return None
+
+    def check_variant(self, run: Run, directory: pathlib.Path) -> None:
+        """Refuse a finished log whose ``variant.json`` is missing, damaged or another run's:
+        its numbers would be counted, copied and reported as ``run``'s.
+
+        Raises:
+            DamagedRunFile: Naming the directory and what is wrong.
+
+        """
+        why = self.variant_mismatch(run, directory)
+        if why:
+            raise DamagedRunFile(f'{directory}: {why}')
 
     def park(self, run: Run) -> int:
         """Copy a stopped run's last snapshot (xz-compressed), ``progress.csv`` and
@@ -435,14 +464,17 @@ class Campaign:
             return 'damaged', 0
 
     def _state(self, run: Run) -> Tuple[str, int]:
-        if learning.steps_done(self.result_dir(run)) >= run.steps:
-            return 'done', learning.steps_done(self.result_dir(run))
+        done = learning.steps_done(self.result_dir(run))
+        if done >= run.steps:
+            self.check_variant(run, self.result_dir(run))
+            return 'done', done
         run_dir = self.run_dir(run)
         done = learning.steps_done(run_dir)
         # A runner's pid file, or the pid in the lock of a train.py writing there anyway.
         if _alive(self.pid_file(run)) or _alive(run_dir / '.lock'):
             return 'running', done
         if done >= run.steps:  # finished, but its results were not copied yet
+            self.check_variant(run, run_dir)
             return 'finished', done
         done = max(done, self.parked_steps(run))
         return ('partial', done) if done else ('missing', 0)
@@ -1192,15 +1224,17 @@ def _selected(figs, only, quick) -> List[Run]:
     return chosen
 
 
-def common(writes_runs: bool):
+def common(writes_runs: bool, writes_results: bool = True):
     """The options every subcommand takes; ``writes_runs``: the command writes in the runs
-    dir (``run``), so it is tried for writability while parsing; the others only read it."""
+    dir (``run``), so it is tried for writability while parsing; the others only read it.
+    ``writes_results`` likewise for the results dir (all but ``status``)."""
     runs_type = OUTPUT_DIR if writes_runs else INPUT_DIR
+    results_type = OUTPUT_DIR if writes_results else INPUT_DIR
     options = [
         click.option('--runs-dir', type=runs_type, default=None,
                      help='Run directories (snapshots) [default: $GARAGE_PROMP_RUNS or '
                           '~/garage_promp_runs].'),
-        click.option('--results-dir', type=OUTPUT_DIR, default=None,
+        click.option('--results-dir', type=results_type, default=None,
                      help='Finished runs, figures and report [default: '
                           f'{RESULTS.relative_to(HERE.parent)}; with --quick, '
                           'RUNS_DIR/quick/results].'),
@@ -1251,6 +1285,14 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
         if where == result or where in result.parents or result in where.parents:
             raise click.UsageError(f"--runs-dir and --results-dir put {r.name}'s run and its "
                                    f'results in one place ({where}): give two apart')
+    for fig in sorted(figs):  # one runner per figure: a second would start the first one's
+        try:                  # next runs again (runners of other figures may go beside it)
+            click.get_current_context().with_resource(
+                owned_run_dir(str(campaign.runs_dir / fig)))
+        except RunDirBusy as error:
+            raise click.ClickException(f'another paper.py run is running {fig} in --runs-dir '
+                                       f'{campaign.runs_dir} ({error}); let it finish or stop '
+                                       'it first') from None
     todo = [r for r in selected if campaign.state(r)[0] != 'done']
     damaged = [r.name for r in todo if campaign.state(r)[0] == 'damaged']
     if damaged:  # before any work
@@ -1386,7 +1428,7 @@ def run_fig8(campaign: Campaign, quick: bool):
 @figs_argument(required=False)
 @click.option('--parallel', type=WORKERS, default=2, show_default=True,
               help='Runs at a time, for the time estimate.')
-@common(writes_runs=False)
+@common(writes_runs=False, writes_results=False)
 def status(figs, parallel, runs_dir, results_dir, quick):
     """Which runs of FIGS (default: all) are done, running, partial or missing."""
     text, _ = status_table(_campaign(runs_dir, results_dir, quick, writes_runs=False),

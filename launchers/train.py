@@ -249,9 +249,10 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
     if log_dir and os.path.isdir(log_dir):
         # Another run writing there: not about the command line (one line, no
         # usage text); checked before garage's wrap_experiment touches its files.
-        with user_errors(expected=(RunDirBusy, )):
-            with owned_run_dir(log_dir, record_pid=False):  # this run may go beside it
-                pass
+        if os.path.exists(os.path.join(log_dir, LOCK_NAME)):  # (a run writing there has one;
+            with user_errors(expected=(RunDirBusy, )):    # none is made in a foreign dir)
+                with owned_run_dir(log_dir, record_pid=False):  # this run may go beside it
+                    pass
         if any(name != LOCK_NAME for name in os.listdir(log_dir)):
             click.echo(f'{log_dir} already holds files: this run goes to a new directory beside '
                        "it (garage's wrap_experiment adds _1, _2, ...; its 'Logging to' line "

@@ -22,8 +22,11 @@ def paper():
     return load_script(SCRIPT, 'paper_bench')
 
 
-def _write_progress(run_dir, steps, pre=0., post=1.):
+def _write_progress(run_dir, steps, pre=0., post=1., run=None):
+    """A run's log of ``steps``; with ``run``, its ``variant.json`` too (as train.py writes)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    if run is not None:
+        (run_dir / 'variant.json').write_text(json.dumps(run.variant))
     with open(run_dir / 'progress.csv', 'w', newline='') as f:
         writer = csv.writer(f)
         writer.writerow(['TotalEnvSteps', 'Step_0-AverageReturn', 'Step_1-AverageReturn',
@@ -71,9 +74,9 @@ def test_status_counts_done_partial_missing_and_deleted(paper, tmp_path):
     campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
     runs = paper.runs_of('fig5')
     done, partial, finished = runs[0], runs[1], runs[2]
-    _write_progress(campaign.result_dir(done), [done.steps // 2, done.steps])
-    _write_progress(campaign.run_dir(partial), [1000, 2000])
-    _write_progress(campaign.run_dir(finished), [finished.steps])
+    _write_progress(campaign.result_dir(done), [done.steps // 2, done.steps], run=done)
+    _write_progress(campaign.run_dir(partial), [1000, 2000], run=partial)
+    _write_progress(campaign.run_dir(finished), [finished.steps], run=finished)
     assert campaign.state(done) == ('done', done.steps)
     assert campaign.state(partial) == ('partial', 2000)
     assert campaign.state(finished)[0] == 'finished'
@@ -91,7 +94,7 @@ def test_status_counts_done_partial_missing_and_deleted(paper, tmp_path):
 def test_a_live_pid_file_is_running_a_stale_one_is_not(paper, tmp_path):
     campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
     run = paper.runs_of('fig5')[0]
-    _write_progress(campaign.run_dir(run), [1000])
+    _write_progress(campaign.run_dir(run), [1000], run=run)
     proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py'])
     cmdline = pathlib.Path(f'/proc/{proc.pid}/cmdline')
     while b'sleep' not in cmdline.read_bytes():  # until the child has exec'd
@@ -122,23 +125,27 @@ def test_report_on_partial_results_draws_what_exists(paper, tmp_path):
     maml = [r for r in runs if r.algo == 'MAML-TRPO'][:3]
     for i, r in enumerate(promp):  # ProMP clearly ahead, seeds differ a little
         _write_progress(campaign.result_dir(r), [r.steps // 8 * j for j in (1, 2, 4, 8)],
-                        post=100. + i)
+                        post=100. + i, run=r)
     for i, r in enumerate(maml[:2]):
         _write_progress(campaign.result_dir(r), [r.steps // 8 * j for j in (1, 2, 4, 8)],
-                        post=10. + 2 * i)
-    _write_progress(campaign.run_dir(maml[2]), [maml[2].steps // 4], post=0.)  # partial
+                        post=10. + 2 * i, run=r)
+    # partial:
+    _write_progress(campaign.run_dir(maml[2]), [maml[2].steps // 4], post=0., run=maml[2])
     ant = [r for r in paper.fig2_runs() if r.env == 'AntRandDirec']
     ant_promp = next(r for r in ant if r.algo == 'ProMP')
     ant_maml = next(r for r in ant if r.algo == 'MAML-TRPO')
     _write_progress(campaign.result_dir(ant_promp),
-                    [ant_promp.steps // 10, ant_promp.steps // 2, ant_promp.steps], post=50.)
+                    [ant_promp.steps // 10, ant_promp.steps // 2, ant_promp.steps], post=50.,
+                    run=ant_promp)
     _write_progress(campaign.run_dir(ant_maml), [ant_maml.steps // 10, ant_maml.steps // 5],
-                    post=40.)  # in progress, and MAML-TRPO's only Ant run
+                    post=40., run=ant_maml)  # in progress, and MAML-TRPO's only Ant run
     hopper = {r.algo: r for r in paper.fig2_runs()
               if r.env == 'HopperRandParams' and r.seed == 1}
     _write_progress(campaign.result_dir(hopper['ProMP']), [hopper['ProMP'].steps // 2,
-                                                           hopper['ProMP'].steps])
-    _write_progress(campaign.run_dir(hopper['MAML-TRPO']), [hopper['MAML-TRPO'].steps // 10])
+                                                           hopper['ProMP'].steps],
+                    run=hopper['ProMP'])
+    _write_progress(campaign.run_dir(hopper['MAML-TRPO']), [hopper['MAML-TRPO'].steps // 10],
+                    run=hopper['MAML-TRPO'])
     text = paper.report(campaign, ['fig2'])
     assert (campaign.results_dir / 'fig2' / 'fig2.png').stat().st_size > 5000
     assert (campaign.results_dir / 'report.md').read_text() == text
@@ -305,12 +312,12 @@ def test_a_final_evaluation_waits_for_its_run_and_needs_its_snapshot(paper, tmp_
     ml10 = paper.ml10_runs()
     done, elsewhere, partial = ml10[0], ml10[1], ml10[2]
     for run in (done, elsewhere):
-        _write_progress(campaign.run_dir(run), [run.steps])
+        _write_progress(campaign.run_dir(run), [run.steps], run=run)
         campaign.collect(run)
     (campaign.run_dir(done) / 'params.pkl').write_bytes(b'snapshot')
     import shutil  # pylint: disable=import-outside-toplevel
     shutil.rmtree(campaign.run_dir(elsewhere))  # finished on another machine
-    _write_progress(campaign.run_dir(partial), [partial.steps // 2])
+    _write_progress(campaign.run_dir(partial), [partial.steps // 2], run=partial)
     specs, away = paper.final_evaluations(campaign, ml10 + paper.fig2_runs())
     assert [name for name, *_ in specs] == [f'{done.name} final evaluation'] and away == [
         elsewhere.name]
@@ -358,7 +365,7 @@ def test_each_claim_compares_its_own_pair_at_their_common_steps(paper, tmp_path)
     for r in runs:
         post = {'ProMP': 50., 'MAML-TRPO': 10., 'E-MAML-TRPO': 20.}[r.algo]
         _write_progress(campaign.result_dir(r), [r.steps // 4 * j for j in (1, 2, 3, 4)],
-                        post=post + r.seed)
+                        post=post + r.seed, run=r)
     text = paper.report(campaign, ['fig2'])
     lines = text.splitlines()
     maml = next(x for x in lines if x.startswith('| Fig. 2 HalfCheetahFwdBack: ProMP > MAML-TRPO'))
@@ -385,18 +392,20 @@ def test_fig2_report_compares_at_equal_iterations_as_the_papers_axis(paper, tmp_
     for r in runs:
         if r.algo == 'ProMP':  # finished: 8 iterations of a budget's eighth
             _write_progress(campaign.result_dir(r), [r.steps // 8 * (j + 1) for j in range(8)],
-                            post=100. + r.seed)
+                            post=100. + r.seed, run=r)
         else:  # MAML-TRPO: 16 iterations of a sixteenth, the same budget in all
             _write_progress(campaign.result_dir(r), [r.steps // 16 * (j + 1) for j in range(16)],
-                            post=10. + r.seed)
+                            post=10. + r.seed, run=r)
     going = next(r for r in paper.fig2_runs() if r.env == 'HumanoidRandDirec' and r.seed == 3
                  and r.algo == 'ProMP')
-    _write_progress(campaign.run_dir(going), [going.steps // 8], post=0.)  # drawn, not counted
+    # drawn, not counted:
+    _write_progress(campaign.run_dir(going), [going.steps // 8], post=0., run=going)
     ant = {r.algo: r for r in paper.fig2_runs() if r.env == 'AntRandDirec' and r.seed == 1}
     _write_progress(campaign.result_dir(ant['ProMP']), [ant['ProMP'].steps // 2,
-                                                        ant['ProMP'].steps])
+                                                        ant['ProMP'].steps], run=ant['ProMP'])
     _write_progress(campaign.run_dir(ant['MAML-TRPO']), [ant['MAML-TRPO'].steps // 10],
-                    post=5.)  # MAML-TRPO's only Ant run, in progress: counted, and said so
+                    post=5., run=ant['MAML-TRPO'])  # MAML-TRPO's only Ant run, in progress:
+    # counted, and said so
     lines = paper.report(campaign, ['fig2']).splitlines()
     # At equal env steps (the budget) MAML-TRPO has had 16 iterations: post + 13..15.
     claim = next(x for x in lines if x.startswith('| Fig. 2 HumanoidRandDirec: ProMP > MAML-TRPO'))
@@ -474,7 +483,7 @@ def test_a_snapshot_of_another_run_is_refused_not_trained_on(paper, tmp_path):
     run_dir = campaign.run_dir(run)
     run_dir.mkdir(parents=True)
     (run_dir / 'params.pkl').write_bytes(b'snapshot')
-    with pytest.raises(paper.click.ClickException, match="not this run's"):
+    with pytest.raises(paper.click.ClickException, match='has no variant.json'):
         campaign.command(run)  # no variant.json: nothing says whose snapshot it is
     (run_dir / 'variant.json').write_text(json.dumps(dict(algo='ProMP', env=run.env, seed=1)))
     with pytest.raises(paper.click.ClickException, match="not this run's"):
@@ -504,7 +513,7 @@ def test_a_start_that_never_saved_is_cleared_and_foreign_files_set_aside(paper, 
 def test_a_damaged_log_is_named_by_status_and_report_and_refused_by_run(paper, tmp_path):
     run = paper.quick_runs('fig5')[0]
     campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
-    _write_progress(campaign.run_dir(run), [100])
+    _write_progress(campaign.run_dir(run), [100], run=run)
     with open(campaign.run_dir(run) / 'progress.csv', 'a') as f:
         f.write('1,2\n')  # a row that does not fit the header
     assert campaign.state(run)[0] == 'damaged'
@@ -512,21 +521,62 @@ def test_a_damaged_log_is_named_by_status_and_report_and_refused_by_run(paper, t
             str(tmp_path / 'results')]
     # run: refused before any work, naming the file and line.
     campaign = paper.Campaign(tmp_path / 'runs' / 'quick', tmp_path / 'results')
-    _write_progress(campaign.run_dir(run), [100])
+    _write_progress(campaign.run_dir(run), [100], run=run)
     with open(campaign.run_dir(run) / 'progress.csv', 'a') as f:
         f.write('1,2\n')
     err = _paper_fails('run', 'fig5', *args).stderr
     assert 'progress.csv, line 3' in err and str(campaign.run_dir(run)) in err
-    assert sorted(p.name for p in campaign.run_dir(run).iterdir()) == ['progress.csv']
+    assert sorted(p.name for p in campaign.run_dir(run).iterdir()) == ['progress.csv',
+                                                                      'variant.json']
     status = _paper('status', 'fig5', *args).stdout
     assert f'damaged  {run.name}' in status and 'line 3' in status
     assert 'line 3' in paper.report(campaign, ['fig5'])
 
 
+@pytest.mark.parametrize('variant, why', [
+    (None, 'has no variant.json'), ('{not json', 'not valid JSON'),
+    ('[1, 2]', 'holds a JSON list'), ('{"algo": "ProMP"}', "is not this run's")])
+def test_a_finished_log_without_its_runs_variant_is_damaged_and_not_copied(
+        paper, tmp_path, variant, why):
+    # Its numbers would otherwise be counted, copied and reported as the run's.
+    run = next(r for r in paper.quick_runs('fig5') if r.algo != 'ProMP')
+    campaign = paper.Campaign(tmp_path / 'runs' / 'quick', tmp_path / 'results')
+    for directory in (campaign.result_dir(run), campaign.run_dir(run)):
+        _write_progress(directory, [run.steps])
+        if variant is not None:
+            (directory / 'variant.json').write_text(variant)
+        assert campaign.state(run)[0] == 'damaged'
+        assert why in campaign.damage[run.name] and str(directory) in campaign.damage[run.name]
+        (directory / 'variant.json').write_text(_variant(run))
+        assert campaign.state(run)[0] in ('done', 'finished')
+        (directory / 'variant.json').unlink()
+        if directory == campaign.result_dir(run):
+            (directory / 'progress.csv').unlink()
+    # run: refused before any work; the finished run's files are not copied to the results.
+    if variant is not None:
+        (campaign.run_dir(run) / 'variant.json').write_text(variant)
+    err = _paper_fails('run', 'fig5', '--quick', '--only', run.tag, '--runs-dir',
+                       str(tmp_path / 'runs'), '--results-dir', str(tmp_path / 'results')).stderr
+    assert why in err
+    assert not (campaign.result_dir(run) / 'variant.json').exists()
+
+
+def test_a_second_runner_of_a_figure_is_refused(paper, tmp_path):
+    # Two `run`s of one figure would each start the runs the other has not started yet.
+    from garage_promp.experiment.run_dir import owned_run_dir
+    runs = tmp_path / 'runs' / 'quick'
+    with owned_run_dir(str(runs / 'fig5')):  # the first runner
+        err = _paper_fails('run', 'fig5', '--quick', '--runs-dir', str(tmp_path / 'runs'),
+                           '--results-dir', str(tmp_path / 'results')).stderr
+    assert f'another paper.py run is running fig5 in --runs-dir {runs}' in err
+    assert f'pid {os.getpid()}' in err
+    assert sorted(p.name for p in (runs / 'fig5').iterdir()) == ['.lock']  # nothing started
+
+
 def test_a_row_cut_short_by_a_kill_is_not_read(paper, tmp_path):
     run = paper.quick_runs('fig5')[0]
     campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
-    _write_progress(campaign.run_dir(run), [100, 200])
+    _write_progress(campaign.run_dir(run), [100, 200], run=run)
     with open(campaign.run_dir(run) / 'progress.csv', 'a') as f:
         f.write('30')  # the start of a row of 300 steps, cut by a kill
     assert campaign.state(run) == ('partial', 200)
@@ -556,18 +606,23 @@ def test_a_done_scripted_figure_is_not_computed_again(tmp_path):
 
 @pytest.mark.skipif(not pathlib.Path('/proc/sys').is_dir(), reason='needs Linux /proc')
 def test_status_only_reads_the_runs_dir(tmp_path):
-    """status needs no writable runs dir (/proc/sys takes no new file); run does."""
+    """status needs no writable runs or results dir (/proc/sys takes no new file); run does."""
     out = _paper('status', 'fig6', '--runs-dir', '/proc/sys', '--results-dir',
                  str(tmp_path)).stdout
     assert 'fig6: missing' in out
+    out = _paper('status', 'fig6', '--runs-dir', str(tmp_path), '--results-dir',
+                 '/proc/sys').stdout
+    assert 'fig6: missing' in out
+    err = _paper_fails('report', 'fig6', '--runs-dir', str(tmp_path), '--results-dir',
+                       '/proc/sys').stderr
+    assert 'cannot be written' in err
     err = _paper_fails('run', 'fig6', '--runs-dir', '/proc/sys', '--results-dir',
                        str(tmp_path)).stderr
     assert 'cannot be written' in err
 
 
 def _variant(run):
-    return json.dumps(dict(algo=run.algo, env=run.env, seed=run.seed,
-                           meta_batch_size=run.batch[0], episodes_per_task=run.batch[1]))
+    return json.dumps(run.variant)
 
 
 def _stopped_run(campaign, run, steps, snapshot=b'snapshot'):

@@ -23,6 +23,7 @@ import errno
 import fcntl
 import io
 import json
+import math
 import os
 import pathlib
 from typing import List
@@ -86,26 +87,57 @@ def complete_lines(path) -> List[str]:
 def read_progress(run_dir) -> List[dict]:
     """The complete rows of ``run_dir/progress.csv`` (empty if there is none).
 
+    Every field a run logs is a number (or blank, where a column was added later); the
+    env-step count a whole number, at least 0 and never decreasing; returns finite or NaN.
+
     Raises:
         DamagedRunFile: Naming the file and line of a row whose fields do not match
-            the header.
+            the header, or the column of a field that is not what a run logs
+            (``progress.csv`` being something other than a file, too).
 
     """
     path = pathlib.Path(run_dir) / 'progress.csv'
     if not path.is_file():
+        if path.exists() or path.is_symlink():
+            raise DamagedRunFile(f'{path} is not a file: not the log of a run (move it away)')
         return []
     lines = complete_lines(path)
     if not lines:
         return []
     reader = csv.reader(io.StringIO(''.join(lines)))
     header = next(reader)
-    rows = []
+    rows, steps = [], 0.
     for row in reader:
         if len(row) != len(header):
             raise DamagedRunFile(f'{path}, line {reader.line_num}: {len(row)} fields where its '
                                  f'header has {len(header)}: not a row of a run\'s log')
-        rows.append(dict(zip(header, row)))
+        fields = dict(zip(header, row))
+        steps = _check_fields(path, reader.line_num, fields, steps)
+        rows.append(fields)
     return rows
+
+
+def _check_fields(path: pathlib.Path, line: int, fields: dict, steps: float) -> float:
+    """Refuse a ``progress.csv`` row that a run cannot have logged; returns its env steps
+    (``steps``, the row before's, where it has none)."""
+    for key, value in fields.items():
+        if value == '':
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            raise DamagedRunFile(f'{path}, line {line}: {key} is {value!r}, not a number: not '
+                                 'a row of a run\'s log') from None
+        if key == 'TotalEnvSteps':
+            if not (number >= steps and number.is_integer() and math.isfinite(number)):
+                raise DamagedRunFile(
+                    f'{path}, line {line}: TotalEnvSteps is {value!r}, not a whole number of '
+                    f'env steps at least the row before\'s ({steps:,.0f}): not a run\'s log')
+            steps = number
+        elif 'Return' in key and math.isinf(number):
+            raise DamagedRunFile(f'{path}, line {line}: {key} is {value!r}; a run logs finite '
+                                 'returns (or NaN where none): not a row of a run\'s log')
+    return steps
 
 
 def read_variant(run_dir) -> dict:

@@ -196,6 +196,36 @@ def test_read_progress_leaves_out_a_row_cut_short_and_names_a_damaged_one(tmp_pa
     assert read_progress(tmp_path) == []
 
 
+@pytest.mark.parametrize('rows, match', [
+    (['100,1.5', '1e400,2.5'], "TotalEnvSteps is '1e400', not a whole number"),
+    (['100,1.5', 'inf,2.5'], "TotalEnvSteps is 'inf'"),
+    (['100,1.5', '50,2.5'], "TotalEnvSteps is '50', not a whole number of env steps at least "
+                            "the row before's \\(100\\)"),
+    (['-5,1.5'], "TotalEnvSteps is '-5'"),
+    (['100.5,1.5'], "TotalEnvSteps is '100.5'"),
+    (['100,abc'], "line 2: Step_1-AverageReturn is 'abc', not a number"),
+    (['100,inf'], "line 2: Step_1-AverageReturn is 'inf'; a run logs finite returns"),
+    (['100,1e400'], "Step_1-AverageReturn is '1e400'")])
+def test_read_progress_refuses_fields_a_run_cannot_have_logged(tmp_path, rows, match):
+    from garage_promp.experiment.run_dir import DamagedRunFile, env_steps_done, read_progress
+    (tmp_path / 'progress.csv').write_text('\n'.join(['TotalEnvSteps,Step_1-AverageReturn',
+                                                      *rows, '']))
+    for read in (read_progress, env_steps_done):
+        with pytest.raises(DamagedRunFile, match=match):
+            read(tmp_path)
+    # NaN returns (none logged) and blank fields (a column added later) are a run's.
+    (tmp_path / 'progress.csv').write_text('TotalEnvSteps,Step_1-AverageReturn,New\n'
+                                           '100,nan,\n200,2.5,1\n')
+    assert env_steps_done(tmp_path) == 200
+
+
+def test_a_progress_csv_that_is_not_a_file_is_damaged(tmp_path):
+    from garage_promp.experiment.run_dir import DamagedRunFile, read_progress
+    (tmp_path / 'progress.csv').mkdir()
+    with pytest.raises(DamagedRunFile, match='progress.csv is not a file'):
+        read_progress(tmp_path)
+
+
 @pytest.mark.parametrize('text, match', [('{"algo": ', 'not valid JSON'),
                                          ('[1, 2]', 'holds a JSON list'),
                                          ('"ProMP"', 'holds a JSON str')])

@@ -251,6 +251,18 @@ def test_a_log_dir_that_holds_a_run_is_left_as_it_is(tmp_path):
     assert (tmp_path / 'log_1' / 'progress.csv').is_file()
 
 
+def test_a_foreign_log_dir_gets_no_lock_file(tmp_path):
+    # A directory that is not a run's (no .lock: no run writes there) is left exactly as it
+    # was; the run goes beside it.
+    foreign = tmp_path / 'log'
+    foreign.mkdir()
+    (foreign / 'notes.txt').write_text('mine')
+    code, output, _ = _refused(tmp_path)
+    assert code == 0 and 'goes to a new directory' in output, output
+    assert sorted(p.name for p in foreign.iterdir()) == ['notes.txt']
+    assert (tmp_path / 'log_1' / 'progress.csv').is_file()
+
+
 def test_an_env_argument_the_env_does_not_take_is_a_usage_error(tmp_path):
     code, output, made = _refused(tmp_path, '--env', 'HalfCheetahFwdBack', '--set',
                                   'reward_type=sparse')
