@@ -333,8 +333,8 @@ class Campaign:
         """
         if not (directory / 'variant.json').is_file():
             return 'it has no variant.json (a run writes one before its first epoch)'
-        want = run.variant
-        have = {key: read_variant(directory).get(key) for key in want}
+        want, variant = run.variant, read_variant(directory)
+        have = {key: variant.get(key) for key in want}
         if have != want:
             return f"its variant.json is not this run's ({have}, not {want})"
         return None

@@ -96,8 +96,7 @@ _BUILT = {}
 
 def _key(options):
     # meta_train takes epochs apart from the options it builds from.
-    return repr(sorted((k, v) for k, v in options.items()
-                       if k not in ('epochs', 'snapshot_mode')))
+    return repr(sorted((k, v) for k, v in options.items() if k != 'epochs'))
 
 
 @click.command()

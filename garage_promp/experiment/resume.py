@@ -316,18 +316,17 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
 def _run_snapshot_mode(log_dir: str, given: str | None) -> str:
     """The snapshot mode to continue with: ``given``, recorded in ``variant.json`` where it
     differs from the run's (atomically), else the run's (``'last'`` where it has none)."""
+    path = os.path.join(log_dir, 'variant.json')
     variant = read_variant(log_dir)
     recorded = variant.get('snapshot_mode', 'last')
     if given is None:
-        return check_choice(recorded, f"{os.path.join(log_dir, 'variant.json')}'s snapshot_mode",
-                            SNAPSHOT_MODES)
-    if given != recorded and os.path.isfile(os.path.join(log_dir, 'variant.json')):
+        return check_choice(recorded, f"{path}'s snapshot_mode", SNAPSHOT_MODES)
+    if given != recorded and os.path.isfile(path):
         if given == 'last':
             variant.pop('snapshot_mode', None)
         else:
             variant['snapshot_mode'] = given
-        _replace_atomically(os.path.join(log_dir, 'variant.json'),
-                            lambda f: json.dump(variant, f, indent=4))
+        _replace_atomically(path, lambda f: json.dump(variant, f, indent=4))
     return given
 
 
