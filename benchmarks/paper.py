@@ -4,6 +4,7 @@
     python benchmarks/paper.py run fig2 --parallel 2 --time-limit 2h
     python benchmarks/paper.py status    # every figure: done, running, partial, missing, ETA
     python benchmarks/paper.py report            # figures, tables and the claims table
+                                                 # (also README.md's copy of the paper's claims)
 
 What each figure runs (ProMP paper, arXiv:1810.06784, Section 7; settings of
 the original code's ``experiments/all_envs_eval/*_run_all.py`` through
@@ -86,6 +87,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from typing import Dict, List, Sequence, Tuple
@@ -986,36 +988,246 @@ def at_equal_iterations(data, envs: Sequence[str], first: str, second: str,
 
 def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str],
                     key: str | None = None, what: str = '', paper: bool = True):
-    """Claims-table rows: ``winner`` beats each loser on ``env`` in ``key`` (default:
-    the post-update return; ``what`` names another key in the claim); ``paper``: whether
-    the claim is the paper's (see :func:`_verdict`)."""
+    """Claims-table rows ``(claim, the paper's evidence, measured, verdict)``: ``winner``
+    beats each loser on ``env`` in ``key`` (default: the post-update return; ``what``
+    names another key in the claim); ``paper``: whether the claim is the paper's (see
+    :func:`_verdict`; the evidence is then ``EVIDENCE[fig]``)."""
     rows = []
+    evidence = EVIDENCE.get(fig, '') if paper else 'not in the paper'
     for loser in losers:
         # Each pair at the env steps all runs of both reached.
         matched, finals = compare(data, env, (winner, loser), key)
         claim = f'{fig} {env}{what}: {winner} > {loser}'
         if winner not in finals or loser not in finals:
-            rows.append((claim, 'not run yet', '-'))
+            rows.append((claim, evidence, 'not run yet', '-'))
             continue
         a, b = _logged(finals[winner]), _logged(finals[loser])
         if not a or not b:
-            rows.append((claim, f'no epoch of {winner if not a else loser} logged by '
-                                f'{matched:,.0f} env steps, where the other\'s runs stand',
+            rows.append((claim, evidence,
+                         f'no epoch of {winner if not a else loser} logged by '
+                         f'{matched:,.0f} env steps, where the other\'s runs stand',
                          'not measured yet'))
             continue
         t, p = welch(a, b)
         stats = f'; t = {t:+.2f}, p = {p:.3f}' if not math.isnan(t) else ''
         measured = (f'{_pm(a)} ({_seeds(len(a))}) vs {_pm(b)} ({len(b)}) '
                     f'at {matched:,.0f} env steps{stats}')
-        rows.append((claim, measured,
+        rows.append((claim, evidence, measured,
                      _verdict(t, p, seeds_needed(a, b), paper)))
     return rows
 
 
-def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
-    """Draw every figure from what is done and write ``report.md``; return its text."""
+#: What the paper shows for each of its Section 7 claims (and Fig. 8 of its appendix):
+#: its figures, with the seeds and batch of the original code's run scripts.
+EVIDENCE = {
+    'Fig. 2': 'learning curves (post-update return against env steps, to 1e8), '
+              '40 tasks × 20 episodes, 3 seeds',
+    'Fig. 3': 'learning curves of the estimators with VPG, 40 tasks × 20 episodes, 3 seeds',
+    'Fig. 4': 'relative std of the meta-gradient over 10 estimates at the same θ, '
+              'HalfCheetah, 40 episodes on each of 20 tasks, 4 seeds',
+    'Fig. 5': 'pre-update and adapted trajectories of one policy of each algorithm on the '
+              'four corner tasks (K = 3), and learning curves; 40 tasks × 20 episodes, '
+              '5 seeds in the original sweep',
+    'Fig. 6': 'the θ paths of both formulations drawn over the 1-D env\'s return landscape',
+    'Fig. 8': 'seconds per iteration on HumanoidRandDirec, sampling and update stacked',
+}
+#: The claims-table prefixes of the paper's claims (the others are this package's own).
+PAPER_FIGS = tuple(EVIDENCE)
+#: Fig. 4's measurement (``launchers/gradient_variance.py --preset short``), beside the
+#: campaign's results directory.
+FIG4_CSV = pathlib.Path('gradient_variance') / 'short_HalfCheetahFwdBack_seed35.csv'
+
+
+def sign_test(wins: int, n: int) -> float:
+    """One-sided p of ``wins`` or more of ``n`` under a fair coin (a sign test)."""
+    return sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n
+
+
+def read_result(path: pathlib.Path, what: str, read):
+    """``read(json of path)``, a file a figure's script wrote (``what`` names the script);
+    a file that is not JSON, or lacks what ``read`` looks up, is :class:`DamagedRunFile`
+    naming it (one ``Error:`` line from the command, not a traceback)."""
+    try:
+        return read(json.loads(path.read_text()))
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
+        raise DamagedRunFile(f'{path}: not the output of {what} '
+                             f'({type(error).__name__}: {error})') from None
+
+
+def fig4_claims(results_dir: pathlib.Path) -> List[Tuple[str, str, str, str]]:
+    """Fig. 4's claim, LVC's meta-gradient varies less than DiCE's, from the committed
+    run of ``launchers/gradient_variance.py`` (its ``RStdRatio``, DiCE's relative std
+    over LVC's, one value an epoch; a sign test over the epochs, which are epochs of one
+    run, not independent trials)."""
+    claim = 'Fig. 4 HalfCheetahFwdBack: relative std of the meta-gradient, LVC < DiCE'
+    path = results_dir.parent / FIG4_CSV
+    if not path.exists():
+        return [(claim, EVIDENCE['Fig. 4'], 'not measured yet '
+                 '(`launchers/gradient_variance.py --preset short`)', '-')]
+    try:
+        with path.open(newline='') as f:
+            ratios = [float(row['RStdRatio']) for row in csv.DictReader(f)]
+    except (KeyError, TypeError, ValueError) as error:  # a column missing, a field not a number
+        raise DamagedRunFile(f'{path}: not the log of launchers/gradient_variance.py '
+                             f'(its RStdRatio column: {error})') from None
+    ratios = [r for r in ratios if math.isfinite(r)]
+    if not ratios:
+        return [(claim, EVIDENCE['Fig. 4'], 'no epoch with a finite ratio', 'not measured yet')]
+    wins, n = sum(r > 1 for r in ratios), len(ratios)
+    p, p_opposite = sign_test(wins, n), sign_test(sum(r < 1 for r in ratios), n)
+    ordered = sorted(ratios)
+    median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+    measured = (f'DiCE\'s above LVC\'s in {wins} of {n} epochs (ratio median '
+                f'{median:.2f}, {min(ratios):.2f}-{max(ratios):.2f}); one run of '
+                f'`launchers/gradient_variance.py --preset short` (`{FIG4_CSV.as_posix()}`)')
+    test = 'one-sided sign test over the epochs of one run, p = {:.3f}'
+    if p < 0.05:
+        verdict = (f'reproduced in direction ({test.format(p)}); its size is not pinned down by '
+                   'one run')
+    elif p_opposite < 0.05:
+        verdict = (f'not reproduced: DiCE\'s relative std is the lower ('
+                   f'{test.format(p_opposite)})')
+    else:
+        verdict = f'not significant at this budget ({test.format(p)})'
+    return [(claim, EVIDENCE['Fig. 4'], measured, verdict)]
+
+
+def _goal_regions_entered(runs: dict) -> Tuple[Dict[str, List[int]], set]:
+    """For each algorithm of ``fig5_trajectories.json``'s ``algos``: how many goal regions
+    some episode enters before adaptation and after the last inner step; and the
+    (seed, episodes, inner steps) of the runs drawn."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    counts, drawn = {}, set()
+    for name, run in runs.items():
+        counts[name] = [sum(
+            bool((np.linalg.norm(np.asarray(run['trajectories'][task][step], dtype=float)
+                                 - np.asarray(goal, dtype=float), axis=-1)
+                  <= run['goal_radius']).any())
+            for task, goal in run['goals'].items()) for step in (0, -1)]
+        drawn.add((run['seed'], run['n_episodes'], run['num_inner_grad_steps']))
+    return counts, drawn
+
+
+def fig5_goal_claims(directory: pathlib.Path) -> List[Tuple[str, str, str, str]]:
+    """Fig. 5's picture from ``fig5_trajectories.json``: how many of the four corner goal
+    regions some episode of each algorithm's policy enters, before adaptation and after
+    its last inner step (one policy each: a description, not a test)."""
+    claim = ('Fig. 5 PointEnvMomentum: LVC-TRPO\'s pre-update policy explores and its '
+             'adapted policies reach every goal; MAML-TRPO\'s do not')
+    path = directory / 'fig5_trajectories.json'
+    if not path.exists():
+        return [(claim, EVIDENCE['Fig. 5'], 'not drawn yet', '-')]
+    counts, drawn = read_result(path, 'benchmarks/fig5_trajectories.py',
+                                lambda data: _goal_regions_entered(data['algos']))
+    lvc, maml = counts.get('LVC-TRPO'), counts.get('MAML-TRPO')
+    if lvc is None or maml is None:
+        return [(claim, EVIDENCE['Fig. 5'], 'not drawn for both LVC-TRPO and MAML-TRPO', '-')]
+    described = ', '.join(f'{name} {pre}/{post}' for name, (pre, post) in counts.items())
+    runs = '; '.join(f'seed {seed}, {episodes} episodes a corner'
+                     for seed, episodes, _ in sorted(drawn))
+    steps = '/'.join(sorted({str(k) for _, _, k in drawn}))
+    measured = (f'goal regions (of 4) entered by some episode, pre-update / after step '
+                f'{steps}: {described} ({runs})')
+    if lvc[1] == 4 and maml[1] < 4 and lvc[0] > maml[0]:
+        verdict = 'seen in the one policy drawn of each (not a test across seeds)'
+    else:
+        verdict = 'not seen in the one policy drawn of each'
+    return [(claim, EVIDENCE['Fig. 5'], measured, verdict)]
+
+
+def _landscape_at(panel: dict, theta: Sequence[float]) -> float:
+    """The post-update landscape of a Fig. 6 panel at ``theta``, bilinear between the
+    grid's points (the grid's rows are θ₁, its columns θ₀, as ``benchmarks/fig6.py``
+    writes it)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    grid = np.asarray(panel['post_update_return'], dtype=float)
+    t0, t1 = (np.asarray(panel[k], dtype=float) for k in ('theta0', 'theta1'))
+    i = int(np.clip(np.searchsorted(t0, theta[0]) - 1, 0, len(t0) - 2))
+    j = int(np.clip(np.searchsorted(t1, theta[1]) - 1, 0, len(t1) - 2))
+    u = (theta[0] - t0[i]) / (t0[i + 1] - t0[i])
+    v = (theta[1] - t1[j]) / (t1[j + 1] - t1[j])
+    return float((1 - u) * (1 - v) * grid[j, i] + u * (1 - v) * grid[j, i + 1]
+                 + (1 - u) * v * grid[j + 1, i] + u * v * grid[j + 1, i + 1])
+
+
+def _theta_moves(panel: dict) -> Tuple[Tuple[float, float], Dict[str, Tuple[float, ...]]]:
+    """The landscape's maximum (on the grid), and each run's (distance to it, landscape
+    value) at its first and last θ."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    grid = np.asarray(panel['post_update_return'], dtype=float)
+    j, i = np.unravel_index(int(np.argmax(grid)), grid.shape)
+    best = np.array([panel['theta0'][i], panel['theta1'][j]], dtype=float)
+    moves = {}
+    for run in panel['runs']:
+        start, end = (np.asarray(run['theta'][k], dtype=float) for k in (0, -1))
+        moves[run['label']] = (float(np.linalg.norm(start - best)),
+                               float(np.linalg.norm(end - best)),
+                               _landscape_at(panel, start), _landscape_at(panel, end),
+                               len(run['theta']) - 1)
+    return (float(best[0]), float(best[1])), moves
+
+
+def fig6_claims(directory: pathlib.Path) -> List[Tuple[str, str, str, str]]:
+    """Fig. 6's claim from ``fig6.json``: formulation I's updates lead towards the
+    post-update optimum, formulation II's away from it. Towards: θ ends nearer the
+    landscape's maximum (estimated on the grid) and higher on the landscape; away: further
+    and lower (the landscape is flat near its maximum, so both are required)."""
+    claim = ('Fig. 6 PointEnv1D: formulation I (DiCE-VPG) moves θ towards the post-update '
+             'optimum, formulation II (E-MAML-VPG) does not')
+    path = directory / 'fig6.json'
+    if not path.exists():
+        return [(claim, EVIDENCE['Fig. 6'], 'not run yet', '-')]
+    best, moves = read_result(path, 'benchmarks/fig6.py',
+                              lambda data: _theta_moves(data['panels'][0]))
+    if 'DiCE-VPG' not in moves or 'E-MAML-VPG' not in moves:
+        return [(claim, EVIDENCE['Fig. 6'], 'not run for both formulations', '-')]
+    iterations = max(m[4] for m in moves.values())
+    measured = (f'θ\'s distance to the landscape\'s maximum ({best[0]:.2f}, {best[1]:.2f}) and '
+                f'the landscape at θ, first → last of {iterations} iterations: '
+                + '; '.join(f'{label} {d0:.3f} → {d1:.3f} (landscape {v0:.3f} → {v1:.3f})'
+                            for label, (d0, d1, v0, v1, _) in moves.items()))
+    d0, d1, v0, v1, _ = moves['DiCE-VPG']
+    towards = d1 < d0 and v1 >= v0
+    d0, d1, v0, v1, _ = moves['E-MAML-VPG']
+    away = d1 > d0 and v1 < v0
+    verdict = ('reproduced in direction (one run each, no statistics)' if towards and away else
+               'not reproduced (one run each)')
+    return [(claim, EVIDENCE['Fig. 6'], measured, verdict)]
+
+
+def fig8_claims(directory: pathlib.Path) -> List[Tuple[str, str, str, str]]:
+    """Fig. 8's claim from ``throughput.json``: ProMP's iteration, and its update, cost
+    less than MAML-TRPO's (one measurement of each: ratios, no statistics)."""
+    claim = ('Fig. 8 HumanoidRandDirec: ProMP\'s iteration costs less than MAML-TRPO\'s '
+             '(its update avoids TRPO\'s Hessian-vector products)')
+    path = directory / 'throughput.json'
+    results = read_result(path, 'benchmarks/throughput.py', _fig8_results) if path.exists() else []
+    times = {}
+    for r in results:  # the first measurement of each, as the report's table lists them
+        times.setdefault(r['what'], r)
+    if 'ProMP' not in times or 'MAML-TRPO' not in times:
+        return [(claim, EVIDENCE['Fig. 8'], 'not measured yet', '-')]
+    promp, trpo = times['ProMP'], times['MAML-TRPO']
+    update = promp['update_s'] / trpo['update_s']
+    whole = promp['iter_s'] / trpo['iter_s']
+    measured = (f'update {promp["update_s"]:.2f} s vs {trpo["update_s"]:.2f} s ({update:.2f}×), '
+                f'iteration {promp["iter_s"]:.2f} s vs {trpo["iter_s"]:.2f} s ({whole:.2f}×; '
+                f'sampling {promp["sample_s"] / promp["iter_s"]:.0%} and '
+                f'{trpo["sample_s"] / trpo["iter_s"]:.0%} of them), one measurement each at the '
+                f'{promp.get("batch", "")} batch')
+    verdict = ('reproduced for the update' if update < 1 else 'not reproduced for the update')
+    verdict += ('; and for the whole iteration' if whole < 1 else
+                '; not for the whole iteration, where sampling dominates here')
+    return [(claim, EVIDENCE['Fig. 8'], measured, verdict + ' (one measurement each)')]
+
+
+def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
+           write: bool = True) -> str:
+    """Draw every figure from what is done and write ``report.md``; return its text.
+    ``write=False``: only the text (nothing drawn or written)."""
     out = campaign.results_dir
-    out.mkdir(parents=True, exist_ok=True)
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
     text = ['# ProMP paper reproduction: results so far', '',
             '(written by `benchmarks/paper.py report`; mean ± std over seeds of the post-update '
             'return, the mean of the last 3 iterations up to the env steps every seed reached: '
@@ -1027,10 +1239,12 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
     claims = []
     for fig in figs:
         if fig == 'fig8':
-            text += fig8_report(out / 'fig8')
+            text += fig8_report(out / 'fig8', draw=write)
+            claims += fig8_claims(out / 'fig8')
             continue
         if fig == 'fig6':
             text += fig6_report(out / 'fig6')
+            claims += fig6_claims(out / 'fig6')
             continue
         runs = runs_of(fig, quick)
         data, going, unfinished = load(campaign, runs)
@@ -1051,10 +1265,15 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
                            'MAML-TRPO, HalfCheetahFwdBack',
                  'stepsize': 'Learned inner step sizes (not in the paper): ProMP with and '
                              'without, HalfCheetahFwdBack'}[fig]
-        (out / fig).mkdir(parents=True, exist_ok=True)
-        draw_panels(out / fig / f'{fig}.png', data, envs, algos,
-                    f'{title} — {len(runs) - len(missing)}/{len(runs)} runs done',
-                    pre=fig == 'fig5', extra=going, unfinished=unfinished)
+        batches = sorted({r.batch for r in runs})
+        batch = '; '.join(f'{m} tasks × {r} episodes' for m, r in batches)
+        if fig in ('fig2', 'fig3', 'fig5') and batches == [BATCH]:
+            batch += ' an iteration, a quarter of the paper\'s 40 × 20'
+        if write:
+            (out / fig).mkdir(parents=True, exist_ok=True)
+            draw_panels(out / fig / f'{fig}.png', data, envs, algos,
+                        f'{title} — {len(runs) - len(missing)}/{len(runs)} runs done; {batch}',
+                        pre=fig == 'fig5', extra=going, unfinished=unfinished)
         text += [f'## {title}', '', f'![{fig}]({fig}/{fig}.png)', '',
                  f'{len(runs) - len(missing)} of {len(runs)} runs done.', '',
                  '| env | algorithm | seeds | env steps (fewest) | pre-update | post-update |',
@@ -1094,9 +1313,12 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
             for env in envs:
                 claims += comparison_rows(data, 'Fig. 3', env, 'LVC-VPG',
                                           ['DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG'])
+            if not quick:
+                claims += fig4_claims(out)
         elif fig == 'ml10':
             text += final_evaluation_table(campaign, runs)
-            for key, what in (('MetaTest/Average/SuccessRate', ' held-out success'),
+            for key, what in (('MetaTest/Average/SuccessRate',
+                               ' held-out success (the periodic meta-test)'),
                               ('Step_1-SuccessRate', ' training-class success, post-update')):
                 claims += comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'],
                                           key, what, paper=False)
@@ -1111,17 +1333,64 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False) -> str:
             claims += comparison_rows(data, 'Log-std per dimension', 'HalfCheetahFwdBack',
                                       PER_DIM_STD['MAML-TRPO'], ['MAML-TRPO'], paper=False)
         elif fig == 'fig5':
+            claims += fig5_goal_claims(out / 'fig5')
+            claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
+                                      ['MAML-TRPO', 'E-MAML-TRPO'], 'Step_0-AverageReturn',
+                                      ' pre-update return (how well the pre-update policy '
+                                      'explores, with the sparse reward)')
             claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
                                       ['MAML-TRPO', 'E-MAML-TRPO'])
             if (out / 'fig5' / 'fig5_trajectories.png').exists():
                 text += ['Trajectories of each algorithm\'s seed-1 policy, pre-update and after '
                          'each inner step, on the four corner tasks (goal regions shaded):', '',
                          '![fig5 trajectories](fig5/fig5_trajectories.png)', '']
-    text += ['## Claims', '', '| claim | measured | verdict |', '|---|---|---|']
-    text += [f'| {c} | {m} | {v} |' for c, m, v in claims]
-    body = '\n'.join(text) + '\n'
-    (out / 'report.md').write_text(body)
+    paper = [c for c in claims if c[0].startswith(PAPER_FIGS)]
+    own = [c for c in claims if not c[0].startswith(PAPER_FIGS)]
+    text += claims_table(paper)
+    if own:
+        text += ['## This package\'s own comparisons (not in the paper)', '',
+                 '| comparison | measured | verdict |', '|---|---|---|']
+        text += [f'| {c} | {m} | {v} |' for c, _, m, v in own] + ['']
+    body = '\n'.join(text).rstrip('\n') + '\n'
+    if write:
+        (out / 'report.md').write_text(body)
     return body
+
+
+#: The README's copy of the paper's claims table lies between these lines; ``report``
+#: rewrites it when it writes the committed report.
+README = HERE.parent / 'README.md'
+CLAIMS_BEGIN = '<!-- claims table: written by benchmarks/paper.py report; do not edit by hand -->'
+CLAIMS_END = '<!-- end of the claims table -->'
+
+
+def claims_table(claims) -> List[str]:
+    """The paper's claims (Section 7 and Fig. 8), one row each: the claim, the paper's
+    evidence, what was measured here and the verdict."""
+    return ['## Claims of the paper (Section 7), as measured here', '',
+            '| claim | the paper\'s evidence | measured here | verdict |', '|---|---|---|---|',
+            *(f'| {c} | {e} | {m} | {v} |' for c, e, m, v in claims), '']
+
+
+def section(text: str, title: str) -> str:
+    """The lines of markdown ``text`` from the heading ``title`` to the next heading."""
+    lines = text.splitlines()
+    start = lines.index(title)
+    end = next((k for k in range(start + 1, len(lines)) if lines[k].startswith('## ')),
+               len(lines))
+    return '\n'.join(lines[start:end]).strip('\n') + '\n'
+
+
+def readme_with_claims(readme: str, report_text: str) -> str:
+    """``readme`` with its claims table replaced by the report's (the table's rows, without
+    the report's heading)."""
+    if readme.count(CLAIMS_BEGIN) != 1 or readme.count(CLAIMS_END) != 1:
+        raise click.ClickException(f'{README} must hold the lines {CLAIMS_BEGIN!r} and '
+                                   f'{CLAIMS_END!r} once each (where the claims table goes)')
+    table = section(report_text, claims_table([])[0]).split('\n', 2)[2]
+    head, rest = readme.split(CLAIMS_BEGIN)
+    _, tail = rest.split(CLAIMS_END)
+    return f'{head}{CLAIMS_BEGIN}\n{table}{CLAIMS_END}{tail}'
 
 
 def fig6_report(directory: pathlib.Path) -> List[str]:
@@ -1130,28 +1399,25 @@ def fig6_report(directory: pathlib.Path) -> List[str]:
     head = ['## Fig. 6: formulation I (DiCE-VPG) vs II (E-MAML-VPG) on the 1-D env', '']
     if not path.exists():
         return head + ['Not run yet (`benchmarks/paper.py run fig6`).', '']
-    data = json.loads(path.read_text())
-    lines = head + ['![fig6](fig6/fig6.png)', '', '| outer lr | algorithm | θ start | θ end | '
-                    'post-update return, first → last iteration |', '|---|---|---|---|---|']
-    for panel in data.get('panels', []):
-        for run in panel.get('runs', []):
-            theta = run['theta']
-            post = run.get('post_update_return') or [math.nan]
-            start, end = theta[0], theta[-1]
-            lines.append(f"| {panel.get('lr')} | {run['label']} | ({start[0]:.3f}, {start[1]:.3f}) "
-                         f'| ({end[0]:.3f}, {end[1]:.3f}) | {post[0]:.3f} → {post[-1]:.3f} |')
-    return lines + ['']
+    def rows(data):
+        lines = []
+        for panel in data.get('panels', []):
+            for run in panel.get('runs', []):
+                theta = run['theta']
+                post = run.get('post_update_return') or [math.nan]
+                start, end = theta[0], theta[-1]
+                lines.append(f"| {panel.get('lr')} | {run['label']} | "
+                             f'({start[0]:.3f}, {start[1]:.3f}) | ({end[0]:.3f}, {end[1]:.3f}) | '
+                             f'{post[0]:.3f} → {post[-1]:.3f} |')
+        return lines
+
+    return head + ['![fig6](fig6/fig6.png)', '', '| outer lr | algorithm | θ start | θ end | '
+                   'post-update return, first → last iteration |', '|---|---|---|---|---|',
+                   *read_result(path, 'benchmarks/fig6.py', rows), '']
 
 
-def fig8_report(directory: pathlib.Path) -> List[str]:
-    """Fig. 8's stacked bars from ``throughput.json`` (written by ``run fig8``)."""
-    path = directory / 'throughput.json'
-    head = ['## Fig. 8: seconds per iteration on HumanoidRandDirec', '']
-    if not path.exists():
-        return head + ['Not measured yet (`benchmarks/paper.py run fig8`).', '']
-    results = [r for r in json.loads(path.read_text())['results']
-               if r.get('what') in FIG8_ALGOS + ('garage-MAMLTRPO', ) and 'iter_s' in r
-               and r.get('device', 'cpu') == 'cpu']
+def _draw_fig8(path: pathlib.Path, results: Sequence[dict]):
+    """Fig. 8: each algorithm's sampling and update seconds, stacked."""
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
@@ -1165,8 +1431,33 @@ def fig8_report(directory: pathlib.Path) -> List[str]:
     batch = results[0]['batch'] if results else ''
     ax.set_title(f'HumanoidRandDirec, {batch} batch', fontsize=9)
     fig.tight_layout()
-    fig.savefig(directory / 'fig8.png', dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _fig8_results(data: dict) -> List[dict]:
+    """The CPU timings of Fig. 8's algorithms (and garage's ``MAMLTRPO``) in
+    ``throughput.json``, each with its seconds as numbers."""
+    results = [r for r in data['results']
+               if r.get('what') in FIG8_ALGOS + ('garage-MAMLTRPO', ) and 'iter_s' in r
+               and r.get('device', 'cpu') == 'cpu']
+    for r in results:
+        for key in ('sample_s', 'update_s', 'iter_s'):
+            if not math.isfinite(float(r[key])) or float(r[key]) <= 0:
+                raise ValueError(f"{r['what']}'s {key} is {r[key]!r}, not a time")
+    return results
+
+
+def fig8_report(directory: pathlib.Path, draw: bool = True) -> List[str]:
+    """Fig. 8's stacked bars from ``throughput.json`` (written by ``run fig8``); ``draw``:
+    also draw them to ``fig8.png``."""
+    path = directory / 'throughput.json'
+    head = ['## Fig. 8: seconds per iteration on HumanoidRandDirec', '']
+    if not path.exists():
+        return head + ['Not measured yet (`benchmarks/paper.py run fig8`).', '']
+    results = read_result(path, 'benchmarks/throughput.py', _fig8_results)
+    if draw:
+        _draw_fig8(directory / 'fig8.png', results)
     lines = head + ['![fig8](fig8/fig8.png)', '', '| algorithm | sampling (s) | update (s) | '
                     'iteration (s) |', '|---|---|---|---|']
     lines += [f"| {r['what']} | {r['sample_s']:.2f} | {r['update_s']:.2f} | {r['iter_s']:.2f} |"
@@ -1445,8 +1736,18 @@ def report_command(figs, runs_dir, results_dir, quick):
     report.md covers the FIGS given (default: every figure); the committed report is
     written without FIGS.
     """
-    click.echo(report(_campaign(runs_dir, results_dir, quick, writes_runs=True), _figs(figs),
-                      quick))
+    figs = _figs(figs)
+    readme = (not quick and list(figs) == list(FIGURES)
+              and pathlib.Path(results_dir or RESULTS).resolve() == RESULTS.resolve())
+    if readme:  # (checked before any work)
+        readme_with_claims(README.read_text(), '\n'.join(claims_table([])))
+    text = report(_campaign(runs_dir, results_dir, quick, writes_runs=True), figs, quick)
+    if readme:  # the committed report: the README carries its claims table, from the
+        # committed results alone (a run in progress here counts in report.md only)
+        with tempfile.TemporaryDirectory() as empty:
+            committed = report(Campaign(empty, RESULTS), figs, write=False)
+        README.write_text(readme_with_claims(README.read_text(), committed))
+    click.echo(text)
 
 
 if __name__ == '__main__':

@@ -281,7 +281,8 @@ def test_quick_pipeline_end_to_end(tmp_path, fig, paper):
                       'MAML-TRPO-std-per-dim > MAML-TRPO'):
             assert f'| Log-std per dimension HalfCheetahFwdBack: {claim} |' in report
     if fig == 'ml10':  # the success claims, measured on the meta-test's held-out classes
-        assert '| Meta-World ML10 held-out success: ProMP > MAML-TRPO |' in report
+        assert ('| Meta-World ML10 held-out success (the periodic meta-test): ProMP > MAML-TRPO |'
+                in report)
         assert 'not run yet' not in report.split('## Claims')[1]
         _ml10_final_evaluation(tmp_path, args, paper)
 
@@ -884,3 +885,182 @@ def test_usage_errors_name_their_culprit_before_any_work(tmp_path):
         assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
         assert f"GARAGE_PROMP_RUNS '{blocker}' exists and is not a directory" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ['file']
+
+
+# ------------------------------------------------- the paper's claims table
+def test_the_readme_carries_the_committed_reports_claims_table(paper, tmp_path):
+    """The README's claims table is the one ``report`` computes from the committed results
+    (rows for Figs. 2-6 and 8, the paper's evidence beside each)."""
+    text = paper.report(paper.Campaign(tmp_path / 'runs', paper.RESULTS), paper.FIGURES,
+                        write=False)
+    assert not list(tmp_path.iterdir())  # write=False writes nothing
+    readme = paper.README.read_text()
+    assert paper.readme_with_claims(readme, text) == readme, (
+        'README.md\'s claims table is not the committed results\': run '
+        '`benchmarks/paper.py report`')
+    table = readme.split(paper.CLAIMS_BEGIN)[1].split(paper.CLAIMS_END)[0]
+    for fig in paper.PAPER_FIGS:
+        assert f'\n| {fig} ' in table
+        assert table.count(f'| {paper.EVIDENCE[fig]} |') == table.count(f'\n| {fig} ')
+    assert 'not in the paper' not in table and 'Meta-World' not in table
+
+
+def test_readme_with_claims_replaces_only_the_table_and_needs_its_markers(paper):
+    report = '\n'.join(['# r', '', *paper.claims_table([('Fig. 2 X: A > B', 'curves', '1 vs 0',
+                                                          'reproduced')]), '## next', 'x'])
+    readme = (f'intro\n{paper.CLAIMS_BEGIN}\n| old |\n{paper.CLAIMS_END}\noutro\n')
+    new = paper.readme_with_claims(readme, report)
+    assert new == (f'intro\n{paper.CLAIMS_BEGIN}\n| claim | the paper\'s evidence | measured here '
+                   f'| verdict |\n|---|---|---|---|\n| Fig. 2 X: A > B | curves | 1 vs 0 | '
+                   f'reproduced |\n{paper.CLAIMS_END}\noutro\n')
+    assert paper.readme_with_claims(new, report) == new
+    with pytest.raises(Exception, match='must hold the lines'):
+        paper.readme_with_claims('no markers\n', report)
+
+
+def test_sign_test(paper):
+    assert paper.sign_test(9, 10) == 11 / 1024
+    assert paper.sign_test(0, 4) == 1.
+    assert paper.sign_test(4, 4) == 1 / 16
+
+
+def _fig4_csv(results_dir, ratios):
+    path = results_dir.parent / paper_fig4_csv()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, 'w', newline='') as f:
+        writer = csv.writer(f)
+        writer.writerow(['Epoch', 'RStdRatio'])
+        writer.writerows(enumerate(ratios))
+    return path
+
+
+def paper_fig4_csv():
+    return pathlib.Path('gradient_variance') / 'short_HalfCheetahFwdBack_seed35.csv'
+
+
+def test_fig4_claim_counts_the_epochs_where_dice_varies_more(paper, tmp_path):
+    results = tmp_path / 'results' / 'paper'
+    assert paper.FIG4_CSV == paper_fig4_csv()
+    assert 'not measured yet' in paper.fig4_claims(results)[0][2]
+    _fig4_csv(results, [2., 3., 0.5, 1.5, 4., 1.2, 1.1, 2.5, 'nan', 3.])
+    (claim, evidence, measured, verdict), = paper.fig4_claims(results)
+    assert claim.startswith('Fig. 4 ') and evidence == paper.EVIDENCE['Fig. 4']
+    assert "above LVC's in 8 of 9 epochs (ratio median 2.00, 0.50-4.00)" in measured
+    assert verdict.startswith('reproduced in direction') and f'p = {10 / 512:.3f}' in verdict
+    _fig4_csv(results, [0.5, 2., 0.9, 1.5])  # 2 of 4: no direction
+    assert paper.fig4_claims(results)[0][3].startswith('not significant')
+    _fig4_csv(results, [0.5, 0.2, 0.9, 0.7, 0.3, 0.8])  # DiCE's the lower in all 6
+    assert paper.fig4_claims(results)[0][3].startswith(
+        f"not reproduced: DiCE's relative std is the lower (one-sided sign test over the epochs "
+        f'of one run, p = {1 / 64:.3f})')
+    _fig4_csv(results, ['a lot'])
+    with pytest.raises(paper.DamagedRunFile, match='RStdRatio'):
+        paper.fig4_claims(results)
+
+
+def _fig5_json(directory, reached):
+    """Trajectories whose episodes end inside the goal regions of the first ``reached[algo]
+    = (pre, post)`` corners, and far from the others."""
+    goals = {'(-2, -2)': [-2., -2.], '(2, -2)': [2., -2.], '(-2, 2)': [-2., 2.],
+             '(2, 2)': [2., 2.]}
+    algos = {}
+    for algo, (pre, post) in reached.items():
+        trajectories = {}
+        for k, (task, goal) in enumerate(goals.items()):
+            steps = []
+            for n in (pre, post, post, post):  # before adaptation, after each inner step
+                end = goal if k < n else [0., 0.]
+                steps.append([[[0., 0.], end]] * 2)  # 2 episodes of 2 points
+            trajectories[task] = steps
+        algos[algo] = dict(seed=1, n_episodes=2, num_inner_grad_steps=3, goal_radius=0.5,
+                           goals=goals, trajectories=trajectories)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / 'fig5_trajectories.json').write_text(json.dumps({'algos': algos}))
+
+
+def test_fig5_goal_claim_counts_the_goal_regions_entered(paper, tmp_path):
+    assert paper.fig5_goal_claims(tmp_path)[0][2] == 'not drawn yet'
+    _fig5_json(tmp_path, {'LVC-TRPO': (3, 4), 'MAML-TRPO': (2, 2), 'E-MAML-TRPO': (3, 3)})
+    (claim, _, measured, verdict), = paper.fig5_goal_claims(tmp_path)
+    assert ('pre-update / after step 3: LVC-TRPO 3/4, MAML-TRPO 2/2, E-MAML-TRPO 3/3 '
+            '(seed 1, 2 episodes a corner)') in measured
+    assert verdict.startswith('seen in the one policy')
+    _fig5_json(tmp_path, {'LVC-TRPO': (2, 4), 'MAML-TRPO': (2, 3)})  # no more exploration
+    assert paper.fig5_goal_claims(tmp_path)[0][3].startswith('not seen')
+    _fig5_json(tmp_path, {'LVC-TRPO': (4, 3), 'MAML-TRPO': (1, 1)})  # misses a goal
+    assert paper.fig5_goal_claims(tmp_path)[0][3].startswith('not seen')
+
+
+def _fig6_json(directory, ends, bump=False):
+    """A landscape peaked at (0.1, 0.2) (minus the distance; with ``bump``, the start is
+    higher than the points between it and the peak), runs from (0.3, 0.2)."""
+    import numpy as np
+    t0, t1 = np.linspace(-0.1, 0.5, 13), np.linspace(0., 0.6, 13)  # steps of 0.05
+    grid = -np.hypot(t0[None, :] - 0.1, t1[:, None] - 0.2)  # rows θ1, columns θ0
+    if bump:
+        grid[4, 4], grid[4, 8] = 10., -0.01  # the peak, and (0.3, 0.2)
+    runs = [dict(label=label, theta=[[0.3, 0.2], [0.25, 0.2], list(end)])
+            for label, end in ends.items()]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / 'fig6.json').write_text(json.dumps({'panels': [dict(
+        theta0=t0.tolist(), theta1=t1.tolist(), post_update_return=grid.tolist(), runs=runs)]}))
+
+
+def test_fig6_claim_measures_the_distance_to_the_landscapes_maximum(paper, tmp_path):
+    assert paper.fig6_claims(tmp_path)[0][2] == 'not run yet'
+    _fig6_json(tmp_path, {'DiCE-VPG': (0.15, 0.2), 'E-MAML-VPG': (0.45, 0.5)})
+    (_, _, measured, verdict), = paper.fig6_claims(tmp_path)
+    assert "maximum (0.10, 0.20) and the landscape at θ, first → last of 2 iterations" in measured
+    assert 'DiCE-VPG 0.200 → 0.050 (landscape -0.200 → -0.050)' in measured
+    assert verdict.startswith('reproduced in direction')
+    _fig6_json(tmp_path, {'DiCE-VPG': (0.45, 0.2), 'E-MAML-VPG': (0.45, 0.5)})
+    assert paper.fig6_claims(tmp_path)[0][3].startswith('not reproduced')
+    _fig6_json(tmp_path, {'DiCE-VPG': (0.15, 0.2), 'E-MAML-VPG': (0.12, 0.2)})
+    assert paper.fig6_claims(tmp_path)[0][3].startswith('not reproduced')
+    # Nearer the maximum but lower on the landscape is not "towards" (a flat top).
+    _fig6_json(tmp_path, {'DiCE-VPG': (0.15, 0.2), 'E-MAML-VPG': (0.45, 0.5)}, bump=True)
+    (_, _, measured, verdict), = paper.fig6_claims(tmp_path)
+    assert 'DiCE-VPG 0.200 → 0.050 (landscape -0.010 → -0.050)' in measured
+    assert verdict.startswith('not reproduced')
+    (tmp_path / 'fig6.json').write_text('{"panels": [{"runs": []}]}')
+    with pytest.raises(paper.DamagedRunFile, match='fig6.json: not the output of '
+                                                   'benchmarks/fig6.py'):
+        paper.fig6_claims(tmp_path)
+
+
+def test_landscape_is_bilinear_between_grid_points(paper):
+    import numpy as np
+    t0, t1 = np.array([0., 1., 2.]), np.array([0., 10.])
+
+    def f(x, y):  # bilinear, with a cross term: exact between the grid's points
+        return 3 * x + 0.5 * y + 0.2 * x * y + 1
+
+    grid = f(t0[None, :], t1[:, None])  # rows θ1, columns θ0
+    panel = dict(theta0=t0.tolist(), theta1=t1.tolist(), post_update_return=grid.tolist())
+    for theta in ((0.25, 2.), (1.5, 7.5), (2., 10.), (0., 0.), (0.7, 9.)):
+        assert paper._landscape_at(panel, theta) == pytest.approx(f(*theta), abs=1e-12)
+
+
+def test_fig8_claim_compares_the_update_and_the_iteration(paper, tmp_path):
+    assert paper.fig8_claims(tmp_path)[0][2] == 'not measured yet'
+
+    def write(promp, trpo):
+        results = [dict(what=name, sample_s=s, update_s=u, iter_s=s + u, batch='paper')
+                   for name, (s, u) in (('ProMP', promp), ('MAML-TRPO', trpo))]
+        (tmp_path / 'throughput.json').write_text(json.dumps({'results': results}))
+
+    write((20., 10.), (20., 20.))
+    (_, _, measured, verdict), = paper.fig8_claims(tmp_path)
+    assert ('update 10.00 s vs 20.00 s (0.50×), iteration 30.00 s vs 40.00 s (0.75×; '
+            'sampling 67% and 50% of them)') in measured
+    assert verdict == ('reproduced for the update; and for the whole iteration (one '
+                       'measurement each)')
+    write((31., 10.), (21., 20.))
+    assert paper.fig8_claims(tmp_path)[0][3] == (
+        'reproduced for the update; not for the whole iteration, where sampling dominates '
+        'here (one measurement each)')
+    write((20., 25.), (20., 20.))
+    assert paper.fig8_claims(tmp_path)[0][3].startswith('not reproduced for the update')
+    write((20., float('nan')), (20., 20.))
+    with pytest.raises(paper.DamagedRunFile, match="ProMP's update_s is nan"):
+        paper.fig8_claims(tmp_path)
