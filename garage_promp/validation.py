@@ -614,3 +614,32 @@ def check_run_dir(path: Any) -> str:
         raise ValueError(f'{os.fspath(path)!r} holds no snapshot (params.pkl or itr_N.pkl): it is '
                          'not a run directory')
     return os.fspath(path)
+
+
+#: A launcher stopped by Ctrl-C exits with the shell's status for SIGINT.
+INTERRUPTED_STATUS = 128 + 2
+
+
+def run_command(command: click.Command, interrupted: str = '') -> None:
+    """Run a launcher's click ``command`` as click's standalone mode does, but for Ctrl-C.
+
+    Click turns Ctrl-C into ``Aborted!`` and exit status 1, the status of an error.
+    Here it is one ``Interrupted`` line (with ``interrupted``, e.g. where the run's
+    snapshot is kept) and status 130 (128 + SIGINT, what a shell reports), as
+    ``benchmarks/learning.py`` and ``paper.py`` end. Usage errors, ``Error:`` lines,
+    ``--help``, an end of input (``Aborted!``) and the command's return (status 0,
+    whatever it returns) are click's own.
+    """
+    try:
+        command.main(standalone_mode=False)
+    except click.exceptions.Abort as abort:
+        if isinstance(abort.__cause__, KeyboardInterrupt):  # Ctrl-C
+            click.echo('Interrupted' + (f': {interrupted}' if interrupted else '.'),
+                       err=True)
+            raise SystemExit(INTERRUPTED_STATUS) from None
+        click.echo('Aborted!', err=True)  # end of input at a prompt, as click says it
+        raise SystemExit(1) from None
+    except click.ClickException as error:
+        error.show()
+        raise SystemExit(error.exit_code) from None
+    raise SystemExit(0)

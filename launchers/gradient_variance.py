@@ -26,6 +26,7 @@ from garage_promp.validation import (
     check_batch_steps,
     check_output_path,
     count,
+    run_command,
     usage_errors,
 )
 
@@ -126,4 +127,4 @@ def main(env_name, preset, seed, epochs, n_rounds, meta_batch_size, episodes_per
 
 
 if __name__ == '__main__':
-    main()  # pylint: disable=no-value-for-parameter
+    run_command(main)

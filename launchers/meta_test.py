@@ -36,6 +36,7 @@ from garage_promp.validation import (
     check_output_path,
     check_run_dir,
     count,
+    run_command,
     user_errors,
 )
 
@@ -388,4 +389,4 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
 
 
 if __name__ == '__main__':
-    main()  # pylint: disable=no-value-for-parameter
+    run_command(main)

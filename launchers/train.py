@@ -41,6 +41,7 @@ from garage_promp.validation import (
     check_set_agrees,
     count,
     parse_overrides,
+    run_command,
     usage_errors,
     user_errors,
 )
@@ -277,4 +278,5 @@ if __name__ == '__main__':
     # `kill -USR1 <pid>` prints every thread's stack, then every sampler worker's:
     # what a run that seems stuck is doing.
     dump_stacks_on_usr1(live_worker_pids)
-    main()  # pylint: disable=no-value-for-parameter
+    run_command(main, "the snapshot the run last wrote (per --snapshot-mode) stays in its log "
+                      'dir; --resume LOG_DIR continues from it')

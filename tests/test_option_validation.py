@@ -313,3 +313,42 @@ def test_half_built_objects_are_collected_quietly(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == 'done', proc.stdout + proc.stderr
     assert 'Exception ignored' not in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr, proc.stderr
+
+
+def test_run_command_ends_a_launcher_as_click_would_but_ctrl_c_with_130(capsys, monkeypatch):
+    """Ctrl-C: one ``Interrupted`` line and status 130 (click alone: "Aborted!", status 1,
+    the status of an error); usage errors, ``Error:`` lines, ``--help``, an end of input
+    and a return are click's own."""
+    from garage_promp.validation import INTERRUPTED_STATUS, run_command
+
+    import click
+
+    @click.command()
+    @click.option('--what', type=click.Choice(['ok', 'rows', 'one', 'ctrl-c', 'eof', 'error']))
+    def command(what):
+        if what == 'ctrl-c':
+            raise KeyboardInterrupt
+        if what == 'eof':  # what click.prompt meets at the end of its input
+            raise EOFError
+        if what == 'error':
+            raise click.ClickException('a damaged run')
+        return {'rows': [1, 2], 'one': 1}.get(what)  # a return is not an exit status
+
+    assert INTERRUPTED_STATUS == 130
+    for args, code, out, err in (
+            (['--what', 'ok'], 0, '', ''), (['--what', 'rows'], 0, '', ''),
+            (['--what', 'one'], 0, '', ''),
+            (['--what', 'ctrl-c'], 130, '', 'Interrupted: the snapshot is kept'),
+            (['--what', 'eof'], 1, '', 'Aborted!'),
+            (['--what', 'error'], 1, '', 'Error: a damaged run'),
+            (['--what', 'nope'], 2, '', "Invalid value for '--what'"),
+            (['--help'], 0, 'launcher [OPTIONS]', '')):
+        monkeypatch.setattr(sys, 'argv', ['launcher', *args])
+        with pytest.raises(SystemExit) as exited:
+            run_command(command, 'the snapshot is kept')
+        assert exited.value.code == code, args
+        captured = capsys.readouterr()
+        assert out in captured.out and err in captured.err, (args, captured)
+        assert ('Interrupted' in captured.err) == (code == 130), (args, captured.err)
+        assert 'Aborted' not in captured.err or args == ['--what', 'eof']
+        assert 'Traceback' not in captured.err

@@ -13,7 +13,7 @@ import contextvars
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 from garage_promp.envs import _cstep, _tasks
-from garage_promp.envs.base import MetaEnv, stack_step_infos
+from garage_promp.envs.base import MetaEnv, check_action, stack_step_infos
 
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
@@ -162,6 +162,13 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         if self.sim_timestep is not None:
             model.opt.timestep = self.sim_timestep
         return model, data
+
+    def do_simulation(self, ctrl, n_frames) -> None:
+        """gymnasium's ``do_simulation``, refusing controls that are not finite real numbers
+        of the actuators' shape (:func:`~garage_promp.envs.base.check_action`), before
+        anything of the simulation changes: MuJoCo itself would step on with a NaN
+        control zeroed (and a warning) or an infinite one clamped to its range."""
+        super().do_simulation(check_action(self, ctrl, (self.model.nu, )), n_frames)
 
     def reset_model(self) -> np.ndarray:
         """Reset noise of the original ProMP envs, drawn from ``self.np_random``."""

@@ -50,6 +50,32 @@ def check_seed(seed: Any, name: str = 'seed') -> int:
     return int(seed)
 
 
+def check_action(env: Any, action: Any, shape: Sequence[int]) -> np.ndarray:
+    """``action`` as a float64 array, refused (ValueError naming the env and its task,
+    before anything of the env changes) unless it is real numbers of ``shape``, all
+    finite.
+
+    The raw envs' ``step`` (outside garage's wrapper, which checks the same) would
+    otherwise pass a NaN on into the state (the point envs) or to MuJoCo, which steps
+    on with it zeroed (and a warning) or an infinite control clamped; a complex action
+    would lose its imaginary part with NumPy's warning only.
+    """
+    values = np.asarray(action)
+    if values.dtype.kind not in 'biuf' or values.shape != tuple(shape):
+        raise ValueError(f'action must be real numbers of shape {tuple(shape)}, got {action!r} '
+                         f'({type(env).__name__}, task={_task_of(env)!r})')
+    values = values.astype(np.float64, copy=False)
+    if not np.isfinite(values).all():
+        raise ValueError(f'action is not finite (NaN or inf): {action!r} '
+                         f'({type(env).__name__}, task={_task_of(env)!r})')
+    return values
+
+
+def _task_of(env: Any) -> Any:
+    """The env's task for a message (None where it has none yet)."""
+    return getattr(env, '_task', None)
+
+
 def stack_step_infos(infos: Sequence[Dict[str, Any]]) -> Dict[str, np.ndarray]:
     """One step's env infos of a batch of envs, key by key (``np.asarray`` of each key's
     values, as the sampler stacks per-step dicts), for a ``batch_step``.

@@ -6,7 +6,7 @@ As hand-coded in the original ProMP code's experiments/env_1d/point_1d_hand_grad
 from typing import Any, Dict, List, Tuple
 
 from garage_promp.envs import _tasks
-from garage_promp.envs.base import MetaEnv
+from garage_promp.envs.base import MetaEnv, check_action
 from garage_promp.envs.gymnasium_env import GymnasiumMetaEnv
 
 import gymnasium
@@ -58,9 +58,7 @@ class Point1DGym(MetaEnv, gymnasium.Env):
     def step(self, action: np.ndarray) -> Tuple[np.ndarray, float, bool,
                                                 bool, Dict[str, Any]]:
         """s' = clip(action, -2, 2); reward exp(-0.1 (s' - g)^2)."""
-        action = np.asarray(action, dtype=np.float64)
-        if action.shape != (1, ):
-            raise ValueError(f'action must have shape (1,), got {action!r}')
+        action = check_action(self, action, (1, ))
         self._state = np.clip(action, -2., 2.)
         goal_dist = float(abs(self._state[0] - self._task))
         reward = float(np.exp(-0.1 * goal_dist**2))

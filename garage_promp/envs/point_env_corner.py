@@ -2,6 +2,7 @@
 from typing import Any, Dict, Tuple
 
 from garage_promp.envs._point import CornerGoalEnv
+from garage_promp.envs.base import check_action
 from garage_promp.envs.gymnasium_env import GymnasiumMetaEnv
 
 from gymnasium.spaces import Box
@@ -51,6 +52,7 @@ class PointCornerGym(CornerGoalEnv):
     def step(self, action: np.ndarray) -> Tuple[np.ndarray, float, bool,
                                                 bool, Dict[str, Any]]:
         """Move by clip(action, +-0.2); reward as the class doc."""
+        check_action(self, action, self.action_space.shape)
         prev_state = self._state
         self._state = prev_state + np.clip(action, -0.2, 0.2)
         reward = self._reward(prev_state, self._state)

@@ -2,6 +2,7 @@
 from typing import Any, Dict, Tuple
 
 from garage_promp.envs._point import CornerGoalEnv
+from garage_promp.envs.base import check_action
 from garage_promp.envs.gymnasium_env import GymnasiumMetaEnv
 
 from gymnasium.spaces import Box
@@ -54,6 +55,7 @@ class PointMomentumGym(CornerGoalEnv):
     def step(self, action: np.ndarray) -> Tuple[np.ndarray, float, bool,
                                                 bool, Dict[str, Any]]:
         """Accelerate by clip(action, +-0.1); reward as the class doc."""
+        check_action(self, action, self.action_space.shape)
         prev_position = self._position
         self._velocity = self._velocity + np.clip(action, -0.1, 0.1)
         self._position = prev_position + self._velocity

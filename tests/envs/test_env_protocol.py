@@ -12,6 +12,7 @@ from garage.experiment.task_sampler import SetTaskSampler
 from garage.np.policies import FixedPolicy
 from garage.sampler import LocalSampler
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+import mujoco
 import numpy as np
 import pytest
 
@@ -168,3 +169,33 @@ def test_invalid_constructor_arguments(value):
         envs.PointEnvCorner(max_episode_length=value)
     with pytest.raises(ValueError, match='seed'):
         envs.PointEnvCorner(seed=-1)
+
+
+@pytest.mark.parametrize('cls', ALL_ENVS)
+def test_the_raw_env_refuses_an_action_that_is_not_finite_real_numbers(cls):
+    """Outside garage's wrapper (which checks the same), each raw gymnasium env refuses a
+    NaN, infinite, complex or misshapen action before anything changes (MuJoCo would
+    step on with a NaN control zeroed or an infinite one clamped; a point env would carry
+    the NaN on)."""
+    env = cls(seed=3)
+    raw = env.gym_env.unwrapped
+    raw.reset(seed=3)
+    shape = raw.action_space.shape
+    good = np.full(shape, 0.01, dtype=np.float32)
+    before = copy.deepcopy(raw)
+    for bad, message in ((np.full(shape, np.nan), 'not finite'),
+                         (np.full(shape, -np.inf), 'not finite'),
+                         (np.full(shape, 0.01 + 0.5j), 'real numbers'),
+                         (np.zeros(shape[0] + 1), 'real numbers'),
+                         (['a'] * shape[0], 'real numbers')):
+        with pytest.raises(ValueError, match=message) as error:
+            raw.step(bad)
+        assert type(raw).__name__ in str(error.value)
+    if isinstance(raw, MujocoEnv):  # no bad control reached MuJoCo
+        assert raw.data.warning[mujoco.mjtWarning.mjWARN_BADCTRL].number == 0
+    # Nothing changed: the next good step is the step the untouched copy takes.
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # (no ComplexWarning either)
+        stepped, expected = raw.step(good), before.step(good)
+    np.testing.assert_array_equal(stepped[0], expected[0])
+    assert stepped[1] == expected[1]
