@@ -1054,6 +1054,15 @@ def read_result(path: pathlib.Path, what: str, read):
                              f'({type(error).__name__}: {error})') from None
 
 
+def _claim_source(path: pathlib.Path, fig: str, claim: str, script: str, read,
+                  missing: str = 'not run yet'):
+    """``(None, read_result(path, script, read))``; ``(rows, None)``, the claim's row saying
+    ``missing``, where ``path`` does not exist yet."""
+    if not path.exists():
+        return [(claim, EVIDENCE[fig], missing, '-')], None
+    return None, read_result(path, script, read)
+
+
 def fig4_claims(results_dir: pathlib.Path) -> List[Tuple[str, str, str, str]]:
     """Fig. 4's claim, LVC's meta-gradient varies less than DiCE's, from the committed
     run of ``launchers/gradient_variance.py`` (its ``RStdRatio``, DiCE's relative std
@@ -1114,11 +1123,12 @@ def fig5_goal_claims(directory: pathlib.Path) -> List[Tuple[str, str, str, str]]
     its last inner step (one policy each: a description, not a test)."""
     claim = ('Fig. 5 PointEnvMomentum: LVC-TRPO\'s pre-update policy explores and its '
              'adapted policies reach every goal; MAML-TRPO\'s do not')
-    path = directory / 'fig5_trajectories.json'
-    if not path.exists():
-        return [(claim, EVIDENCE['Fig. 5'], 'not drawn yet', '-')]
-    counts, drawn = read_result(path, 'benchmarks/fig5_trajectories.py',
-                                lambda data: _goal_regions_entered(data['algos']))
+    rows, found = _claim_source(directory / 'fig5_trajectories.json', 'Fig. 5', claim,
+                                'benchmarks/fig5_trajectories.py',
+                                lambda data: _goal_regions_entered(data['algos']), 'not drawn yet')
+    if rows:
+        return rows
+    counts, drawn = found
     lvc, maml = counts.get('LVC-TRPO'), counts.get('MAML-TRPO')
     if lvc is None or maml is None:
         return [(claim, EVIDENCE['Fig. 5'], 'not drawn for both LVC-TRPO and MAML-TRPO', '-')]
@@ -1174,11 +1184,11 @@ def fig6_claims(directory: pathlib.Path) -> List[Tuple[str, str, str, str]]:
     and lower (the landscape is flat near its maximum, so both are required)."""
     claim = ('Fig. 6 PointEnv1D: formulation I (DiCE-VPG) moves θ towards the post-update '
              'optimum, formulation II (E-MAML-VPG) does not')
-    path = directory / 'fig6.json'
-    if not path.exists():
-        return [(claim, EVIDENCE['Fig. 6'], 'not run yet', '-')]
-    best, moves = read_result(path, 'benchmarks/fig6.py',
-                              lambda data: _theta_moves(data['panels'][0]))
+    rows, found = _claim_source(directory / 'fig6.json', 'Fig. 6', claim, 'benchmarks/fig6.py',
+                                lambda data: _theta_moves(data['panels'][0]))
+    if rows:
+        return rows
+    best, moves = found
     if 'DiCE-VPG' not in moves or 'E-MAML-VPG' not in moves:
         return [(claim, EVIDENCE['Fig. 6'], 'not run for both formulations', '-')]
     iterations = max(m[4] for m in moves.values())
