@@ -17,7 +17,7 @@ import os
 import pathlib
 
 from garage_promp.experiment.plotting import group_runs, plot_bands, read_progress
-from garage_promp.validation import OUTPUT_FILE, user_errors
+from garage_promp.validation import OUTPUT_FILE, run_command, user_errors
 
 import click
 
@@ -94,4 +94,4 @@ def main(run_dirs, keys, x_key, out, title):
 
 if __name__ == '__main__':
     import garage_promp  # noqa: F401  (compat layer, as every launcher)
-    main()  # pylint: disable=no-value-for-parameter
+    run_command(main)

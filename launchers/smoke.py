@@ -7,7 +7,7 @@ layer (no TensorFlow, torch 2, numpy 1.26).
 import os
 
 import garage_promp  # noqa: F401  (applies the garage compat layer)
-from garage_promp.validation import SEED, check_output_path, count, usage_errors
+from garage_promp.validation import SEED, check_output_path, count, run_command, usage_errors
 
 import click
 from garage import wrap_experiment
@@ -65,4 +65,4 @@ def main(seed, epochs):
 
 
 if __name__ == '__main__':
-    main()  # pylint: disable=no-value-for-parameter
+    run_command(main)
