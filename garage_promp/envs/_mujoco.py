@@ -168,7 +168,9 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         of the actuators' shape (:func:`~garage_promp.envs.base.check_action`), before
         anything of the simulation changes: MuJoCo itself would step on with a NaN
         control zeroed (and a warning) or an infinite one clamped to its range."""
-        super().do_simulation(check_action(self, ctrl, (self.model.nu, )), n_frames)
+        if not self._action_checked:  # (stepped directly, not by garage's wrapper)
+            ctrl = check_action(self, ctrl, (self.model.nu, ))
+        super().do_simulation(ctrl, n_frames)
 
     def reset_model(self) -> np.ndarray:
         """Reset noise of the original ProMP envs, drawn from ``self.np_random``."""

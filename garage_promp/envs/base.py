@@ -50,6 +50,16 @@ def check_seed(seed: Any, name: str = 'seed') -> int:
     return int(seed)
 
 
+def real_array(action: Any, shape: Sequence[int]) -> np.ndarray | None:
+    """``action`` as an array if it is real numbers of ``shape`` (None otherwise: text,
+    complex numbers, objects, another shape). The one test of an action's form, for
+    garage's wrapper (``GymnasiumEnv``) and the raw envs (:func:`check_action`)."""
+    values = np.asarray(action)
+    if values.dtype.kind not in 'biuf' or values.shape != tuple(shape):
+        return None
+    return values
+
+
 def check_action(env: Any, action: Any, shape: Sequence[int]) -> np.ndarray:
     """``action`` as a float64 array, refused (ValueError naming the env and its task,
     before anything of the env changes) unless it is real numbers of ``shape``, all
@@ -58,10 +68,12 @@ def check_action(env: Any, action: Any, shape: Sequence[int]) -> np.ndarray:
     The raw envs' ``step`` (outside garage's wrapper, which checks the same) would
     otherwise pass a NaN on into the state (the point envs) or to MuJoCo, which steps
     on with it zeroed (and a warning) or an infinite control clamped; a complex action
-    would lose its imaginary part with NumPy's warning only.
+    would lose its imaginary part with NumPy's warning only. While the wrapper steps the
+    env (:attr:`MetaEnv._action_checked`) the envs do not call this: the wrapper, or the
+    sampler for it, has checked the action.
     """
-    values = np.asarray(action)
-    if values.dtype.kind not in 'biuf' or values.shape != tuple(shape):
+    values = real_array(action, shape)
+    if values is None:
         raise ValueError(f'action must be real numbers of shape {tuple(shape)}, got {action!r} '
                          f'({type(env).__name__}, task={_task_of(env)!r})')
     values = values.astype(np.float64, copy=False)
@@ -118,6 +130,11 @@ class MetaEnv(abc.ABC):
     The task is a plain Python / numpy object (a float, an array, or a dict of
     arrays), so it pickles and deep-copies with the env.
     """
+
+    #: True while garage's wrapper (``GymnasiumEnv.step``) steps this env with an action
+    #: it (or the sampler, for it) has checked: the env's own :func:`check_action` is not
+    #: repeated on that path. A class default, so that pickled envs read False.
+    _action_checked = False
 
     diagnostic_keys: Dict[str, str] = {}
     """Maps an ``env_info`` key to the CamelCase name it is logged under."""

@@ -11,7 +11,7 @@ import inspect
 import math
 from typing import Any, Dict, Tuple
 
-from garage_promp.envs.base import check_seed
+from garage_promp.envs.base import MetaEnv, check_seed, real_array
 from garage_promp.validation import MAX_EPISODE_LENGTH, check_bool
 
 import akro
@@ -229,7 +229,15 @@ class GymnasiumEnv(Environment):
         if not self._checked_outside:  # the package's sampler makes its actions itself
             self._check_action(action, check)
         self._step_cnt += 1
-        obs, reward, terminated, truncated, info = self._env.step(action)
+        raw = self._env.unwrapped
+        checked = isinstance(raw, MetaEnv)  # the package's env: its own check not repeated
+        if checked:
+            raw._action_checked = True  # pylint: disable=protected-access
+        try:
+            obs, reward, terminated, truncated, info = self._env.step(action)
+        finally:
+            if checked:
+                raw._action_checked = False  # pylint: disable=protected-access
         obs = np.asarray(obs, dtype=np.float32)
         reward = float(reward)
         if check:
@@ -268,11 +276,8 @@ class GymnasiumEnv(Environment):
         bare float would be broadcast into a (2,) env's state, a (2, 2) would reshape it)
         or, with ``finite``, is not finite; nothing of the env has changed yet."""
         shape = self._spec.action_space.shape
-        try:
-            values = np.asarray(action, dtype=np.float64)
-        except (TypeError, ValueError):
-            values = None
-        if values is None or values.shape != shape:
+        values = real_array(action, shape)  # (complex numbers are not numbers here)
+        if values is None:
             raise ValueError(f'action must be numbers of the action space\'s shape {shape}, got '
                              f'{action!r} (at step {self._step_cnt + 1} of '
                              f'{type(self._env.unwrapped).__name__})')

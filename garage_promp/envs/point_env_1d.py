@@ -58,7 +58,8 @@ class Point1DGym(MetaEnv, gymnasium.Env):
     def step(self, action: np.ndarray) -> Tuple[np.ndarray, float, bool,
                                                 bool, Dict[str, Any]]:
         """s' = clip(action, -2, 2); reward exp(-0.1 (s' - g)^2)."""
-        action = check_action(self, action, (1, ))
+        action = (np.asarray(action, dtype=np.float64) if self._action_checked  # (by the wrapper)
+                  else check_action(self, action, (1, )))
         self._state = np.clip(action, -2., 2.)
         goal_dist = float(abs(self._state[0] - self._task))
         reward = float(np.exp(-0.1 * goal_dist**2))

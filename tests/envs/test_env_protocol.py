@@ -1,6 +1,7 @@
 """Every env class: seeding, copies, and garage's task samplers and sampler."""
 import copy
 import pickle
+import sys
 import warnings
 
 import garage_promp  # noqa: F401
@@ -199,3 +200,25 @@ def test_the_raw_env_refuses_an_action_that_is_not_finite_real_numbers(cls):
         stepped, expected = raw.step(good), before.step(good)
     np.testing.assert_array_equal(stepped[0], expected[0])
     assert stepped[1] == expected[1]
+
+
+@pytest.mark.parametrize('cls', ALL_ENVS)
+def test_through_garages_wrapper_the_action_is_checked_once(cls, monkeypatch):
+    """``GymnasiumEnv`` checks the action (a complex one too) and the raw env does not check
+    it again (the sampler's path tests nothing twice); stepped directly, it does."""
+    from garage_promp.envs import base
+    env = cls(seed=3)
+    env.reset()
+    shape = env.action_space.shape
+    with pytest.raises(ValueError, match="numbers of the action space's shape"):
+        env.step(np.full(shape, 0.01 + 0.5j))
+    calls = []
+    real = base.check_action
+    monkeypatch.setattr(base, 'check_action', lambda *a: calls.append(a) or real(*a))
+    for module in {type(env.gym_env.unwrapped).__module__, 'garage_promp.envs._mujoco'}:
+        if hasattr(sys.modules[module], 'check_action'):
+            monkeypatch.setattr(sys.modules[module], 'check_action', base.check_action)
+    env.step(np.full(shape, 0.01, dtype=np.float32))
+    assert not calls and env.gym_env.unwrapped._action_checked is False
+    env.gym_env.unwrapped.step(np.full(env.gym_env.unwrapped.action_space.shape, 0.01))
+    assert len(calls) == 1
