@@ -403,6 +403,27 @@ def test_identical_models_group_copies_and_split_on_any_difference():
     assert [models[id(env)] for env in envs] == [envs[i % 2].model for i in range(6)]
 
 
+def test_same_bytes_finds_a_difference_at_any_byte(monkeypatch):
+    """The model comparison (``memcmp`` where the C library is loaded, else
+    ``np.array_equal``) sees one flipped bit at the first, a middle and the last byte,
+    and a length difference; on Linux it is the ``memcmp`` path."""
+    import sys  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.envs import _mujoco  # pylint: disable=import-outside-toplevel
+    if sys.platform.startswith('linux'):
+        assert _mujoco._MEMCMP is not None  # pylint: disable=protected-access
+    a = np.random.default_rng(0).integers(0, 256, 100_003, dtype=np.uint8)
+    for memcmp in (_mujoco._MEMCMP, None):  # pylint: disable=protected-access
+        monkeypatch.setattr(_mujoco, '_MEMCMP', memcmp)
+        assert _mujoco.same_bytes(a, a.copy())
+        for i in (0, a.size // 2, a.size - 1):
+            b = a.copy()
+            b[i] ^= 1
+            assert not _mujoco.same_bytes(a, b)
+        assert not _mujoco.same_bytes(a, a[:-1].copy())
+        assert not _mujoco.same_bytes(a[:-1].copy(), a)
+
+
 @pytest.mark.mujoco
 def test_a_lean_wave_steps_identical_models_as_one(monkeypatch):
     """Inside the stepper, a wave's HalfCheetah copies are stepped with one model (the
