@@ -32,6 +32,11 @@ alike:
   the Python, numpy and torch work between their steps).
   ``sampler lean - MuJoCo in the sampler`` is
   what the package's own code costs a step;
+* ``the learner's work`` and ``policy forward`` (the same timed pass): the
+  algorithm's per-task processing and inner steps between the rounds, and the
+  sampler's batched policy forward; with MuJoCo in the sampler they are what the
+  same episodes need, and ``physics / (their sum)``, the ``ceiling``, is the
+  ratio the sampler would reach if everything else cost nothing;
 
 and prints microseconds per env step and ``physics / sampler``, the fraction
 of the physics limit the sampler reaches. With ``--workers N``, N processes
@@ -240,18 +245,44 @@ class LearnerClock:
         del self.algo._inner_step  # the method again  # pylint: disable=protected-access
 
 
+class PolicyClock:
+    """Within ``with``, the sampler's policy forward is timed (``seconds``, ``calls``).
+
+    That is ``RolloutWorker._distribution``: at every lockstep step, the batched
+    forward of all the wave's rows, each at its task's parameters, in the fixed
+    blocks that make a row's numbers independent of the worker count. The forward
+    is part of sampling and cannot be left out without other actions; with
+    MuJoCo's calls and the learner's work it bounds what the sampler can reach
+    (``ceiling``). Wrapped on the class, so only an in-process sampler is seen.
+    """
+
+    def __init__(self):
+        self.seconds, self.calls = 0., 0
+
+    def __enter__(self):
+        from garage_promp.sampler.rollout import RolloutWorker  # pylint: disable=import-outside-toplevel
+        self._saved = RolloutWorker.__dict__['_distribution']
+        RolloutWorker._distribution = _timed(self._saved, self)  # pylint: disable=protected-access
+        return self
+
+    def __exit__(self, *exc):
+        from garage_promp.sampler.rollout import RolloutWorker  # pylint: disable=import-outside-toplevel
+        RolloutWorker._distribution = self._saved  # pylint: disable=protected-access
+
+
 def _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task, n_workers,
-                      clock=None, learner=None):
+                      clock=None, learner=None, policy=None):
     """Seconds and env steps of one ProMP meta-batch (all rounds) after a start-up one,
-    timed by ``clock`` (a :class:`MujocoClock`) and ``learner`` (a :class:`LearnerClock`)
-    where given."""
+    timed by ``clock`` (a :class:`MujocoClock`), ``learner`` (a :class:`LearnerClock`)
+    and ``policy`` (a :class:`PolicyClock`) where given."""
     exp = promp_experiment(env_name, meta_batch_size, episodes_per_task, n_workers)
     exp.algo.sampler._lean = lean  # pylint: disable=protected-access
     if learner is not None:
         learner.algo = exp.algo
     try:
         exp.algo.sample_meta_batch(0)  # start-up: workers, env copies
-        with clock or contextlib.nullcontext(), learner or contextlib.nullcontext():
+        with clock or contextlib.nullcontext(), learner or contextlib.nullcontext(), \
+                policy or contextlib.nullcontext():
             start = time.perf_counter()
             batches = exp.algo.sample_meta_batch(1)
             elapsed = time.perf_counter() - start
@@ -278,18 +309,20 @@ def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1,
 
 
 def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task):
-    """MuJoCo and the learner in the lean in-process sampler, and the same steps replayed alone.
+    """MuJoCo, the learner and the policy in the lean in-process sampler, and the same steps
+    replayed alone.
 
-    A meta-batch of its own, with :class:`MujocoClock` timing MuJoCo's calls and
-    :class:`LearnerClock` the learner's work; returns microseconds per env step of
-    MuJoCo's functions in it, of :func:`replay_us` on the steps it recorded, and of the
-    learner's work.
+    A meta-batch of its own, with :class:`MujocoClock` timing MuJoCo's calls,
+    :class:`LearnerClock` the learner's work and :class:`PolicyClock` the policy
+    forward; returns microseconds per env step of MuJoCo's functions in it, of
+    :func:`replay_us` on the steps it recorded, of the learner's work and of the
+    policy forward.
     """
-    clock, learner = MujocoClock(), LearnerClock()
+    clock, learner, policy = MujocoClock(), LearnerClock(), PolicyClock()
     _, steps = _timed_meta_batch(env_name, True, meta_batch_size, episodes_per_task, 1, clock,
-                                 learner)
+                                 learner, policy)
     return (clock.seconds / steps * 1e6, replay_us(clock.steps),
-            learner.seconds / steps * 1e6)
+            learner.seconds / steps * 1e6, policy.seconds / steps * 1e6)
 
 
 def replay_us(steps):
@@ -331,7 +364,7 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     torch.set_num_threads(1)
     columns = {'physics': [], 'physics_lockstep': [], 'wrapped': [], 'sampler_wrapped': [],
                'sampler_lean': [], 'sampler_mujoco': [], 'physics_replayed': [], 'learner': [],
-               'sampler_lean_python_loop': []}
+               'forward': [], 'sampler_lean_python_loop': []}
     for _ in range(repeats):
         columns['physics'].append(physics_us(env_name, n_steps) if n_workers == 1 else
                                   parallel_physics_us(env_name, n_workers, n_steps))
@@ -345,11 +378,12 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
         if n_workers == 1:  # MuJoCo's calls are timed in-process only
             columns['sampler_lean_python_loop'].append(sampler_us(
                 env_name, True, meta_batch_size, episodes_per_task, compiled=False))
-            mujoco_us, replayed_us, learner_us = sampler_mujoco_us(env_name, meta_batch_size,
-                                                                   episodes_per_task)
+            mujoco_us, replayed_us, learner_us, forward_us = sampler_mujoco_us(
+                env_name, meta_batch_size, episodes_per_task)
             columns['sampler_mujoco'].append(mujoco_us)
             columns['physics_replayed'].append(replayed_us)
             columns['learner'].append(learner_us)
+            columns['forward'].append(forward_us)
     result = {k: statistics.median(v) for k, v in columns.items() if v}
     result.update(env=env_name, workers=n_workers, repeats=repeats,
                   ratio_lean=result['physics'] / result['sampler_lean'],
@@ -360,8 +394,10 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
         result.update(ratio_mujoco_share=result['sampler_mujoco'] / result['sampler_lean'],
                       package_us=result['sampler_lean'] - result['sampler_mujoco'],
                       ratio_mujoco_physics=result['sampler_mujoco'] / result['physics'],
-                      sampler_only=result['sampler_lean'] - result['learner'])
+                      sampler_only=result['sampler_lean'] - result['learner'],
+                      floor=result['sampler_mujoco'] + result['forward'] + result['learner'])
         result.update(ratio_sampler_only=result['physics'] / result['sampler_only'],
+                      ceiling=result['physics'] / result['floor'],
                       ratio_lean_python_loop=result['physics']
                       / result['sampler_lean_python_loop'])
     return result
@@ -400,6 +436,20 @@ def format_table(results, meta_batch_size, episodes_per_task):
                          f"{r['learner']:.1f} | {r['sampler_only']:.1f} | "
                          f"{r['ratio_sampler_only']:.2f} | {r['sampler_lean_python_loop']:.1f} | "
                          f"{r['ratio_lean_python_loop']:.2f} |")
+        lines += ['', 'What bounds the ratio: the parts of a sampled step that the same '
+                  'episodes need (timed in the second pass), MuJoCo\'s calls as they run in the '
+                  'sampler, the policy forward and the learner\'s work between rounds, and the '
+                  'ratio the '
+                  'sampler would reach if everything else (the package\'s and the env\'s '
+                  'Python, the recording, the episode set-up) cost nothing:', '',
+                  '| env | MuJoCo in the sampler | policy forward | the learner\'s work | '
+                  'together | sampler, lean | everything else | physics / together (ceiling) | '
+                  'physics / sampler lean |', '|---|---|---|---|---|---|---|---|---|']
+        for r in split:
+            lines.append(f"| {r['env']} | {r['sampler_mujoco']:.1f} | {r['forward']:.1f} | "
+                         f"{r['learner']:.1f} | {r['floor']:.1f} | {r['sampler_lean']:.1f} | "
+                         f"{r['sampler_lean'] - r['floor']:.1f} | {r['ceiling']:.2f} | "
+                         f"{r['ratio_lean']:.2f} |")
     return '\n'.join(lines)
 
 

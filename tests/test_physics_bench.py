@@ -20,7 +20,7 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
     row = json.loads((tmp_path / 'physics.json').read_text())['results'][0]
     assert row['env'] == 'HalfCheetahFwdBack' and row['workers'] == 1
     for key in ('physics', 'physics_lockstep', 'wrapped', 'sampler_wrapped', 'sampler_lean',
-                'sampler_mujoco', 'physics_replayed', 'learner'):
+                'sampler_mujoco', 'physics_replayed', 'learner', 'forward'):
         assert row[key] > 0
     assert row['sampler_lean_python_loop'] > 0
     assert row['ratio_lean_python_loop'] == pytest.approx(row['physics']
@@ -33,7 +33,13 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
     assert row['ratio_lean'] == pytest.approx(row['physics'] / row['sampler_lean'])
     assert row['ratio_lean_lockstep'] == pytest.approx(row['physics_lockstep']
                                                        / row['sampler_lean'])
-    assert f"**{row['ratio_lean']:.2f}**" in (tmp_path / 'physics.md').read_text()
+    assert row['floor'] == pytest.approx(row['sampler_mujoco'] + row['forward'] + row['learner'])
+    assert row['floor'] < row['sampler_lean']
+    assert row['ceiling'] == pytest.approx(row['physics'] / row['floor'])
+    assert row['ceiling'] > row['ratio_lean']
+    table = (tmp_path / 'physics.md').read_text()
+    assert f"**{row['ratio_lean']:.2f}**" in table
+    assert f"| {row['floor']:.1f} | {row['sampler_lean']:.1f} | " in table
 
 
 def test_physics_model_is_found_under_the_wrappers():
@@ -108,3 +114,18 @@ def test_learner_clock_times_every_tasks_processing_and_inner_step_and_restores_
                                    + ['concatenate_tasks'] * 2), calls
     assert steps == 800 and 0 < learner.seconds < elapsed and learner.calls == len(calls)
     assert '_inner_step' not in vars(learner.algo)
+
+
+@pytest.mark.mujoco
+def test_policy_clock_times_one_forward_per_lockstep_step_and_restores_the_method():
+    """In a meta-batch of 2 tasks x 2 episodes of HalfCheetah (H = 100, never ends early):
+    one policy forward per lockstep step, 100 a round, 2 rounds; afterwards the worker's
+    method is itself again."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    from garage_promp.sampler.rollout import RolloutWorker  # pylint: disable=import-outside-toplevel
+    original = RolloutWorker.__dict__['_distribution']
+    policy = physics.PolicyClock()
+    elapsed, steps = physics._timed_meta_batch('HalfCheetahFwdBack', True, 2, 2, 1,
+                                               policy=policy)
+    assert RolloutWorker.__dict__['_distribution'] is original
+    assert steps == 800 and policy.calls == 200 and 0 < policy.seconds < elapsed
