@@ -450,7 +450,50 @@ def format_table(results, meta_batch_size, episodes_per_task):
                          f"{r['learner']:.1f} | {r['floor']:.1f} | {r['sampler_lean']:.1f} | "
                          f"{r['sampler_lean'] - r['floor']:.1f} | {r['ceiling']:.2f} | "
                          f"{r['ratio_lean']:.2f} |")
+        lines += ['', 'Summary (the README\'s table) and the goals:', '', goals_table(split)]
     return '\n'.join(lines)
+
+
+#: The goals for ``physics / sampler lean`` (one process, the in-process sampler, 20 tasks
+#: x 10 episodes), per env; the envs not named have none.
+GOALS = {'HalfCheetahFwdBack': 0.6, 'HopperRandParams': 0.6, 'WalkerFwdBack': 0.8,
+         'AntRandDirec': 0.8, 'HumanoidRandDirec': 0.85, 'ML1:reach-v3': 0.4}
+
+
+def goals_table(results) -> str:
+    """The summary the README shows: per env, the physics and the two ratios (the wrapped
+    env alone, the sampler), the sampler without the learner's work, the ceiling and the
+    goal with its verdict. ``results`` are :func:`measure`'s rows of one-process runs."""
+    lines = ['| env | physics `mj_step` (µs) | wrapped `env.step` (µs) | sampler, lean (µs) | '
+             'physics / wrapped `env.step` | physics / sampler | without the learner\'s work | '
+             'ceiling | goal |', '|---|---|---|---|---|---|---|---|---|']
+    for r in results:
+        goal = GOALS.get(r['env'])
+        verdict = '' if goal is None else (
+            f"≥ {goal}: {'met' if round(r['ratio_lean'], 2) >= goal else 'not met'}")
+        lines.append(f"| {r['env']} | {r['physics']:.1f} | {r['wrapped']:.1f} | "
+                     f"{r['sampler_lean']:.1f} | {r['ratio_raw']:.2f} | "
+                     f"**{r['ratio_lean']:.2f}** | {r['ratio_sampler_only']:.2f} | "
+                     f"{r['ceiling']:.2f} | {verdict} |")
+    return '\n'.join(lines)
+
+
+def read_results(paths) -> list:
+    """The rows of saved ``physics*.json`` files, in order; an unreadable file or one without
+    the timed pass's columns is a usage error naming it."""
+    import json  # pylint: disable=import-outside-toplevel
+    rows = []
+    for path in paths:
+        try:
+            found = json.loads(pathlib.Path(path).read_text())['results']
+            for row in found:
+                row['ceiling']  # pylint: disable=pointless-statement
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise click.BadParameter(f'{path}: not a one-process physics.json with the '
+                                     f'ceiling column ({type(error).__name__}: {error})',
+                                     param_hint='--summarize') from None
+        rows += found
+    return rows
 
 
 def _check_mujoco_envs(envs):
@@ -476,8 +519,15 @@ def _check_mujoco_envs(envs):
 @click.option('--physics-steps', type=count(100), default=20000, show_default=True)
 @click.option('--out', type=OUTPUT_DIR, default=None,
               help='Write physics.json and physics.md here.')
-def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_steps, out):
+@click.option('--summarize', 'summaries', multiple=True, metavar='PHYSICS_JSON',
+              help='Measure nothing: print the goals table (as in the README) of saved '
+                   'one-process results, in the order given.')
+def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_steps, out,
+         summaries):
     """Print the physics table of ENVS."""
+    if summaries:
+        click.echo(goals_table(read_results(summaries)))
+        return
     os.environ.setdefault('OMP_NUM_THREADS', '1')
     _check_mujoco_envs(envs)
     check_env_batches(  # a MuJoCo env, or no physics to time

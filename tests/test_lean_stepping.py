@@ -376,10 +376,18 @@ def test_a_waves_constants_are_its_own(env_name):
 
 
 @pytest.mark.mujoco
-def test_identical_models_group_copies_and_split_on_any_difference():
+@pytest.mark.parametrize('compiled', [True, False], ids=['compiled', 'serialised'])
+def test_identical_models_group_copies_and_split_on_any_difference(compiled, monkeypatch):
     """Deep copies share one model; RandParams envs group by task; a model that differs
-    in one number, or in its timestep option, is its own group; non-MuJoCo envs are left out."""
+    in one number, or in its timestep option, is its own group; non-MuJoCo envs are left
+    out: with the compiled comparison and with the serialisations (no compiled library)."""
     import copy  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
+    if compiled and _cstep.library() is None:
+        pytest.skip(f'no compiled stepping library: {_cstep.reason}')
+    if not compiled:
+        monkeypatch.setattr(_cstep, '_library', None)
 
     from garage_promp.envs._mujoco import identical_models  # pylint: disable=import-outside-toplevel
     cheetah = ENVS['HalfCheetahFwdBack']['env'].gym_env_cls(seed=0)
@@ -401,6 +409,64 @@ def test_identical_models_group_copies_and_split_on_any_difference():
         env.set_task(tasks[i % 2])
     models = identical_models(envs)
     assert [models[id(env)] for env in envs] == [envs[i % 2].model for i in range(6)]
+
+
+def _perturbed(value: np.ndarray) -> np.ndarray:
+    """``value`` with its first entry changed in its last bit (or by one)."""
+    flat = value.reshape(-1).copy()
+    if flat.dtype.kind == 'f':
+        flat[0] = np.nextafter(flat[0], flat.dtype.type(np.inf))
+    elif flat.dtype.kind == 'b':
+        flat[0] = not flat[0]
+    else:
+        flat[0] = flat[0] ^ 1
+    return flat.reshape(value.shape)
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize('env_name', ['HalfCheetahFwdBack', 'HumanoidRandDirec'])
+def test_same_physics_sees_every_array_option_and_statistic_but_the_textures(env_name):
+    """The compiled comparison: a copy with any one array of the model changed in one entry
+    (every non-empty array MuJoCo's bindings show, a hundred and more), or any option, or
+    the statistics, or the visual setting the engine reads, is not the same physics; one
+    whose textures' pixels differ is (only rendering reads them), while its serialisation
+    differs; a deep copy is the same."""
+    import copy  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
+
+    import mujoco  # pylint: disable=import-outside-toplevel
+    lib = _cstep.library()
+    if lib is None:
+        pytest.skip(f'no compiled stepping library: {_cstep.reason}')
+    model = ENVS[env_name]['env'].gym_env_cls(seed=0).model
+    assert _cstep.same_physics(lib, model, copy.deepcopy(model))
+    names = [name for name in dir(model) if not name.startswith('_')
+             and isinstance(getattr(model, name), np.ndarray) and getattr(model, name).size]
+    assert 'tex_data' in names and len(names) > 100
+    for name in names:
+        other = copy.deepcopy(model)
+        getattr(other, name)[...] = _perturbed(getattr(model, name))
+        assert _cstep.same_physics(lib, model, other) == (name == 'tex_data'), name
+    textured = copy.deepcopy(model)
+    textured.tex_data[...] = _perturbed(model.tex_data)
+    blobs = []
+    for m in (model, textured):
+        blobs.append(np.empty(mujoco.mj_sizeModel(m), dtype=np.uint8))
+        mujoco.mj_saveModel(m, None, blobs[-1])
+    assert not np.array_equal(*blobs)
+    changes = {'opt.timestep': lambda m: setattr(m.opt, 'timestep', m.opt.timestep * 2),
+               'opt.gravity': lambda m: m.opt.gravity.__setitem__(2, -9.8),
+               'opt.o_solimp': lambda m: m.opt.o_solimp.__setitem__(0, 0.5),
+               'opt.iterations': lambda m: setattr(m.opt, 'iterations', m.opt.iterations + 1),
+               'opt.disableflags': lambda m: setattr(m.opt, 'disableflags', 1),
+               'stat.meaninertia': lambda m: setattr(m.stat, 'meaninertia', 2.5),
+               'vis.global.bvactive': lambda m: setattr(m.vis.global_, 'bvactive',
+                                                        1 - m.vis.global_.bvactive)}
+    for what, change in changes.items():
+        other = copy.deepcopy(model)
+        change(other)
+        assert not _cstep.same_physics(lib, model, other), what
 
 
 def test_same_bytes_finds_a_difference_at_any_byte(monkeypatch):

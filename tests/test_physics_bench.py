@@ -129,3 +129,38 @@ def test_policy_clock_times_one_forward_per_lockstep_step_and_restores_the_metho
                                                policy=policy)
     assert RolloutWorker.__dict__['_distribution'] is original
     assert steps == 800 and policy.calls == 200 and 0 < policy.seconds < elapsed
+
+
+def _row(env, **values):
+    row = dict(env=env, physics=20., wrapped=60., sampler_lean=40., ratio_raw=1 / 3,
+               ratio_lean=0.5, ratio_sampler_only=0.55, ceiling=0.7)
+    row.update(values)
+    return row
+
+
+def test_goals_table_gives_each_goal_its_verdict():
+    """A ratio that rounds to the goal meets it, one below does not, an env without a goal
+    has no verdict; the README's numbers are the rows' own."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    table = physics.goals_table([_row('HalfCheetahFwdBack', ratio_lean=0.5996),
+                                 _row('WalkerFwdBack', ratio_lean=0.79),
+                                 _row('WalkerRandParams')]).splitlines()
+    assert table[2] == ('| HalfCheetahFwdBack | 20.0 | 60.0 | 40.0 | 0.33 | **0.60** | 0.55 | '
+                        '0.70 | ≥ 0.6: met |')
+    assert table[3].endswith('| **0.79** | 0.55 | 0.70 | ≥ 0.8: not met |')
+    assert table[4].endswith('| 0.70 |  |')
+
+
+def test_summarize_prints_saved_results_and_names_a_bad_file(tmp_path):
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    good = tmp_path / 'physics.json'
+    good.write_text(json.dumps({'results': [_row('AntRandDirec', ratio_lean=0.81)]}))
+    result = CliRunner().invoke(physics.main, ['--summarize', str(good)])
+    assert result.exit_code == 0 and '| **0.81** |' in result.output
+    assert '≥ 0.8: met' in result.output
+    old = tmp_path / 'old.json'  # a file from before the ceiling column
+    old.write_text(json.dumps({'results': [{'env': 'AntRandDirec'}]}))
+    for bad in (old, tmp_path / 'missing.json'):
+        result = CliRunner().invoke(physics.main, ['--summarize', str(good),
+                                                   '--summarize', str(bad)])
+        assert result.exit_code == 2 and str(bad) in result.output

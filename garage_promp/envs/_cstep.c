@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include <mujoco/mujoco.h>
+#include <mujoco/mjxmacro.h>
 
 typedef void (*gp_error_fn)(const char*);
 extern gp_error_fn _mjPRIVATE__get_tls_error_fn(void);
@@ -64,4 +65,42 @@ int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int 
   }
   _mjPRIVATE__set_tls_error_fn(previous);
   return 0;
+}
+
+/* gp_same_physics: whether stepping with model b computes exactly what model a would,
+ * for identical_models (garage_promp/envs/_mujoco.py). Returns 1 when every size
+ * (MJMODEL_INTS), every option (MJOPTION_*, bytes compared: -0. is not 0.), the visual
+ * settings and the statistics (whole structs: padding that differs only splits a group;
+ * the engine reads vis.global.bvactive) and every
+ * array of the model (MJMODEL_POINTERS) are equal, byte for byte, except tex_data:
+ * the textures' pixels, which only rendering reads (in MuJoCo 3.3 no function of the
+ * engine, src/engine and src/thread, reads tex_data). They are 98% of the bytes of the
+ * paper envs' models (500 of 510 KB: gymnasium's skybox and floor textures), so this
+ * compares about 10 KB where the models' serialisations are half a megabyte each.
+ */
+int gp_same_physics(const mjModel* a, const mjModel* b) {
+  if (a == b) return 1;
+  /* (mjxmacro.h defines XMJV and XNV as X) */
+#define X(name) if (a->name != b->name) return 0;
+  MJMODEL_INTS
+#undef X
+#define X(type, name) if (memcmp(&a->opt.name, &b->opt.name, sizeof(type))) return 0;
+  MJOPTION_SCALARS
+#undef X
+#define X(name, n) if (memcmp(a->opt.name, b->opt.name, sizeof(mjtNum) * (n))) return 0;
+  MJOPTION_VECTORS
+#undef X
+  if (memcmp(&a->vis, &b->vis, sizeof(mjVisual))) return 0;
+  if (memcmp(&a->stat, &b->stat, sizeof(mjStatistic))) return 0;
+  {
+    const mjModel* m = a;
+    MJMODEL_POINTERS_PREAMBLE(m)
+#define X(type, name, nr, nc)                                                         \
+    if (strcmp(#name, "tex_data") != 0 &&                                             \
+        memcmp(a->name, b->name, sizeof(type) * (size_t)(a->nr) * (size_t)(nc)))     \
+      return 0;
+    MJMODEL_POINTERS
+#undef X
+  }
+  return 1;
 }

@@ -9,6 +9,9 @@ the bindings call (``libmujoco`` of the installed ``mujoco`` wheel, with its
 headers), on the bindings' own ``mjModel`` and ``mjData`` (``MjData._address``):
 the same calls on the same numbers, so the episodes are the same bit for bit
 (``tests/test_lean_stepping.py`` checks it against ``step`` for every paper env).
+The same library compares two models' physics (:func:`same_physics`, for
+:func:`~garage_promp.envs._mujoco.identical_models`): every field of the model but
+the textures' pixels, without serialising half a megabyte of textures per model.
 
 It is compiled on first use with the C compiler (``$CC``, split as a shell would,
 or ``cc``; about 0.3 s) into ``$GARAGE_PROMP_CACHE`` (default
@@ -136,7 +139,17 @@ def _load(path: pathlib.Path):
     step.argtypes = [_I, _P, _P, _P, _I, _I, _I, _P, _P, _I, _P, _I]
     step.restype = _I
     loaded.gp_last_error.restype = ctypes.c_char_p
+    same = loaded.gp_same_physics
+    same.argtypes = [_P, _P]
+    same.restype = _I
     return loaded
+
+
+def same_physics(lib, a: Any, b: Any) -> bool:
+    """Whether stepping with ``MjModel`` ``b`` computes exactly what ``a`` would: every
+    size, option, statistic and array equal byte for byte, the textures' pixels (read
+    only by rendering) aside (``gp_same_physics`` in ``_cstep.c``)."""
+    return lib.gp_same_physics(a._address, b._address) == 1  # pylint: disable=protected-access
 
 
 def library():

@@ -100,40 +100,66 @@ def identical_models(envs: Sequence[Any]) -> 'WaveModels':
     ``MjModel`` (half a megabyte for HalfCheetah): stepping 200 of them in
     turn reads 200 copies of the same numbers, and on HalfCheetahFwdBack
     MuJoCo's own time in the sampler is then about 1.2x that of one model
-    stepping 200 ``MjData``. Two models are identical here when MuJoCo's own
-    binary serialisation (``mj_saveModel``, every size, option and array of
-    the model) is equal byte for byte; then stepping an env's ``MjData`` with
-    the other model computes exactly what its own would. Envs whose task
+    stepping 200 ``MjData``. Two models are identical here when stepping
+    with either computes the same: where the compiled stepping library is
+    loaded, every size, option, statistic and array equal byte for byte but
+    the textures' pixels, which only rendering reads and which are 98% of a
+    paper env's model (:func:`_cstep.same_physics`: about 10 KB read per
+    comparison); else MuJoCo's own binary serialisation (``mj_saveModel``,
+    every byte of the model) equal (:func:`same_bytes`). Envs whose task
     changes the model (the RandParams envs) group by task. Returns
     ``{id(env): model}``, each model that of the group's first env.
 
-    Once a wave, each model is serialised into one reused buffer and compared
-    with each group's serialisation of the same length by ``memcmp``
-    (:func:`same_bytes`), which stops at the first differing byte (a RandParams
-    task's masses differ within the first 1% of the bytes): about 25 µs an env
-    on HalfCheetah, where a new buffer per model (page faults), a checksum
-    and ``np.array_equal`` took about 170 µs inside the sampler.
+    It runs once a wave, so a model changed between waves (a task, a user's
+    env randomising its model at reset) is grouped anew. Each env is compared
+    with the group the previous env joined first (a task's envs are
+    consecutive), then with the others; a difference ends a comparison early.
+    Inside the sampler this cost about 170 µs an env a wave when every model
+    was serialised into a new buffer and compared whole, and about 3% of a
+    HalfCheetah meta-batch with one reused buffer and ``memcmp``: reading
+    every model's half megabyte of textures.
     """
-    groups: Dict[int, List[Tuple[np.ndarray, Any]]] = {}
+    lib = _cstep.library()
+    envs = [env for env in envs if isinstance(env, MujocoMetaEnv)]  # (only their _simulate
+    if lib is None:                                                 # reads the models)
+        return _group_by_serialisation(envs)
+    groups: List[Any] = []
+    models = WaveModels()
+    last = 0
+    for env in envs:
+        model = env.model
+        order = [last, *range(last), *range(last + 1, len(groups))] if groups else []
+        found = next((i for i in order if _cstep.same_physics(lib, groups[i], model)), None)
+        if found is None:
+            found = len(groups)
+            groups.append(model)
+        models[id(env)] = groups[found]
+        last = found
+    return models
+
+
+def _group_by_serialisation(envs: Sequence['MujocoMetaEnv']) -> 'WaveModels':
+    """:func:`identical_models` without the compiled library: each model serialised
+    (``mj_saveModel``) into one reused buffer, a checksum to find the candidates, then
+    every byte (:func:`same_bytes`)."""
+    candidates_of: Dict[Tuple[int, int], List[Tuple[np.ndarray, Any]]] = {}
     models = WaveModels()
     scratch = None
     for env in envs:
-        if not isinstance(env, MujocoMetaEnv):  # (only its _simulate reads the models)
-            continue
         model = env.model
         size = mujoco.mj_sizeModel(model)
         if scratch is None or scratch.size != size:
             scratch = np.empty(size, dtype=np.uint8)
         mujoco.mj_saveModel(model, None, scratch)
-        candidates = groups.setdefault(size, [])
-        for blob, other in candidates:
-            if same_bytes(scratch, blob):
-                models[id(env)] = other
-                break
-        else:  # a new group: the buffer becomes its serialisation
+        whole = size // 8 * 8
+        key = (size, int(scratch[:whole].view(np.uint64).sum(dtype=np.uint64))
+               ^ int(scratch[whole:].sum()))
+        candidates = candidates_of.setdefault(key, [])
+        found = next((other for blob, other in candidates if same_bytes(scratch, blob)), None)
+        if found is None:  # a new group: the buffer becomes its serialisation
             candidates.append((scratch, model))
-            models[id(env)] = model
-            scratch = None
+            scratch, found = None, model
+        models[id(env)] = found
     return models
 
 
