@@ -164,3 +164,18 @@ def test_summarize_prints_saved_results_and_names_a_bad_file(tmp_path):
         result = CliRunner().invoke(physics.main, ['--summarize', str(good),
                                                    '--summarize', str(bad)])
         assert result.exit_code == 2 and str(bad) in result.output
+
+
+def test_the_readme_carries_the_committed_physics_summary():
+    """The README's table against the physics is ``--summarize`` of the committed results
+    (the paper's MuJoCo envs, then ML1), between its two marker lines: a number changed in
+    either place fails."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    results = ROOT / 'benchmarks' / 'results'
+    table = physics.goals_table(physics.read_results([results / 'physics.json',
+                                                      results / 'physics_ml1.json']))
+    readme = (ROOT / 'README.md').read_text()
+    start = readme.index('<!-- physics table: ')
+    end = readme.index('<!-- end of the physics table -->')
+    block = readme[start:end]
+    assert block.split('\n', 1)[1].strip() == table
