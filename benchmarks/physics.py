@@ -46,6 +46,7 @@ run the physics loop at once against the sampler with N worker processes
     python benchmarks/physics.py                      # the paper envs and ML1 reach/push
     python benchmarks/physics.py --env HalfCheetahFwdBack --repeats 3
     python benchmarks/physics.py --workers 2 --out benchmarks/results
+    python benchmarks/physics.py --summarize benchmarks/results/physics.json   # the README's table
 """
 import contextlib
 import os
@@ -469,8 +470,8 @@ def goals_table(results) -> str:
              'ceiling | goal |', '|---|---|---|---|---|---|---|---|---|']
     for r in results:
         goal = GOALS.get(r['env'])
-        verdict = '' if goal is None else (
-            f"≥ {goal}: {'met' if round(r['ratio_lean'], 2) >= goal else 'not met'}")
+        verdict = '' if goal is None else (  # the ratio itself, not its rounding, against the goal
+            f"≥ {goal}: {'met' if r['ratio_lean'] >= goal else 'not met'}")
         lines.append(f"| {r['env']} | {r['physics']:.1f} | {r['wrapped']:.1f} | "
                      f"{r['sampler_lean']:.1f} | {r['ratio_raw']:.2f} | "
                      f"**{r['ratio_lean']:.2f}** | {r['ratio_sampler_only']:.2f} | "
@@ -478,19 +479,26 @@ def goals_table(results) -> str:
     return '\n'.join(lines)
 
 
+#: What :func:`goals_table` reads of each row.
+SUMMARY_KEYS = ('env', 'physics', 'wrapped', 'sampler_lean', 'ratio_raw', 'ratio_lean',
+                'ratio_sampler_only', 'ceiling')
+
+
 def read_results(paths) -> list:
-    """The rows of saved ``physics*.json`` files, in order; an unreadable file or one without
-    the timed pass's columns is a usage error naming it."""
+    """The rows of saved ``physics*.json`` files, in order; an unreadable file or a row without
+    one of :data:`SUMMARY_KEYS` (the timed pass's columns) is a usage error naming it."""
     import json  # pylint: disable=import-outside-toplevel
     rows = []
     for path in paths:
         try:
             found = json.loads(pathlib.Path(path).read_text())['results']
             for row in found:
-                row['ceiling']  # pylint: disable=pointless-statement
+                missing = [key for key in SUMMARY_KEYS if key not in row]
+                if missing:
+                    raise KeyError(', '.join(missing))
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise click.BadParameter(f'{path}: not a one-process physics.json with the '
-                                     f'ceiling column ({type(error).__name__}: {error})',
+            raise click.BadParameter(f'{path}: not a one-process physics.json with the timed '
+                                     f'pass\'s columns ({type(error).__name__}: {error})',
                                      param_hint='--summarize') from None
         rows += found
     return rows

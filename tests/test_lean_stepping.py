@@ -411,15 +411,15 @@ def test_identical_models_group_copies_and_split_on_any_difference(compiled, mon
     assert [models[id(env)] for env in envs] == [envs[i % 2].model for i in range(6)]
 
 
-def _perturbed(value: np.ndarray) -> np.ndarray:
-    """``value`` with its first entry changed in its last bit (or by one)."""
+def _perturbed(value: np.ndarray, index: int = 0) -> np.ndarray:
+    """``value`` with its entry ``index`` (flat) changed in its last bit (or by one)."""
     flat = value.reshape(-1).copy()
     if flat.dtype.kind == 'f':
-        flat[0] = np.nextafter(flat[0], flat.dtype.type(np.inf))
+        flat[index] = np.nextafter(flat[index], flat.dtype.type(np.inf))
     elif flat.dtype.kind == 'b':
-        flat[0] = not flat[0]
+        flat[index] = not flat[index]
     else:
-        flat[0] = flat[0] ^ 1
+        flat[index] = flat[index] ^ 1
     return flat.reshape(value.shape)
 
 
@@ -445,9 +445,13 @@ def test_same_physics_sees_every_array_option_and_statistic_but_the_textures(env
              and isinstance(getattr(model, name), np.ndarray) and getattr(model, name).size]
     assert 'tex_data' in names and len(names) > 100
     for name in names:
-        other = copy.deepcopy(model)
-        getattr(other, name)[...] = _perturbed(getattr(model, name))
-        assert _cstep.same_physics(lib, model, other) == (name == 'tex_data'), name
+        for index in (0, -1):  # the first and the last entry: the whole array is compared
+            other = copy.deepcopy(model)
+            getattr(other, name)[...] = _perturbed(getattr(model, name), index)
+            assert _cstep.same_physics(lib, model, other) == (name == 'tex_data'), (name, index)
+    hopper = ENVS['HopperRandParams']['env'].gym_env_cls(seed=0).model  # other sizes
+    assert not _cstep.same_physics(lib, model, hopper)
+    assert not _cstep.same_physics(lib, hopper, model)
     textured = copy.deepcopy(model)
     textured.tex_data[...] = _perturbed(model.tex_data)
     blobs = []

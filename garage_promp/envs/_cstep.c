@@ -74,9 +74,10 @@ int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int 
  * the engine reads vis.global.bvactive) and every
  * array of the model (MJMODEL_POINTERS) are equal, byte for byte, except tex_data:
  * the textures' pixels, which only rendering reads (in MuJoCo 3.3 no function of the
- * engine, src/engine and src/thread, reads tex_data). They are 98% of the bytes of the
- * paper envs' models (500 of 510 KB: gymnasium's skybox and floor textures), so this
- * compares about 10 KB where the models' serialisations are half a megabyte each.
+ * engine, src/engine and src/thread, reads tex_data; true of 3.4-3.12 too: check again
+ * before allowing a newer MuJoCo). They are 94-98% of the paper envs' serialised models
+ * (500 KB of 510-533: gymnasium's skybox and floor textures), so this reads at most the
+ * other 9-33 KB, where the serialisations are half a megabyte each.
  */
 int gp_same_physics(const mjModel* a, const mjModel* b) {
   if (a == b) return 1;

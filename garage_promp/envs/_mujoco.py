@@ -103,9 +103,9 @@ def identical_models(envs: Sequence[Any]) -> 'WaveModels':
     stepping 200 ``MjData``. Two models are identical here when stepping
     with either computes the same: where the compiled stepping library is
     loaded, every size, option, statistic and array equal byte for byte but
-    the textures' pixels, which only rendering reads and which are 98% of a
-    paper env's model (:func:`_cstep.same_physics`: about 10 KB read per
-    comparison); else MuJoCo's own binary serialisation (``mj_saveModel``,
+    the textures' pixels, which only rendering reads and which are 94-98% of
+    a paper env's model (:func:`_cstep.same_physics`: at most 9-33 KB read
+    per comparison); else MuJoCo's own binary serialisation (``mj_saveModel``,
     every byte of the model) equal (:func:`same_bytes`). Envs whose task
     changes the model (the RandParams envs) group by task. Returns
     ``{id(env): model}``, each model that of the group's first env.
