@@ -22,6 +22,7 @@
  * a MuJoCo without them fails to link, so the loop is not built (the caller then
  * steps from Python).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <string.h>
 
@@ -65,6 +66,130 @@ int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int 
   }
   _mjPRIVATE__set_tls_error_fn(previous);
   return 0;
+}
+
+/* gp_step_mocap_batch: the step of Meta-World's SawyerXYZEnv (metaworld/sawyer_xyz_env.py)
+ * for n simulations, as garage_promp/envs/_metaworld_speedups.py's step does it from Python
+ * once set_xyz_action has computed the new mocap positions:
+ *
+ *     d[i]->mocap_pos  = mocap_pos row i, d[i]->mocap_quat = mocap_quat   (nmocap bodies)
+ *     d[i]->ctrl       = ctrl row i
+ *     mj_step(m[i], d[i]), nstep times
+ *     mj_rnePostConstraint(m[i], d[i])                                    (if rne)
+ *     mj_forward(m[i], d[i])                                              (if forward)
+ *
+ * Errors as gp_step_batch: the failing simulation's index plus one, or 0. The mocap
+ * values are set before the controls, as set_xyz_action runs before do_simulation.
+ */
+int gp_step_mocap_batch(int n, const mjModel** m, mjData** d, const double* mocap_pos,
+                        const double* mocap_quat, int nmocap, const double* ctrl, int nu,
+                        int nstep, int rne, int forward) {
+  gp_error_fn previous = _mjPRIVATE__get_tls_error_fn();
+  volatile int i = 0;
+  if (setjmp(gp_jump)) {
+    _mjPRIVATE__set_tls_error_fn(previous);
+    return i + 1;
+  }
+  _mjPRIVATE__set_tls_error_fn(gp_on_error);
+  for (i = 0; i < n; i++) {
+    mjData* data = d[i];
+    const mjModel* model = m[i];
+    memcpy(data->mocap_pos, mocap_pos + (size_t)i * 3 * nmocap,
+           (size_t)nmocap * 3 * sizeof(double));
+    memcpy(data->mocap_quat, mocap_quat, (size_t)nmocap * 4 * sizeof(double));
+    memcpy(data->ctrl, ctrl + (size_t)i * nu, (size_t)nu * sizeof(double));
+    for (int k = 0; k < nstep; k++) mj_step(model, data);
+    if (rne) mj_rnePostConstraint(model, data);
+    if (forward) mj_forward(model, data);
+  }
+  _mjPRIVATE__set_tls_error_fn(previous);
+  return 0;
+}
+
+/* gp_gather: rows of mjData arrays of n simulations into one array. Part j of row i of
+ * out is count[j] numbers of d[i]'s array field[j] from its start[j]-th number on:
+ * field 0 xpos, 1 xmat, 2 xquat, 3 site_xpos, 4 site_xmat, 5 geom_xpos, 6 geom_xmat,
+ * 7 mocap_pos, 8 mocap_quat, 9 qpos, 10 qvel (the caller checks the bounds: ids it
+ * looked up in the model). Returns -1 for an unknown field, else 0.
+ */
+static const mjtNum* gp_field(const mjData* d, int field) {
+  switch (field) {
+    case 0: return d->xpos;
+    case 1: return d->xmat;
+    case 2: return d->xquat;
+    case 3: return d->site_xpos;
+    case 4: return d->site_xmat;
+    case 5: return d->geom_xpos;
+    case 6: return d->geom_xmat;
+    case 7: return d->mocap_pos;
+    case 8: return d->mocap_quat;
+    case 9: return d->qpos;
+    case 10: return d->qvel;
+    default: return 0;
+  }
+}
+
+int gp_gather(int n, mjData** d, int k, const int* field, const int* start, const int* count,
+              double* out) {
+  if (n <= 0) return 0;
+  for (int j = 0; j < k; j++) {
+    if (!gp_field(d[0], field[j])) return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < k; j++) {
+      memcpy(out, gp_field(d[i], field[j]) + start[j], (size_t)count[j] * sizeof(double));
+      out += count[j];
+    }
+  }
+  return 0;
+}
+
+/* gp_quats: SciPy's Rotation.from_matrix(M).as_quat() (scalar last) of n row-major 3x3
+ * matrices, as quat_from_matrix in garage_promp/envs/_metaworld_speedups.py computes it
+ * from Python floats: the same double operations in the same order (the file is compiled
+ * with -ffp-contract=off, so no product is fused into an add). Row i with a determinant
+ * <= 0 or a Gram matrix off the identity by more than SciPy's tolerance (atol 1e-12,
+ * rtol 1e-5) is not a proper rotation: proper[i] = 0 and q row i is left alone (the
+ * caller hands it to SciPy); else proper[i] = 1.
+ */
+void gp_quats(int n, const double* matrices, double* q, int* proper) {
+  const double diagonal = 1e-12 + 1e-5 * 1.;
+  const double off = 1e-12 + 1e-5 * 0.;
+  for (int i = 0; i < n; i++) {
+    const double* r = matrices + (size_t)i * 9;
+    double m00 = r[0], m01 = r[1], m02 = r[2], m10 = r[3], m11 = r[4], m12 = r[5];
+    double m20 = r[6], m21 = r[7], m22 = r[8];
+    double det = m00 * (m11 * m22 - m12 * m21) - m01 * (m10 * m22 - m12 * m20)
+                 + m02 * (m10 * m21 - m11 * m20);
+    int ok = det > 0
+             && fabs(m00 * m00 + m01 * m01 + m02 * m02 - 1.) <= diagonal
+             && fabs(m10 * m10 + m11 * m11 + m12 * m12 - 1.) <= diagonal
+             && fabs(m20 * m20 + m21 * m21 + m22 * m22 - 1.) <= diagonal
+             && fabs(m00 * m10 + m01 * m11 + m02 * m12 - 0.) <= off
+             && fabs(m00 * m20 + m01 * m21 + m02 * m22 - 0.) <= off
+             && fabs(m10 * m20 + m11 * m21 + m12 * m22 - 0.) <= off;
+    proper[i] = ok;
+    if (!ok) continue;
+    double trace = m00 + m11 + m22;
+    double decision[4] = {m00, m11, m22, trace};
+    int choice = 0;
+    for (int k = 1; k < 4; k++) {
+      if (decision[k] > decision[choice]) choice = k;  /* the first maximum */
+    }
+    double v[4];
+    if (choice == 0) {
+      v[0] = 1 - trace + 2 * m00; v[1] = m10 + m01; v[2] = m20 + m02; v[3] = m21 - m12;
+    } else if (choice == 1) {
+      v[0] = m10 + m01; v[1] = 1 - trace + 2 * m11; v[2] = m21 + m12; v[3] = m02 - m20;
+    } else if (choice == 2) {
+      v[0] = m20 + m02; v[1] = m21 + m12; v[2] = 1 - trace + 2 * m22; v[3] = m10 - m01;
+    } else {
+      v[0] = m21 - m12; v[1] = m02 - m20; v[2] = m10 - m01; v[3] = 1 + trace;
+    }
+    double norm = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3]);
+    double* out = q + (size_t)i * 4;
+    for (int k = 0; k < 4; k++) out[k] = v[k] / norm;
+  }
 }
 
 /* gp_same_physics: whether stepping with model b computes exactly what model a would,

@@ -40,6 +40,9 @@ import mujoco
 import numpy as np
 
 SOURCE = pathlib.Path(__file__).with_name('_cstep.c')
+#: The compiler's options: no fused multiply-adds (-ffp-contract=off), so C's double
+#: arithmetic is Python's and NumPy's, operation by operation (``gp_quats``).
+FLAGS = ['-O2', '-ffp-contract=off', '-shared', '-fPIC']
 _P = ctypes.c_void_p
 _I = ctypes.c_int
 _UNSET = object()
@@ -81,7 +84,7 @@ def _compiler() -> List[str]:
 def _target_name() -> str:
     digest = hashlib.sha256(b'\0'.join([
         SOURCE.read_bytes(), mujoco.__version__.encode(), str(_mujoco_dir()).encode(),
-        ' '.join(_compiler()).encode(), platform.machine().encode()])).hexdigest()[:16]
+        ' '.join(_compiler() + FLAGS).encode(), platform.machine().encode()])).hexdigest()[:16]
     return f'cstep-mujoco{mujoco.__version__}-{digest}.so'
 
 
@@ -97,7 +100,7 @@ def _compile(target: pathlib.Path):
     concurrent builds are safe; removed on any failure or interruption)."""
     partial = target.with_name(f'{target.name}.{os.getpid()}.tmp')
     libmujoco = _libmujoco()
-    command = [*_compiler(), '-O2', '-shared', '-fPIC', f'-I{_mujoco_dir() / "include"}',
+    command = [*_compiler(), *FLAGS, f'-I{_mujoco_dir() / "include"}',
                str(SOURCE), '-o', str(partial), str(libmujoco),
                f'-Wl,-rpath,{libmujoco.parent}']
     try:
@@ -142,6 +145,15 @@ def _load(path: pathlib.Path):
     same = loaded.gp_same_physics
     same.argtypes = [_P, _P]
     same.restype = _I
+    mocap = loaded.gp_step_mocap_batch
+    mocap.argtypes = [_I, _P, _P, _P, _P, _I, _P, _I, _I, _I, _I]
+    mocap.restype = _I
+    gather_rows = loaded.gp_gather
+    gather_rows.argtypes = [_I, _P, _I, _P, _P, _P, _P]
+    gather_rows.restype = _I
+    quats = loaded.gp_quats
+    quats.argtypes = [_I, _P, _P, _P]
+    quats.restype = None
     return loaded
 
 
@@ -209,10 +221,74 @@ def step_batch(lib, models: Sequence[Any], datas: Sequence[Any], actions: np.nda
                                ctrl.ctypes.data, nu, nstep, int(rne), _address(x_before),
                                _address(qpos), nq, _address(qvel), nv)
     if failed:
-        error = mujoco.FatalError(lib.gp_last_error().decode(errors='replace'))
-        error.lean_index = failed - 1
-        raise error
+        _raise_failed(lib, failed)
     return x_before, qpos, qvel
+
+
+def _raise_failed(lib, failed: int):
+    error = mujoco.FatalError(lib.gp_last_error().decode(errors='replace'))
+    error.lean_index = failed - 1
+    raise error
+
+
+def step_mocap_batch(lib, addresses: Tuple[np.ndarray, np.ndarray], mocap_pos: np.ndarray,
+                     mocap_quat: np.ndarray, ctrl: np.ndarray, nstep: int, rne: bool,
+                     forward: bool):
+    """Set each simulation's mocap bodies (``mocap_pos`` rows ``(n, nmocap * 3)``, the
+    same ``mocap_quat`` for all) and controls (``ctrl`` rows), step it ``nstep`` times,
+    then ``mj_rnePostConstraint`` and ``mj_forward`` where asked (``gp_step_mocap_batch``
+    in ``_cstep.c``). ``addresses`` is :func:`pointers` of the models and datas. A MuJoCo
+    error is raised as :func:`step_batch` raises it."""
+    model_ptrs, data_ptrs = addresses
+    n = len(data_ptrs)
+    mocap_pos = np.ascontiguousarray(mocap_pos, dtype=np.float64)
+    mocap_quat = np.ascontiguousarray(mocap_quat, dtype=np.float64)
+    ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
+    nmocap = mocap_quat.size // 4
+    if (len(model_ptrs) != n or mocap_pos.shape != (n, 3 * nmocap) or ctrl.ndim != 2
+            or len(ctrl) != n or mocap_quat.size != 4 * nmocap):
+        raise ValueError(f'{n} simulations, mocap positions {mocap_pos.shape}, mocap '
+                         f'orientation {mocap_quat.shape} and controls {ctrl.shape} do not match')
+    failed = lib.gp_step_mocap_batch(n, model_ptrs.ctypes.data, data_ptrs.ctypes.data,
+                                     mocap_pos.ctypes.data, mocap_quat.ctypes.data, nmocap,
+                                     ctrl.ctypes.data, ctrl.shape[1], nstep, int(rne),
+                                     int(forward))
+    if failed:
+        _raise_failed(lib, failed)
+
+
+#: The ``mjData`` arrays :func:`gather` reads, by the codes of ``gp_gather``.
+GATHER_FIELDS = ('xpos', 'xmat', 'xquat', 'site_xpos', 'site_xmat', 'geom_xpos', 'geom_xmat',
+                 'mocap_pos', 'mocap_quat', 'qpos', 'qvel')
+
+
+def gather(lib, data_ptrs: np.ndarray, spec: np.ndarray, width: int) -> np.ndarray:
+    """``(n, width)`` rows: per simulation, the parts ``spec`` names, one after another.
+
+    ``spec`` is a C-contiguous ``(3, k)`` ``int32`` array: the parts' field codes
+    (:data:`GATHER_FIELDS`), first numbers and counts (which sum to ``width``); the
+    caller has checked each part lies inside its array (ids looked up in the model).
+    """
+    if spec.dtype != np.int32 or spec.ndim != 2 or len(spec) != 3 or not spec.flags.c_contiguous:
+        raise ValueError(f'a C-contiguous (3, k) int32 gather spec expected, got {spec!r}')
+    out = np.empty((len(data_ptrs), width))
+    if lib.gp_gather(len(data_ptrs), data_ptrs.ctypes.data, spec.shape[1], spec[0].ctypes.data,
+                     spec[1].ctypes.data, spec[2].ctypes.data, out.ctypes.data):
+        raise ValueError(f'unknown field code in {spec[0].tolist()}')
+    return out
+
+
+def quats(lib, matrices: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """SciPy's ``from_matrix(m).as_quat()`` of each row of an ``(n, 9)`` float64 array as
+    ``_metaworld_speedups.quat_from_matrix`` computes it (``gp_quats``): ``(quats,
+    proper)``, where rows with ``proper`` False are not proper rotations (left to SciPy)."""
+    matrices = np.ascontiguousarray(matrices, dtype=np.float64)
+    if matrices.ndim != 2 or matrices.shape[1] != 9:
+        raise ValueError(f'(n, 9) matrices expected, got shape {matrices.shape}')
+    out = np.empty((len(matrices), 4))
+    proper = np.empty(len(matrices), dtype=np.intc)
+    lib.gp_quats(len(matrices), matrices.ctypes.data, out.ctypes.data, proper.ctypes.data)
+    return out, proper.astype(bool)
 
 
 def main():

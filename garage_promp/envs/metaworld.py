@@ -327,6 +327,10 @@ class MetaWorldEnv(GymnasiumEnv):
         step counts and the finiteness checks. An error from an env's ``step`` carries
         ``lean_index``, its position in ``envs``.
         """
+        from garage_promp.envs import _metaworld_batch  # pylint: disable=import-outside-toplevel
+        batch = _metaworld_batch.step_batch([env._env for env in envs], actions)
+        if batch is not None:
+            return cls._finish_batch(envs, *batch)
         observations, infos = [], []
         rewards = np.empty(len(envs))
         terminated = np.zeros(len(envs), dtype=bool)
@@ -349,6 +353,27 @@ class MetaWorldEnv(GymnasiumEnv):
             infos.append(info)
         return (np.asarray(observations, dtype=np.float32), rewards, terminated, truncated,
                 stack_step_infos(infos))
+
+    @classmethod
+    def _finish_batch(cls, envs, observations, rewards, truncated, infos):
+        """:meth:`batch_step`'s results from :func:`_metaworld_batch.step_batch`'s."""
+        names = [env._task.env_name for env in envs]
+        if isinstance(infos, dict):
+            infos['task_name'] = np.asarray(names)
+            success = infos['success']
+        else:
+            for info, name in zip(infos, names):
+                info['task_name'] = name
+            success = [info.get('success') for info in infos]
+            infos = stack_step_infos(infos)
+        terminated = np.zeros(len(envs), dtype=bool)
+        for n, env in enumerate(envs):
+            if env.terminate_on_success and success[n]:
+                length = env._max_episode_length
+                if not (truncated[n] or (length is not None and env._step_cnt + 1 >= length)):
+                    terminated[n] = True
+        return (np.asarray(observations, dtype=np.float32), rewards, terminated,
+                np.asarray(truncated, dtype=bool), infos)
 
     def log_diagnostics(self, episodes: EpisodeBatch, prefix: str = '') -> None:
         """Record the mean of :attr:`diagnostic_keys` over all steps.

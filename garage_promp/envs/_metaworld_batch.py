@@ -1,0 +1,428 @@
+"""Meta-World's ``step`` for a whole wave of envs at once (the lean sampler path).
+
+:meth:`~garage_promp.envs.metaworld.MetaWorldEnv.batch_step` used to call each env's
+``step`` (Meta-World's ``SawyerXYZEnv.step`` with :mod:`._metaworld_speedups`). On ML1
+``reach-v3`` that Python (the mocap move, the observation, the reward, the info dict)
+cost about 45 µs of a 140 µs step, as much as the rest of the sampler. :func:`step_batch`
+computes the same step for all of a wave's envs with array operations, in the order
+Meta-World's ``step`` does it:
+
+1. ``set_xyz_action`` for every row (clip, scale, add to the mocap position, clip to
+   the mocap bounds: elementwise, the same dtypes as row by row);
+2. for every simulation, in one call into the compiled loop (``_cstep.c``,
+   ``gp_step_mocap_batch``; from Python without it): the mocap position and
+   orientation, the controls ``(a, -a)``, ``mj_step`` ``frame_skip`` times,
+   ``mj_rnePostConstraint`` and the ``mj_forward`` Meta-World calls before reading the
+   observation. Meta-World's ``_set_pos_site`` writes of the goal sites between the
+   simulation and ``mj_forward`` are checked (its assertions, the site names) but not
+   written: ``mj_forward`` recomputes every ``site_xpos`` from the model (``mj_kinematics``),
+   so they never outlive the step;
+3. the observation: hand, gripper opening (``np.linalg.norm`` as NumPy computes it for one
+   vector: the stacked vector-vector ``matmul`` calls the same BLAS dot), the objects'
+   positions and quaternions, the previous frame, the goal; clipped to the observation
+   space; each env's ``_prev_obs``, ``_last_stable_obs`` and ``curr_path_length`` set as
+   its ``step`` sets them;
+4. the reward and info: for an env class with a kernel in :data:`KERNELS`, for all its
+   rows at once; any other class's own ``evaluate_state`` row by row.
+
+Every number is the one Meta-World's own ``step`` computes, bit for bit
+(``tests/envs/test_metaworld_batch.py`` runs both on recorded actions for every ML10 and
+ML45 class and compares observations, rewards, infos and the simulations' state). Where a
+float operation's scalar form differs from NumPy's array form (``x ** 2`` of a ``float64``
+scalar is C's ``pow``, NumPy's array square is ``x * x``), the kernels use the scalar form
+element by element. A wave with anything this path does not reproduce (a class that
+overrides the step, its simulation, the observation or the action; a model with another
+number of controls or mocap bodies; an episode past its end; an unstable simulation) is
+left to the env-by-env loop, which raises Meta-World's own errors.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from garage_promp.envs import _cstep
+from garage_promp.envs import _metaworld_speedups as fast
+
+import mujoco
+import numpy as np
+
+
+# ------------------------------------------------------------------ exact array forms
+def row_norms(vectors: np.ndarray) -> np.ndarray:
+    """``np.linalg.norm(v)`` of each row ``v`` of a float64 array, bit for bit.
+
+    NumPy's norm of a 1-D float array is ``sqrt(v.dot(v))``, and ``dot`` calls the BLAS
+    ``ddot``, whose sum of products (fused or not) depends on the machine's BLAS. A
+    stack of vector-vector products in ``matmul`` calls the same function per row.
+    """
+    vectors = np.ascontiguousarray(vectors, dtype=np.float64)
+    return np.sqrt(np.matmul(vectors[:, None, :], vectors[:, :, None])[:, 0, 0])
+
+
+def scalar_squares(values: np.ndarray) -> np.ndarray:
+    """``x ** 2`` of each entry as a ``float64`` scalar computes it (C ``pow``; inf, not
+    an error, past the largest float), which differs from NumPy's array square
+    (``x * x``) in the last bit for some ``x``."""
+    return np.array([x ** 2 for x in np.asarray(values, dtype=np.float64)], dtype=np.float64)
+
+
+def quats_from_matrices(matrices: np.ndarray, lib: Any = None) -> np.ndarray:
+    """:func:`~._metaworld_speedups.quat_from_matrix` (SciPy's ``as_quat``) of each row
+    of an ``(n, 9)`` array: the same float operations, row by row in C with the compiled
+    library ``lib`` (``gp_quats``), else elementwise on arrays; rows that are not a proper
+    rotation to SciPy's tolerance go to the row-by-row function (and SciPy)."""
+    m = np.asarray(matrices, dtype=np.float64).reshape(-1, 9)
+    if lib is not None:
+        quats, proper = _cstep.quats(lib, m)
+        for row in np.flatnonzero(~proper):
+            quats[row] = fast.quat_from_matrix(m[row])
+        return quats
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.T
+    det = m00 * (m11 * m22 - m12 * m21) - m01 * (m10 * m22 - m12 * m20) \
+        + m02 * (m10 * m21 - m11 * m20)
+    diagonal = fast.ORTHOGONALITY_ATOL + 1e-5 * 1.
+    off = fast.ORTHOGONALITY_ATOL + 1e-5 * 0.
+    proper = ((det > 0)
+              & (abs(m00 * m00 + m01 * m01 + m02 * m02 - 1.) <= diagonal)
+              & (abs(m10 * m10 + m11 * m11 + m12 * m12 - 1.) <= diagonal)
+              & (abs(m20 * m20 + m21 * m21 + m22 * m22 - 1.) <= diagonal)
+              & (abs(m00 * m10 + m01 * m11 + m02 * m12 - 0.) <= off)
+              & (abs(m00 * m20 + m01 * m21 + m02 * m22 - 0.) <= off)
+              & (abs(m10 * m20 + m11 * m21 + m12 * m22 - 0.) <= off))
+    trace = m00 + m11 + m22
+    choice = np.argmax(np.stack((m00, m11, m22, trace), axis=1), axis=1)  # first maximum
+    q = np.empty((len(m), 4))
+    for k, parts in enumerate((
+            (1 - trace + 2 * m00, m10 + m01, m20 + m02, m21 - m12),
+            (m10 + m01, 1 - trace + 2 * m11, m21 + m12, m02 - m20),
+            (m20 + m02, m21 + m12, 1 - trace + 2 * m22, m10 - m01),
+            (m21 - m12, m02 - m20, m10 - m01, 1 + trace))):
+        rows = choice == k
+        if rows.any():
+            q[rows] = np.stack(parts, axis=1)[rows]
+    q0, q1, q2, q3 = q.T
+    quats = q / np.sqrt(q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3)[:, None]
+    for row in np.flatnonzero(~proper):
+        quats[row] = fast.quat_from_matrix(m[row])
+    return quats
+
+
+def long_tail(x: np.ndarray, value_at_margin: float) -> np.ndarray:
+    """Meta-World's ``_sigmoids(x, value_at_margin, 'long_tail')`` of each ``float64``
+    entry as for a scalar: ``1 / ((x * scale) ** 2 + 1)``, the square by ``pow``."""
+    scale = np.sqrt(1 / value_at_margin - 1)
+    return 1 / (scalar_squares(x * scale) + 1)
+
+
+def tolerance_long_tail(x: np.ndarray, upper: float, margin: np.ndarray,
+                        value_at_margin: float = 0.1) -> np.ndarray:
+    """``tolerance(x, bounds=(0, upper), margin=margin, sigmoid='long_tail')`` of each row
+    (:func:`~._metaworld_speedups.tolerance`, Meta-World's), for ``x >= 0`` and
+    ``margin >= 0``: 1 inside the bounds, else the sigmoid of ``(x - upper) / margin``
+    (0 where the margin is 0)."""
+    inside = (0 <= x) & (x <= upper)
+    out = np.where(inside, 1.0, 0.0)
+    outside = ~inside & (margin != 0)
+    if outside.any():
+        out[outside] = long_tail((x[outside] - upper) / margin[outside], value_at_margin)
+    return out
+
+
+# ------------------------------------------------------------------ per-class kernels
+class Kernel:
+    """What :func:`step_batch` computes with arrays for one Meta-World env class.
+
+    Attributes:
+        positions: ``(field, kind, name)`` of each object's position in
+            ``_get_pos_objects()``: ``field`` a 3-number array of
+            :data:`_cstep.GATHER_FIELDS` (``'xpos'``, ``'site_xpos'``, ``'geom_xpos'``) and
+            ``kind`` the model's ``'body'`` / ``'site'`` / ``'geom'``.
+        rotations: the same for each object's orientation in ``_get_quat_objects()``: a
+            ``'geom_xmat'`` / ``'xmat'`` / ``'site_xmat'`` (turned into SciPy's
+            ``from_matrix(...).as_quat()``) or an ``'xquat'``.
+        sites: the sites whose positions ``reward`` reads, gathered after the step.
+        reward: ``reward(envs, sites) -> (rewards, infos)`` with the v2 rewards, ``sites``
+            the ``(n, 3 * len(sites))`` positions, ``infos`` key -> ``(n,)`` float64;
+            None where only the observation is computed with arrays.
+    """
+
+    def __init__(self, positions: Sequence[Tuple[str, str, str]],
+                 rotations: Sequence[Tuple[str, str, str]], sites: Sequence[str] = (),
+                 reward: Callable | None = None):
+        if len(positions) != len(rotations):
+            raise ValueError('one orientation per object position expected')
+        self.positions, self.rotations = tuple(positions), tuple(rotations)
+        self.sites, self.reward = tuple(sites), reward
+
+
+def _reach_reward(envs, sites):
+    """``SawyerReachEnvV3.evaluate_state`` with the v2 reward, for every row: the distance
+    of the tool centre (the fingertips' midpoint, ``tcp_center``) to the target, shaped by
+    ``tolerance`` (bounds 0 to 0.05, margin the hand's initial distance to the target,
+    long tail)."""
+    targets = np.array([env._target_pos for env in envs], dtype=np.float64)  # pylint: disable=protected-access
+    hand_init = np.array([env.hand_init_pos for env in envs], dtype=np.float64)
+    tcp = (sites[:, 0:3] + sites[:, 3:6]) / 2.0
+    tcp_to_target = row_norms(tcp - targets)
+    in_place = tolerance_long_tail(tcp_to_target, 0.05, row_norms(hand_init - targets))
+    reward = 10 * in_place
+    return reward, {
+        'success': (tcp_to_target <= 0.05).astype(np.float64),
+        'near_object': tcp_to_target,
+        'grasp_success': np.ones(len(envs)),
+        'grasp_reward': tcp_to_target,
+        'in_place_reward': in_place,
+        'obj_to_target': tcp_to_target,
+        'unscaled_reward': reward,
+    }
+
+
+#: Kernels by Meta-World env class (module, name): :func:`_plan` uses one only for
+#: that very class (not a subclass or another class of the name), with
+#: :mod:`._metaworld_speedups`' ``tcp_center`` in place.
+KERNELS: Dict[Tuple[str, str], Kernel] = {
+    ('metaworld.envs.sawyer_reach_v3', 'SawyerReachEnvV3'): Kernel(
+        positions=(('xpos', 'body', 'obj'), ), rotations=(('geom_xmat', 'geom', 'objGeom'), ),
+        sites=('rightEndEffector', 'leftEndEffector'), reward=_reach_reward),
+}
+
+_FIELD_CODES = {name: code for code, name in enumerate(_cstep.GATHER_FIELDS)}
+_WIDTHS = {'xpos': 3, 'xmat': 9, 'xquat': 4, 'site_xpos': 3, 'site_xmat': 9, 'geom_xpos': 3,
+           'geom_xmat': 9, 'mocap_pos': 3, 'mocap_quat': 4}
+
+
+# ------------------------------------------------------------------ what a class allows
+#: The methods whose code :func:`step_batch` stands for: an env whose class replaces one
+#: (or that has one of its own, set on the instance) takes the env-by-env loop.
+_REPLACED = (('step', fast.step), ('set_xyz_action', fast.set_xyz_action),
+             ('_get_obs', fast._get_obs),  # pylint: disable=protected-access
+             ('_get_curr_obs_combined_no_goal', fast.curr_obs_combined_no_goal),
+             ('get_endeff_pos', fast.get_endeff_pos),
+             ('_set_pos_site', fast._set_pos_site))  # pylint: disable=protected-access
+_INSTANCE_NAMES = tuple(name for name, _ in _REPLACED) + (
+    'do_simulation', '_step_mujoco_simulation', 'evaluate_state', 'compute_reward',
+    '_get_pos_objects', '_get_quat_objects', '_get_pos_goal', 'tcp_center')
+
+
+class _Plan:
+    """Per env class: its kernel, and whether its goal is ``_target_pos``."""
+
+    def __init__(self, kernel: Kernel | None, goal_is_target: bool):
+        self.kernel, self.goal_is_target = kernel, goal_is_target
+
+
+_PLANS: Dict[type, _Plan] = {}
+
+
+def _class_ok(cls) -> bool:
+    """Whether ``cls`` steps with the code :func:`step_batch` reproduces (checked at every
+    call: :func:`~._metaworld_speedups.uninstall` puts Meta-World's own code back)."""
+    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv  # pylint: disable=import-outside-toplevel
+    return (all(getattr(cls, name, None) is code for name, code in _REPLACED)
+            and cls.do_simulation is MujocoEnv.do_simulation
+            and cls._step_mujoco_simulation is MujocoEnv._step_mujoco_simulation)  # pylint: disable=protected-access
+
+
+def _plan(cls) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+        kernel = KERNELS.get((cls.__module__, cls.__name__))
+        module = __import__(cls.__module__, fromlist=['_'])
+        if getattr(module, cls.__name__, None) is not cls:
+            kernel = None  # another class of that name: not Meta-World's
+        plan = _PLANS[cls] = _Plan(kernel, cls._get_pos_goal is SawyerXYZEnv._get_pos_goal)  # pylint: disable=protected-access
+    if plan.kernel is not None and cls.tcp_center is not fast.tcp_center:
+        return _Plan(None, plan.goal_is_target)
+    return plan
+
+
+# ------------------------------------------------------------------ the step
+def _ready(env, actions_width: int) -> bool:
+    """Whether this env's step now is one :func:`step_batch` reproduces (else the
+    env-by-env loop takes the wave, and raises Meta-World's errors)."""
+    own = vars(env)
+    if any(name in own for name in _INSTANCE_NAMES):
+        return False
+    model = env.model
+    target = env._target_pos  # pylint: disable=protected-access
+    if not (actions_width == 4 and model.nu == 2 and model.nmocap == 1
+            and env.curr_path_length < env.max_path_length
+            and not env._did_see_sim_exception  # pylint: disable=protected-access
+            and env._set_task_called  # pylint: disable=protected-access
+            and type(env.frame_skip) is int and type(env.action_scale) is float
+            and type(target) is np.ndarray and target.shape == (3, )):
+        return False
+    try:  # what Meta-World's _set_pos_site would check of each target site
+        for name, pos in env._target_site_config:  # pylint: disable=protected-access
+            if not (isinstance(pos, np.ndarray) and pos.ndim == 1 and len(pos) >= 3):
+                return False
+            fast.site_id(env, name)
+    except Exception:  # pylint: disable=broad-except
+        return False
+    return True
+
+
+def _spec(env, parts) -> Tuple[np.ndarray, int]:
+    """The gather spec of ``(field, kind, name)`` parts for ``env``'s model (``kind``
+    None: ``name`` is the index)."""
+    fields, starts, counts = [], [], []
+    for field, kind, name in parts:
+        index = name if kind is None else fast._model_id(env.model, kind, name)  # pylint: disable=protected-access
+        fields.append(_FIELD_CODES[field])
+        starts.append(index * _WIDTHS[field])
+        counts.append(_WIDTHS[field])
+    return np.array([fields, starts, counts], dtype=np.int32), sum(counts)
+
+
+def _gather(lib, envs, ptrs, parts) -> np.ndarray:
+    """``(n, width)`` rows of the ``parts`` of every env's data (one model layout: the
+    ids are looked up in the first env's model; :func:`step_batch` groups by class)."""
+    spec, width = _spec(envs[0], parts)
+    if lib is not None:
+        return _cstep.gather(lib, ptrs, spec, width)
+    out = np.empty((len(envs), width))
+    for row, env in zip(out, envs):
+        at = 0
+        for field, start, count in spec.T.tolist():
+            row[at:at + count] = getattr(env.data, _cstep.GATHER_FIELDS[field]).ravel()[
+                start:start + count]
+            at += count
+    return out
+
+
+def _simulate(lib, envs, addresses, mocap, actions):
+    """Step 2 of the module docstring for every env (row ``i`` of ``mocap`` and
+    ``actions``)."""
+    grip = actions[:, 3]
+    ctrl = np.empty((len(envs), 2))
+    ctrl[:, 0] = grip  # the values data.ctrl[:] = [grip, -grip] stores
+    ctrl[:, 1] = -grip
+    quat = fast._MOCAP_QUAT.astype(np.float64)  # pylint: disable=protected-access
+    frame_skip = envs[0].frame_skip
+    if lib is not None:
+        _cstep.step_mocap_batch(lib, addresses, mocap, quat, ctrl, frame_skip, True, True)
+        return
+    for n, env in enumerate(envs):
+        model, data = env.model, env.data
+        try:
+            data.mocap_pos = mocap[n:n + 1]
+            data.mocap_quat = quat
+            data.ctrl[0], data.ctrl[1] = ctrl[n]
+            mujoco.mj_step(model, data, nstep=frame_skip)
+            mujoco.mj_rnePostConstraint(model, data)
+            mujoco.mj_forward(model, data)
+        except Exception as error:
+            error.lean_index = n
+            raise
+
+
+def step_batch(envs: Sequence[Any], actions: np.ndarray):
+    """Meta-World's ``step`` of every env (``SawyerXYZEnv``) with its row of ``actions``.
+
+    Returns:
+        tuple or None: ``(observations, rewards, truncated, infos)`` as the envs' own
+        ``step`` gives them (float64 ``(n, 39)`` observations, float64 rewards, bool
+        truncations), ``infos`` either key -> ``(n,)`` arrays (a wave of one class with a
+        kernel) or one dict per env; or None where this path does not reproduce the
+        step (see the module docstring), and then nothing has been changed.
+
+    """
+    actions = np.asarray(actions)
+    if actions.ndim != 2 or not len(envs):
+        return None
+    classes = {type(env) for env in envs}
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+    if not all(issubclass(cls, SawyerXYZEnv) and _class_ok(cls) for cls in classes):
+        return None
+    plans = {cls: _plan(cls) for cls in classes}
+    width = actions.shape[1]
+    if not all(_ready(env, width) for env in envs):
+        return None
+    first = envs[0]
+    if any(env.frame_skip != first.frame_skip or env.action_scale != first.action_scale
+           or env._obs_obj_max_len != first._obs_obj_max_len  # pylint: disable=protected-access
+           for env in envs):
+        return None
+    lib = _cstep.library()
+    addresses = (_cstep.pointers([env.model for env in envs], [env.data for env in envs])
+                 if lib is not None else (None, None))
+    ptrs = addresses[1]
+    # 1. set_xyz_action: the row-by-row operations on all rows.
+    mocap_low = np.array([env.mocap_low for env in envs])
+    mocap_high = np.array([env.mocap_high for env in envs])
+    mocap_now = _gather(lib, envs, ptrs, (('mocap_pos', None, 0), ))
+    pos_delta = fast._clip(actions[:, :3], -1, 1) * first.action_scale  # pylint: disable=protected-access
+    mocap = fast._clip(mocap_now + pos_delta, mocap_low, mocap_high)  # pylint: disable=protected-access
+    # 2. the simulations.
+    _simulate(lib, envs, addresses, mocap, actions)
+    for env in envs:
+        env.curr_path_length += 1
+    # 3. the observation.
+    hands = _gather(lib, envs, ptrs, (('xpos', 'body', 'hand'), ('xpos', 'body', 'rightclaw'),
+                                      ('xpos', 'body', 'leftclaw')))
+    curr = np.zeros((len(envs), 4 + first._obs_obj_max_len))  # pylint: disable=protected-access
+    curr[:, :3] = hands[:, :3]
+    curr[:, 3] = fast._clip(row_norms(hands[:, 3:6] - hands[:, 6:9]) / 0.1, 0.0, 1.0)  # pylint: disable=protected-access
+    groups: Dict[type, List[int]] = {}
+    for n, env in enumerate(envs):
+        groups.setdefault(type(env), []).append(n)
+    for cls, members in groups.items():
+        kernel = plans[cls].kernel
+        group = [envs[n] for n in members]
+        group_ptrs = None if ptrs is None else ptrs[members]
+        if kernel is None:
+            for n, env in zip(members, group):
+                curr[n] = env._get_curr_obs_combined_no_goal()  # pylint: disable=protected-access
+            continue
+        positions = _gather(lib, group, group_ptrs, kernel.positions)
+        rotations = _gather(lib, group, group_ptrs, kernel.rotations)
+        at_p = at_r = 0
+        column = 4
+        for (_, _, _), (field, _, _) in zip(kernel.positions, kernel.rotations):
+            curr[members, column:column + 3] = positions[:, at_p:at_p + 3]
+            width = _WIDTHS[field]
+            rotation = rotations[:, at_r:at_r + width]
+            curr[members, column + 3:column + 7] = (quats_from_matrices(rotation, lib) if width == 9
+                                                    else rotation)
+            at_p, at_r, column = at_p + 3, at_r + width, column + 7
+    goals = np.zeros((len(envs), 3))
+    for n, env in enumerate(envs):
+        if not env._partially_observable:  # pylint: disable=protected-access
+            goals[n] = (env._target_pos if plans[type(env)].goal_is_target  # pylint: disable=protected-access
+                        else env._get_pos_goal())  # pylint: disable=protected-access
+    prev = np.array([env._prev_obs for env in envs])  # pylint: disable=protected-access
+    obs = np.concatenate((curr, prev, goals), axis=1)
+    low = np.array([env.sawyer_observation_space.low for env in envs])
+    high = np.array([env.sawyer_observation_space.high for env in envs])
+    obs = fast._clip(obs, low, high, dtype=np.float64)  # pylint: disable=protected-access
+    for n, env in enumerate(envs):
+        env._prev_obs = curr[n]  # pylint: disable=protected-access
+        env._last_stable_obs = obs[n]  # pylint: disable=protected-access
+    truncated = np.array([env.curr_path_length == env.max_path_length for env in envs])
+    # 4. the reward and the info.
+    rewards, infos = _evaluate(lib, envs, plans, groups, ptrs, obs, actions)
+    return obs, rewards, truncated, infos
+
+
+def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
+    """Rewards and infos: a kernel's for its class's rows, else ``evaluate_state``."""
+    rewards = np.empty(len(envs))
+    infos: List[Any] = [None] * len(envs)
+    for cls, members in groups.items():
+        kernel = plans[cls].kernel
+        group = [envs[n] for n in members]
+        if (kernel is None or kernel.reward is None
+                or any(env.reward_function_version != 'v2' for env in group)):
+            for n, env in zip(members, group):
+                reward, infos[n] = env.evaluate_state(obs[n], actions[n])
+                rewards[n] = float(reward)
+            continue
+        sites = _gather(lib, group, None if ptrs is None else ptrs[members],
+                        [('site_xpos', 'site', name) for name in kernel.sites])
+        reward, info = kernel.reward(group, sites)
+        if len(groups) == 1:
+            return reward, info
+        rewards[members] = reward
+        for row, n in enumerate(members):
+            infos[n] = {key: values[row].item() for key, values in info.items()}
+    return rewards, infos

@@ -1,0 +1,257 @@
+"""Meta-World's step for a whole wave (``_metaworld_batch.step_batch``) is each env's own
+``step``, bit for bit: observations, rewards, infos and the simulations' state."""
+from garage_promp.envs import _cstep, _metaworld_batch, _metaworld_speedups
+from garage_promp.envs._metaworld_batch import (
+    quats_from_matrices,
+    row_norms,
+    step_batch,
+    tolerance_long_tail,
+)
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+
+def _env(name, seed):
+    """A Meta-World env of class ``name`` with the goal in its observation (for the
+    scripted policies), reset with goals drawn from ``seed``."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # pylint: disable=import-outside-toplevel
+    env = ALL_V3_ENVIRONMENTS[name]()
+    env._partially_observable = False  # pylint: disable=protected-access
+    env._set_task_called = True  # pylint: disable=protected-access
+    env._freeze_rand_vec = False  # pylint: disable=protected-access
+    env.max_path_length = 60
+    env.seed(seed)
+    np.random.seed(seed)  # Meta-World draws an unseeded env's goal from numpy's global generator
+    obs, _ = env.reset()
+    return env, obs
+
+
+def _state(env):
+    data = env.data
+    return [data.qpos.copy(), data.qvel.copy(), data.qacc_warmstart.copy(),
+            data.mocap_pos.copy(), data.mocap_quat.copy(), data.ctrl.copy(),
+            data.site_xpos.copy(), data.xpos.copy(), np.array(data.time),
+            env._prev_obs.copy(), np.array(env._last_stable_obs),  # pylint: disable=protected-access
+            np.array(env.curr_path_length)]
+
+
+def _rollout(names, steps, batched, seed=5):
+    """Meta-World's scripted policies (which grasp, push and open, so the rewards' late
+    branches are reached), every third step random actions beyond the action space, in
+    float32 and float64 by turns; one env per entry of ``names``, stepped together by
+    :func:`step_batch` or one by one by their own ``step``."""
+    from metaworld.policies import ENV_POLICY_MAP  # pylint: disable=import-outside-toplevel
+    made = [_env(name, seed + k) for k, name in enumerate(names)]
+    envs = [env for env, _ in made]
+    obs = np.stack([o for _, o in made])
+    policies = [ENV_POLICY_MAP[name]() for name in names]
+    rng = np.random.default_rng(seed)
+    record = []
+    for t in range(steps):
+        actions = np.stack([np.clip(p.get_action(o), -1, 1) for p, o in zip(policies, obs)])
+        if t % 3 == 2:
+            actions = rng.uniform(-2, 2, actions.shape)
+        actions = actions.astype(np.float32 if t % 2 else np.float64)
+        if batched:
+            got = step_batch(envs, actions)
+            assert got is not None
+            obs, rewards, truncated, infos = got
+            if isinstance(infos, dict):
+                infos = [{k: v[n] for k, v in infos.items()} for n in range(len(envs))]
+        else:
+            outs = [env.step(a) for env, a in zip(envs, actions)]
+            obs = np.stack([out[0] for out in outs])
+            rewards = [out[1] for out in outs]
+            truncated = [out[3] for out in outs]
+            infos = [out[4] for out in outs]
+        record.append((obs.copy(), [float(r) for r in rewards], [bool(x) for x in truncated],
+                       [sorted((k, float(v)) for k, v in info.items()) for info in infos],
+                       [_state(env) for env in envs]))
+        if any(truncated):
+            break
+    return record
+
+
+def _assert_same(got, expected):
+    assert len(got) == len(expected)
+    for t, ((obs_a, rew_a, tr_a, inf_a, st_a), (obs_b, rew_b, tr_b, inf_b, st_b)) in enumerate(
+            zip(got, expected)):
+        assert obs_a.dtype == obs_b.dtype and np.array_equal(obs_a, obs_b), t
+        assert rew_a == rew_b and tr_a == tr_b and inf_a == inf_b, t
+        for a, b in zip(st_a, st_b):
+            for x, y in zip(a, b):
+                assert np.array_equal(x, y), t
+
+
+class _MetaWorldsOwn:
+    """Inside, Meta-World's own code (every replacement uninstalled)."""
+
+    def __enter__(self):
+        _metaworld_speedups.uninstall()
+
+    def __exit__(self, *exc_info):
+        _metaworld_speedups.install()
+
+
+def _ml45_names():
+    from metaworld.env_dict import ML45_V3  # pylint: disable=import-outside-toplevel
+    names = list(ML45_V3['train']) + list(ML45_V3['test'])
+    assert len(names) == 50
+    return names
+
+
+@pytest.mark.metaworld
+@pytest.mark.slow
+def test_every_ml45_class_steps_in_a_wave_as_with_meta_worlds_own_code():
+    """Two envs of each of the 50 ML45 classes (ML10's among them), each class's wave by
+    :func:`step_batch` against Meta-World's own ``step`` env by env: observations,
+    rewards, truncations, infos, and the simulations' state (positions, velocities, the
+    solver's warm start, mocap, controls, every site and body, time) with each env's
+    previous frame and step count, equal bit for bit, through the end of the episode."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    for name in _ml45_names():
+        batched = _rollout([name, name], 60, True)
+        with _MetaWorldsOwn():
+            own = _rollout([name, name], 60, False)
+        assert len(own) == 60, name
+        _assert_same(batched, own)
+
+
+@pytest.mark.metaworld
+def test_a_mixed_wave_and_the_python_loop_step_as_meta_worlds_own_code(monkeypatch):
+    """A wave mixing classes (one with a kernel, one without), with the compiled loop and
+    without it (the Python loop), equals Meta-World's own code."""
+    names = ['reach-v3', 'pick-place-v3', 'reach-v3', 'door-open-v3']
+    batched = _rollout(names, 40, True)
+    with _MetaWorldsOwn():
+        own = _rollout(names, 40, False)
+    _assert_same(batched, own)
+    monkeypatch.setattr(_cstep, 'library', lambda: None)
+    _assert_same(_rollout(names, 40, True), own)
+
+
+@pytest.mark.metaworld
+def test_a_reach_wave_uses_its_kernel_and_returns_arrays():
+    """``reach-v3`` waves take the array reward (infos as arrays); a class without a kernel
+    and Meta-World's own code do not (infos per env, or no batch at all)."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    envs = [_env('reach-v3', s)[0] for s in (1, 2)]
+    got = step_batch(envs, np.zeros((2, 4)))
+    assert isinstance(got[3], dict) and got[3]['success'].shape == (2, )
+    others = [_env('push-v3', s)[0] for s in (1, 2)]
+    assert isinstance(step_batch(others, np.zeros((2, 4)))[3], list)
+    with _MetaWorldsOwn():
+        assert step_batch(envs, np.zeros((2, 4))) is None
+
+
+@pytest.mark.metaworld
+def test_what_the_batch_does_not_reproduce_is_left_to_each_env():
+    """None (and nothing changed) for: an episode at its end (Meta-World's own step raises),
+    actions of the wrong width, an env with its own ``step`` or reward on the instance, a
+    subclass with its own observation, the unstable-simulation branch, a bad goal site."""
+    from metaworld.envs.sawyer_reach_v3 import SawyerReachEnvV3  # pylint: disable=import-outside-toplevel
+
+    envs = [_env('reach-v3', s)[0] for s in (1, 2)]
+    before = [_state(env) for env in envs]
+    envs[1].curr_path_length = envs[1].max_path_length
+    assert step_batch(envs, np.zeros((2, 4))) is None
+    envs[1].curr_path_length = 0
+    assert step_batch(envs, np.zeros((2, 3))) is None
+    for name in ('step', 'evaluate_state', 'compute_reward'):
+        setattr(envs[1], name, lambda *args: None)
+        assert step_batch(envs, np.zeros((2, 4))) is None, name
+        delattr(envs[1], name)
+    envs[1]._did_see_sim_exception = True  # pylint: disable=protected-access
+    assert step_batch(envs, np.zeros((2, 4))) is None
+    envs[1]._did_see_sim_exception = False  # pylint: disable=protected-access
+    envs[1]._target_pos = envs[1]._target_pos[:2]  # pylint: disable=protected-access
+    assert step_batch(envs, np.zeros((2, 4))) is None
+    after = [_state(env) for env in envs]
+    for a, b in zip(before, after):
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)
+
+    class OwnObservation(SawyerReachEnvV3):
+        def _get_obs(self):
+            return super()._get_obs()
+
+    assert not _metaworld_batch._class_ok(OwnObservation)  # pylint: disable=protected-access
+    assert _metaworld_batch._class_ok(SawyerReachEnvV3)  # pylint: disable=protected-access
+
+
+@pytest.mark.metaworld
+def test_partially_observable_envs_see_a_zero_goal():
+    """ML1's envs hide the goal: zeros in the batch as in their own step."""
+    names = ['reach-v3', 'reach-v3']
+    envs_a = [_env(name, 3 + k)[0] for k, name in enumerate(names)]
+    envs_b = [_env(name, 3 + k)[0] for k, name in enumerate(names)]
+    for env in envs_a + envs_b:
+        env._partially_observable = True  # pylint: disable=protected-access
+        del env.sawyer_observation_space  # Meta-World's cached space, as set_task does it
+    actions = np.full((2, 4), 0.3, dtype=np.float32)
+    obs = step_batch(envs_a, actions)[0]
+    with _MetaWorldsOwn():
+        own = np.stack([env.step(a)[0] for env, a in zip(envs_b, actions)])
+    assert np.array_equal(obs, own) and not obs[:, -3:].any()
+
+
+def test_the_array_forms_equal_numpys_and_meta_worlds_scalar_forms():
+    """``row_norms`` is ``np.linalg.norm`` of each row (NumPy's dot: the BLAS's sum, which
+    a sequential or fused sum does not always give), ``tolerance_long_tail`` Meta-World's
+    ``tolerance`` of each number (its square by ``pow``, which NumPy's array square is not
+    always), in and out of bounds, with a zero margin and NaN."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((20000, 3)) * rng.choice([1e-3, 1., 1e3], (20000, 1))
+    assert np.array_equal(row_norms(vectors), [np.linalg.norm(v) for v in vectors])
+    x = np.abs(rng.standard_normal(20000)) * rng.choice([1e-3, 0.1, 1., 1e3], 20000)
+    x[:10] = [0., 0.05, 0.05 + 1e-17, np.nan, 0.02, 0.3, 1e300, 0.06, 0.049, 7.]
+    margin = np.abs(rng.standard_normal(20000)) + 1e-3
+    margin[[1, 5, 9]] = 0.
+    tolerance = _metaworld_speedups.ORIGINALS['tolerance']
+    expected = [tolerance(float(a), bounds=(0, 0.05), margin=float(m), sigmoid='long_tail')
+                for a, m in zip(x, margin)]
+    got = tolerance_long_tail(x, 0.05, margin)
+    assert np.array_equal(got, expected, equal_nan=True)
+
+
+def test_quaternions_equal_the_row_by_row_function_in_c_and_numpy():
+    """Every branch of SciPy's algorithm, and rows that are no rotation (SciPy's own
+    projection), with the compiled ``gp_quats`` and with the array form."""
+    rotations = Rotation.random(8000, random_state=1).as_matrix().reshape(-1, 9)
+    near_half_turns = np.array([Rotation.from_rotvec(np.pi * 0.999 * axis).as_matrix().ravel()
+                                for axis in np.eye(3)])
+    matrices = np.concatenate([rotations, near_half_turns, (np.eye(3) * 1.1).reshape(1, 9),
+                               rotations[:5] * (1 + 1e-9)])
+    branches = np.argmax(np.stack([matrices[:, 0], matrices[:, 4], matrices[:, 8],
+                                   matrices[:, [0, 4, 8]].sum(axis=1)], axis=1), axis=1)
+    assert set(branches.tolist()) == {0, 1, 2, 3}
+    expected = np.array([_metaworld_speedups.quat_from_matrix(m) for m in matrices])
+    lib = _cstep.library()
+    for library in ([lib] if lib is not None else []) + [None]:
+        assert np.array_equal(quats_from_matrices(matrices, library), expected)
+
+
+def test_gather_checks_its_spec():
+    lib = _cstep.library()
+    if lib is None:
+        pytest.skip(f'no compiled library: {_cstep.reason}')
+    import mujoco  # pylint: disable=import-outside-toplevel
+    model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><body name="b" pos="1 2 3">'
+                                           '<geom size="1"/></body></worldbody></mujoco>')
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    _, ptrs = _cstep.pointers([model], [data])
+    spec = np.array([[0], [3], [3]], dtype=np.int32)
+    assert np.array_equal(_cstep.gather(lib, ptrs, spec, 3), [[1., 2., 3.]])
+    with pytest.raises(ValueError, match='unknown field'):
+        _cstep.gather(lib, ptrs, np.array([[99], [0], [3]], dtype=np.int32), 3)
+    with pytest.raises(ValueError, match='C-contiguous'):
+        _cstep.gather(lib, ptrs, spec.astype(np.int64), 3)
