@@ -159,8 +159,9 @@ class MujocoClock:
     They are wrapped on the ``mujoco`` module, where gymnasium's ``MujocoEnv``,
     Meta-World and the package's envs all look them up at every call, so only
     an in-process sampler is seen; so is the package's compiled stepping loop
-    (``garage_promp.envs._cstep.step_batch``, timed whole: MuJoCo's calls and a few
-    copies around them), counted as one call per simulation it steps. ``steps``
+    (``garage_promp.envs._cstep.step_batch``, and ``step_mocap_batch`` for Meta-World,
+    timed whole: MuJoCo's calls and a few copies around them), counted as one call per
+    simulation it steps. ``steps``
     holds, per model, ``nstep`` and the state before each ``mj_step`` call
     (MuJoCo's integration state: positions, velocities, controls, warm start...,
     taken before the clock starts), for :func:`replay_us`.
@@ -200,6 +201,28 @@ class MujocoClock:
                 self.calls += len(datas)
 
         _cstep.step_batch = step_batch
+        self._step_mocap_batch = real_mocap = _cstep.step_mocap_batch
+
+        def step_mocap_batch(lib, models, datas, mocap_pos, mocap_quat, ctrl, nstep, *args,
+                             **kwargs):
+            # Meta-World's wave (garage_promp/envs/_metaworld_batch.py): each simulation's
+            # mocap pose and controls, its mj_step calls, mj_rnePostConstraint and
+            # mj_forward in one call, timed whole. The state each mj_step starts from
+            # has the new mocap pose and controls: set here (the loop sets the same).
+            for n, (model, data) in enumerate(zip(models, datas)):
+                data.mocap_pos = np.reshape(mocap_pos[n], data.mocap_pos.shape)
+                data.mocap_quat = np.reshape(mocap_quat, data.mocap_quat.shape)
+                data.ctrl = ctrl[n]
+                record(model, data, nstep=nstep)
+            start = time.perf_counter()
+            try:
+                return real_mocap(lib, models, datas, mocap_pos, mocap_quat, ctrl, nstep,
+                                  *args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += len(datas)
+
+        _cstep.step_mocap_batch = step_mocap_batch
         return self
 
     def __exit__(self, *exc):
@@ -209,6 +232,7 @@ class MujocoClock:
         for name, function in self._saved.items():
             setattr(mujoco, name, function)
         _cstep.step_batch = self._step_batch
+        _cstep.step_mocap_batch = self._step_mocap_batch
 
 
 class LearnerClock:

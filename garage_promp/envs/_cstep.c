@@ -44,9 +44,13 @@ static void gp_on_error(const char* message) {
 
 const char* gp_last_error(void) { return gp_message; }
 
-int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int nu,
-                  int nstep, int rne, double* x_before, double* qpos, int nq,
-                  double* qvel, int nv) {
+/* One loop for both entry points below: per simulation, the mocap pose (if mocap_pos),
+ * x_before, the controls, nstep mj_steps, mj_rnePostConstraint (if rne), mj_forward (if
+ * forward), then the qpos / qvel rows (if asked), under the error handler. */
+static int gp_step_rows(int n, const mjModel** m, mjData** d, const double* mocap_pos,
+                        const double* mocap_quat, int nmocap, const double* ctrl, int nu,
+                        int nstep, int rne, int forward, double* x_before, double* qpos,
+                        int nq, double* qvel, int nv) {
   gp_error_fn previous = _mjPRIVATE__get_tls_error_fn();
   volatile int i = 0;
   if (setjmp(gp_jump)) {
@@ -57,15 +61,28 @@ int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int 
   for (i = 0; i < n; i++) {
     mjData* data = d[i];
     const mjModel* model = m[i];
+    if (mocap_pos) {
+      memcpy(data->mocap_pos, mocap_pos + (size_t)i * 3 * nmocap,
+             (size_t)nmocap * 3 * sizeof(double));
+      memcpy(data->mocap_quat, mocap_quat, (size_t)nmocap * 4 * sizeof(double));
+    }
     if (x_before) x_before[i] = data->qpos[0];
     memcpy(data->ctrl, ctrl + (size_t)i * nu, (size_t)nu * sizeof(double));
     for (int k = 0; k < nstep; k++) mj_step(model, data);
     if (rne) mj_rnePostConstraint(model, data);
+    if (forward) mj_forward(model, data);
     if (qpos) memcpy(qpos + (size_t)i * nq, data->qpos, (size_t)nq * sizeof(double));
     if (qvel) memcpy(qvel + (size_t)i * nv, data->qvel, (size_t)nv * sizeof(double));
   }
   _mjPRIVATE__set_tls_error_fn(previous);
   return 0;
+}
+
+int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int nu,
+                  int nstep, int rne, double* x_before, double* qpos, int nq,
+                  double* qvel, int nv) {
+  return gp_step_rows(n, m, d, 0, 0, 0, ctrl, nu, nstep, rne, 0, x_before, qpos, nq, qvel,
+                      nv);
 }
 
 /* gp_step_mocap_batch: the step of Meta-World's SawyerXYZEnv (metaworld/sawyer_xyz_env.py)
@@ -84,26 +101,8 @@ int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int 
 int gp_step_mocap_batch(int n, const mjModel** m, mjData** d, const double* mocap_pos,
                         const double* mocap_quat, int nmocap, const double* ctrl, int nu,
                         int nstep, int rne, int forward) {
-  gp_error_fn previous = _mjPRIVATE__get_tls_error_fn();
-  volatile int i = 0;
-  if (setjmp(gp_jump)) {
-    _mjPRIVATE__set_tls_error_fn(previous);
-    return i + 1;
-  }
-  _mjPRIVATE__set_tls_error_fn(gp_on_error);
-  for (i = 0; i < n; i++) {
-    mjData* data = d[i];
-    const mjModel* model = m[i];
-    memcpy(data->mocap_pos, mocap_pos + (size_t)i * 3 * nmocap,
-           (size_t)nmocap * 3 * sizeof(double));
-    memcpy(data->mocap_quat, mocap_quat, (size_t)nmocap * 4 * sizeof(double));
-    memcpy(data->ctrl, ctrl + (size_t)i * nu, (size_t)nu * sizeof(double));
-    for (int k = 0; k < nstep; k++) mj_step(model, data);
-    if (rne) mj_rnePostConstraint(model, data);
-    if (forward) mj_forward(model, data);
-  }
-  _mjPRIVATE__set_tls_error_fn(previous);
-  return 0;
+  return gp_step_rows(n, m, d, mocap_pos, mocap_quat, nmocap, ctrl, nu, nstep, rne, forward,
+                      0, 0, 0, 0, 0);
 }
 
 /* gp_gather: rows of mjData arrays of n simulations into one array. Part j of row i of

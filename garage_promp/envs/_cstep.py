@@ -231,24 +231,25 @@ def _raise_failed(lib, failed: int):
     raise error
 
 
-def step_mocap_batch(lib, addresses: Tuple[np.ndarray, np.ndarray], mocap_pos: np.ndarray,
+def step_mocap_batch(lib, models: Sequence[Any], datas: Sequence[Any], mocap_pos: np.ndarray,
                      mocap_quat: np.ndarray, ctrl: np.ndarray, nstep: int, rne: bool,
-                     forward: bool):
+                     forward: bool, addresses: Tuple[np.ndarray, np.ndarray] | None = None):
     """Set each simulation's mocap bodies (``mocap_pos`` rows ``(n, nmocap * 3)``, the
     same ``mocap_quat`` for all) and controls (``ctrl`` rows), step it ``nstep`` times,
     then ``mj_rnePostConstraint`` and ``mj_forward`` where asked (``gp_step_mocap_batch``
-    in ``_cstep.c``). ``addresses`` is :func:`pointers` of the models and datas. A MuJoCo
-    error is raised as :func:`step_batch` raises it."""
-    model_ptrs, data_ptrs = addresses
-    n = len(data_ptrs)
+    in ``_cstep.c``). ``addresses``, where given, is :func:`pointers` of ``models`` and
+    ``datas``. A MuJoCo error is raised as :func:`step_batch` raises it."""
+    n = len(datas)
     mocap_pos = np.ascontiguousarray(mocap_pos, dtype=np.float64)
     mocap_quat = np.ascontiguousarray(mocap_quat, dtype=np.float64)
     ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
     nmocap = mocap_quat.size // 4
-    if (len(model_ptrs) != n or mocap_pos.shape != (n, 3 * nmocap) or ctrl.ndim != 2
+    if (len(models) != n or mocap_pos.shape != (n, 3 * nmocap) or ctrl.ndim != 2
             or len(ctrl) != n or mocap_quat.size != 4 * nmocap):
-        raise ValueError(f'{n} simulations, mocap positions {mocap_pos.shape}, mocap '
-                         f'orientation {mocap_quat.shape} and controls {ctrl.shape} do not match')
+        raise ValueError(f'{len(models)} models, {n} simulations, mocap positions '
+                         f'{mocap_pos.shape}, mocap orientation {mocap_quat.shape} and '
+                         f'controls {ctrl.shape} do not match')
+    model_ptrs, data_ptrs = addresses or pointers(models, datas)
     failed = lib.gp_step_mocap_batch(n, model_ptrs.ctypes.data, data_ptrs.ctypes.data,
                                      mocap_pos.ctypes.data, mocap_quat.ctypes.data, nmocap,
                                      ctrl.ctypes.data, ctrl.shape[1], nstep, int(rne),

@@ -38,6 +38,7 @@ left to the env-by-env loop, which raises Meta-World's own errors.
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Sequence, Tuple
+import weakref
 
 from garage_promp.envs import _cstep
 from garage_promp.envs import _metaworld_speedups as fast
@@ -185,6 +186,9 @@ KERNELS: Dict[Tuple[str, str], Kernel] = {
         sites=('rightEndEffector', 'leftEndEffector'), reward=_reach_reward),
 }
 
+#: The hand's position and the two claws' (``get_endeff_pos`` and the gripper opening).
+_HAND_PARTS = (('xpos', 'body', 'hand'), ('xpos', 'body', 'rightclaw'),
+               ('xpos', 'body', 'leftclaw'))
 _FIELD_CODES = {name: code for code, name in enumerate(_cstep.GATHER_FIELDS)}
 _WIDTHS = {'xpos': 3, 'xmat': 9, 'xquat': 4, 'site_xpos': 3, 'site_xmat': 9, 'geom_xpos': 3,
            'geom_xmat': 9, 'mocap_pos': 3, 'mocap_quat': 4}
@@ -198,16 +202,18 @@ _REPLACED = (('step', fast.step), ('set_xyz_action', fast.set_xyz_action),
              ('_get_curr_obs_combined_no_goal', fast.curr_obs_combined_no_goal),
              ('get_endeff_pos', fast.get_endeff_pos),
              ('_set_pos_site', fast._set_pos_site))  # pylint: disable=protected-access
-_INSTANCE_NAMES = tuple(name for name, _ in _REPLACED) + (
+_INSTANCE_NAMES = frozenset(tuple(name for name, _ in _REPLACED) + (
     'do_simulation', '_step_mujoco_simulation', 'evaluate_state', 'compute_reward',
-    '_get_pos_objects', '_get_quat_objects', '_get_pos_goal', 'tcp_center')
+    '_get_pos_objects', '_get_quat_objects', '_get_pos_goal', 'tcp_center'))
 
 
 class _Plan:
-    """Per env class: its kernel, and whether its goal is ``_target_pos``."""
+    """Per env class: its kernel, whether its goal is ``_target_pos``, and whether its
+    target sites are ``SawyerXYZEnv``'s (the goal site at ``_target_pos``)."""
 
-    def __init__(self, kernel: Kernel | None, goal_is_target: bool):
+    def __init__(self, kernel: Kernel | None, goal_is_target: bool, default_sites: bool):
         self.kernel, self.goal_is_target = kernel, goal_is_target
+        self.default_sites = default_sites
 
 
 _PLANS: Dict[type, _Plan] = {}
@@ -230,28 +236,51 @@ def _plan(cls) -> _Plan:
         module = __import__(cls.__module__, fromlist=['_'])
         if getattr(module, cls.__name__, None) is not cls:
             kernel = None  # another class of that name: not Meta-World's
-        plan = _PLANS[cls] = _Plan(kernel, cls._get_pos_goal is SawyerXYZEnv._get_pos_goal)  # pylint: disable=protected-access
+        plan = _PLANS[cls] = _Plan(
+            kernel, cls._get_pos_goal is SawyerXYZEnv._get_pos_goal,  # pylint: disable=protected-access
+            cls._target_site_config is SawyerXYZEnv._target_site_config)  # pylint: disable=protected-access
     if plan.kernel is not None and cls.tcp_center is not fast.tcp_center:
-        return _Plan(None, plan.goal_is_target)
+        return _Plan(None, plan.goal_is_target, plan.default_sites)
     return plan
 
 
 # ------------------------------------------------------------------ the step
-def _ready(env, actions_width: int) -> bool:
+#: Per env: the ``(model, data)`` whose static checks passed (controls, mocap bodies,
+#: frame skip, action scale, the default goal site), so later steps check identities only.
+_CHECKED: weakref.WeakKeyDictionary[Any, Tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _static_ok(env, plan: _Plan) -> bool:
+    model, data = env.model, env.data
+    checked = _CHECKED.get(env)
+    if checked is not None and checked[0] is model and checked[1] is data:
+        return True
+    ok = (model.nu == 2 and model.nmocap == 1 and type(env.frame_skip) is int
+          and type(env.action_scale) is float)
+    if ok and plan.default_sites:
+        try:
+            fast.site_id(env, 'goal')
+        except KeyError:
+            ok = False
+    if ok:
+        _CHECKED[env] = (model, data)
+    return ok
+
+
+def _ready(env, plan: _Plan, actions_width: int) -> bool:
     """Whether this env's step now is one :func:`step_batch` reproduces (else the
     env-by-env loop takes the wave, and raises Meta-World's errors)."""
-    own = vars(env)
-    if any(name in own for name in _INSTANCE_NAMES):
+    if not vars(env).keys().isdisjoint(_INSTANCE_NAMES):
         return False
-    model = env.model
     target = env._target_pos  # pylint: disable=protected-access
-    if not (actions_width == 4 and model.nu == 2 and model.nmocap == 1
-            and env.curr_path_length < env.max_path_length
+    if not (actions_width == 4 and env.curr_path_length < env.max_path_length
             and not env._did_see_sim_exception  # pylint: disable=protected-access
             and env._set_task_called  # pylint: disable=protected-access
-            and type(env.frame_skip) is int and type(env.action_scale) is float
-            and type(target) is np.ndarray and target.shape == (3, )):
+            and type(target) is np.ndarray and target.shape == (3, )
+            and _static_ok(env, plan)):
         return False
+    if plan.default_sites:  # [('goal', _target_pos)]: checked above
+        return True
     try:  # what Meta-World's _set_pos_site would check of each target site
         for name, pos in env._target_site_config:  # pylint: disable=protected-access
             if not (isinstance(pos, np.ndarray) and pos.ndim == 1 and len(pos) >= 3):
@@ -262,16 +291,26 @@ def _ready(env, actions_width: int) -> bool:
     return True
 
 
+#: Gather specs per model and parts (ids looked up once per model).
+_SPECS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
+
+
 def _spec(env, parts) -> Tuple[np.ndarray, int]:
     """The gather spec of ``(field, kind, name)`` parts for ``env``'s model (``kind``
     None: ``name`` is the index)."""
-    fields, starts, counts = [], [], []
-    for field, kind, name in parts:
-        index = name if kind is None else fast._model_id(env.model, kind, name)  # pylint: disable=protected-access
-        fields.append(_FIELD_CODES[field])
-        starts.append(index * _WIDTHS[field])
-        counts.append(_WIDTHS[field])
-    return np.array([fields, starts, counts], dtype=np.int32), sum(counts)
+    specs = _SPECS.get(env.model)
+    if specs is None:
+        specs = _SPECS[env.model] = {}
+    found = specs.get(parts)
+    if found is None:
+        fields, starts, counts = [], [], []
+        for field, kind, name in parts:
+            index = name if kind is None else fast._model_id(env.model, kind, name)  # pylint: disable=protected-access
+            fields.append(_FIELD_CODES[field])
+            starts.append(index * _WIDTHS[field])
+            counts.append(_WIDTHS[field])
+        found = specs[parts] = (np.array([fields, starts, counts], dtype=np.int32), sum(counts))
+    return found
 
 
 def _gather(lib, envs, ptrs, parts) -> np.ndarray:
@@ -300,7 +339,8 @@ def _simulate(lib, envs, addresses, mocap, actions):
     quat = fast._MOCAP_QUAT.astype(np.float64)  # pylint: disable=protected-access
     frame_skip = envs[0].frame_skip
     if lib is not None:
-        _cstep.step_mocap_batch(lib, addresses, mocap, quat, ctrl, frame_skip, True, True)
+        _cstep.step_mocap_batch(lib, [env.model for env in envs], [env.data for env in envs],
+                                mocap, quat, ctrl, frame_skip, True, True, addresses)
         return
     for n, env in enumerate(envs):
         model, data = env.model, env.data
@@ -336,7 +376,7 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
         return None
     plans = {cls: _plan(cls) for cls in classes}
     width = actions.shape[1]
-    if not all(_ready(env, width) for env in envs):
+    if not all(_ready(env, plans[type(env)], width) for env in envs):
         return None
     first = envs[0]
     if any(env.frame_skip != first.frame_skip or env.action_scale != first.action_scale
@@ -357,12 +397,8 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
     _simulate(lib, envs, addresses, mocap, actions)
     for env in envs:
         env.curr_path_length += 1
-    # 3. the observation.
-    hands = _gather(lib, envs, ptrs, (('xpos', 'body', 'hand'), ('xpos', 'body', 'rightclaw'),
-                                      ('xpos', 'body', 'leftclaw')))
+    # 3. the observation (the ids of bodies, sites and geoms looked up per class: one XML).
     curr = np.zeros((len(envs), 4 + first._obs_obj_max_len))  # pylint: disable=protected-access
-    curr[:, :3] = hands[:, :3]
-    curr[:, 3] = fast._clip(row_norms(hands[:, 3:6] - hands[:, 6:9]) / 0.1, 0.0, 1.0)  # pylint: disable=protected-access
     groups: Dict[type, List[int]] = {}
     for n, env in enumerate(envs):
         groups.setdefault(type(env), []).append(n)
@@ -374,17 +410,20 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
             for n, env in zip(members, group):
                 curr[n] = env._get_curr_obs_combined_no_goal()  # pylint: disable=protected-access
             continue
-        positions = _gather(lib, group, group_ptrs, kernel.positions)
+        parts = _gather(lib, group, group_ptrs, _HAND_PARTS + kernel.positions)
+        rows = curr[members]
+        rows[:, :3] = parts[:, :3]
+        rows[:, 3] = fast._clip(row_norms(parts[:, 3:6] - parts[:, 6:9]) / 0.1, 0.0, 1.0)  # pylint: disable=protected-access
         rotations = _gather(lib, group, group_ptrs, kernel.rotations)
-        at_p = at_r = 0
-        column = 4
-        for (_, _, _), (field, _, _) in zip(kernel.positions, kernel.rotations):
-            curr[members, column:column + 3] = positions[:, at_p:at_p + 3]
+        at_p, at_r, column = 9, 0, 4
+        for field, _, _ in kernel.rotations:
+            rows[:, column:column + 3] = parts[:, at_p:at_p + 3]
             width = _WIDTHS[field]
             rotation = rotations[:, at_r:at_r + width]
-            curr[members, column + 3:column + 7] = (quats_from_matrices(rotation, lib) if width == 9
-                                                    else rotation)
+            rows[:, column + 3:column + 7] = (quats_from_matrices(rotation, lib) if width == 9
+                                              else rotation)
             at_p, at_r, column = at_p + 3, at_r + width, column + 7
+        curr[members] = rows
     goals = np.zeros((len(envs), 3))
     for n, env in enumerate(envs):
         if not env._partially_observable:  # pylint: disable=protected-access
@@ -418,7 +457,7 @@ def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
                 rewards[n] = float(reward)
             continue
         sites = _gather(lib, group, None if ptrs is None else ptrs[members],
-                        [('site_xpos', 'site', name) for name in kernel.sites])
+                        tuple(('site_xpos', 'site', name) for name in kernel.sites))
         reward, info = kernel.reward(group, sites)
         if len(groups) == 1:
             return reward, info
