@@ -191,6 +191,35 @@ void gp_quats(int n, const double* matrices, double* q, int* proper) {
   }
 }
 
+/* gp_pad_forces: Meta-World's SawyerXYZEnv.touching_object (metaworld/sawyer_xyz_env.py)
+ * for n simulations, as touching_object in garage_promp/envs/_metaworld_speedups.py sums
+ * it: for simulation i and each pad (left, right), the sum, in contact order from 0, of
+ * efc_force[efc_address] over the contacts whose geom1 or geom2 is obj[i] and whose geom1
+ * or geom2 is the pad (an address of -1, a contact not in the constraints, reads the last
+ * force, as NumPy's index -1 does). out row i is (left sum, right sum). Returns 0, or
+ * i + 1 when simulation i has such an address with no forces at all (NumPy would raise). */
+int gp_pad_forces(int n, mjData** d, const int* obj, int left, int right, double* out) {
+  for (int i = 0; i < n; i++) {
+    const mjData* data = d[i];
+    double sums[2] = {0, 0};
+    const int pads[2] = {left, right};
+    for (int p = 0; p < 2; p++) {
+      for (int c = 0; c < data->ncon; c++) {
+        const mjContact* con = data->contact + c;
+        if (!((con->geom1 == obj[i] || con->geom2 == obj[i])
+              && (con->geom1 == pads[p] || con->geom2 == pads[p]))) continue;
+        int address = con->efc_address;
+        if (address < 0) address += data->nefc;
+        if (address < 0 || address >= data->nefc) return i + 1;
+        sums[p] += data->efc_force[address];
+      }
+    }
+    out[2 * i] = sums[0];
+    out[2 * i + 1] = sums[1];
+  }
+  return 0;
+}
+
 /* gp_same_physics: whether stepping with model b computes exactly what model a would,
  * for identical_models (garage_promp/envs/_mujoco.py). Returns 1 when every size
  * (MJMODEL_INTS), every option (MJOPTION_*, bytes compared: -0. is not 0.), the visual

@@ -151,6 +151,9 @@ def _load(path: pathlib.Path):
     gather_rows = loaded.gp_gather
     gather_rows.argtypes = [_I, _P, _I, _P, _P, _P, _P]
     gather_rows.restype = _I
+    pads = loaded.gp_pad_forces
+    pads.argtypes = [_I, _P, _P, _I, _I, _P]
+    pads.restype = _I
     quats = loaded.gp_quats
     quats.argtypes = [_I, _P, _P, _P]
     quats.restype = None
@@ -290,6 +293,19 @@ def quats(lib, matrices: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     proper = np.empty(len(matrices), dtype=np.intc)
     lib.gp_quats(len(matrices), matrices.ctypes.data, out.ctypes.data, proper.ctypes.data)
     return out, proper.astype(bool)
+
+
+def pad_forces(lib, data_ptrs: np.ndarray, objects: np.ndarray, left: int,
+               right: int) -> np.ndarray | None:
+    """``(n, 2)`` sums of the contact forces between each simulation's geom ``objects[i]``
+    and the left and right pad geoms, as Meta-World's ``touching_object`` forms them
+    (``gp_pad_forces``); None where an index would fail (left to Python's error)."""
+    objects = np.ascontiguousarray(objects, dtype=np.intc)
+    out = np.empty((len(data_ptrs), 2))
+    if lib.gp_pad_forces(len(data_ptrs), data_ptrs.ctypes.data, objects.ctypes.data, left,
+                         right, out.ctypes.data):
+        return None
+    return out
 
 
 def main():

@@ -37,6 +37,7 @@ left to the env-by-env loop, which raises Meta-World's own errors.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 import weakref
 
@@ -115,16 +116,61 @@ def long_tail(x: np.ndarray, value_at_margin: float) -> np.ndarray:
 
 
 def tolerance_long_tail(x: np.ndarray, upper: float, margin: np.ndarray,
-                        value_at_margin: float = 0.1) -> np.ndarray:
-    """``tolerance(x, bounds=(0, upper), margin=margin, sigmoid='long_tail')`` of each row
-    (:func:`~._metaworld_speedups.tolerance`, Meta-World's), for ``x >= 0`` and
-    ``margin >= 0``: 1 inside the bounds, else the sigmoid of ``(x - upper) / margin``
-    (0 where the margin is 0)."""
-    inside = (0 <= x) & (x <= upper)
+                        value_at_margin: float = 0.1, lower: float = 0.0) -> np.ndarray:
+    """``tolerance(x, bounds=(lower, upper), margin=margin, sigmoid='long_tail')`` of each
+    row (:func:`~._metaworld_speedups.tolerance`, Meta-World's): 1 inside the bounds, else
+    the sigmoid of the distance to the nearer bound over the margin (0 where the margin
+    is 0). A negative margin raises Meta-World's error (for the first such row)."""
+    negative = margin < 0
+    if negative.any():
+        raise ValueError('`margin` must be non-negative. Current value: '
+                         f'{margin[np.flatnonzero(negative)[0]]}')
+    inside = (lower <= x) & (x <= upper)
     out = np.where(inside, 1.0, 0.0)
     outside = ~inside & (margin != 0)
     if outside.any():
-        out[outside] = long_tail((x[outside] - upper) / margin[outside], value_at_margin)
+        xs = x[outside]
+        distance = np.where(xs < lower, lower - xs, xs - upper)
+        out[outside] = long_tail(distance / margin[outside], value_at_margin)
+    return out
+
+
+def _stacked(envs, name: str) -> np.ndarray:
+    return np.array([getattr(env, name) for env in envs], dtype=np.float64)
+
+
+def gripper_caging(envs, actions, obj, left_pad, right_pad, tcp, obj_radius: float,
+                   pad_success_thresh: float, xz_thresh: float,
+                   desired_gripper_effort: float = 1.0, high_density: bool = False) -> list:
+    """``SawyerXYZEnv._gripper_caging_reward`` of every row (without ``medium_density``):
+    the pads' and the tool centre's distances and their ``tolerance`` as arrays, then
+    Meta-World's own scalar steps row by row (its ``hamacher_product``, the gripper
+    effort from the row's action), so the values and their types are its own."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    obj_init = _stacked(envs, 'obj_init_pos')
+    init_tcp = _stacked(envs, 'init_tcp')
+    pad_y = np.stack((left_pad[:, 1], right_pad[:, 1]), axis=1)
+    pad_to_obj = np.abs(pad_y - obj[:, 1:2])
+    pad_to_obj_init = np.abs(pad_y - obj_init[:, 1:2])
+    margin_lr = np.abs(pad_to_obj_init - pad_success_thresh)
+    caging_lr = np.stack([tolerance_long_tail(pad_to_obj[:, i], pad_success_thresh,
+                                              margin_lr[:, i], lower=obj_radius)
+                          for i in range(2)], axis=1).tolist()
+    xz = [0, 2]
+    margin_xz = row_norms(obj_init[:, xz] - init_tcp[:, xz]) - xz_thresh
+    caging_xz = tolerance_long_tail(row_norms(tcp[:, xz] - obj[:, xz]), xz_thresh,
+                                    margin_xz).tolist()
+    out = []
+    for (left, right), cage_xz, action in zip(caging_lr, caging_xz, actions):
+        caging_y = hamacher_product(left, right)
+        gripper_closed = (min(max(0, action[-1]), desired_gripper_effort)
+                          / desired_gripper_effort)
+        caging = hamacher_product(caging_y, float(cage_xz))
+        gripping = gripper_closed if caging > 0.97 else 0.0
+        caging_and_gripping = hamacher_product(caging, gripping)
+        if high_density:
+            caging_and_gripping = (caging_and_gripping + caging) / 2
+        out.append(caging_and_gripping)
     return out
 
 
@@ -140,29 +186,37 @@ class Kernel:
         rotations: the same for each object's orientation in ``_get_quat_objects()``: a
             ``'geom_xmat'`` / ``'xmat'`` / ``'site_xmat'`` (turned into SciPy's
             ``from_matrix(...).as_quat()``) or an ``'xquat'``.
-        sites: the sites whose positions ``reward`` reads, gathered after the step.
-        reward: ``reward(envs, sites) -> (rewards, infos)`` with the v2 rewards, ``sites``
-            the ``(n, 3 * len(sites))`` positions, ``infos`` key -> ``(n,)`` float64;
-            None where only the observation is computed with arrays.
+        parts: what ``reward`` reads of the simulation, gathered after the step (the same
+            ``(field, kind, name)`` form).
+        reward: ``reward(envs, obs, actions, parts, touching) -> (rewards, infos)`` with the
+            v2 rewards: ``parts`` the gathered rows, ``touching()`` each env's
+            ``touching_main_object``; ``infos`` key -> the rows' values (as Meta-World's
+            ``evaluate_state`` gives them, so they stack to its dtypes). None where only
+            the observation is computed with arrays.
     """
 
     def __init__(self, positions: Sequence[Tuple[str, str, str]],
-                 rotations: Sequence[Tuple[str, str, str]], sites: Sequence[str] = (),
-                 reward: Callable | None = None):
+                 rotations: Sequence[Tuple[str, str, str]],
+                 parts: Sequence[Tuple[str, str, str]] = (), reward: Callable | None = None):
         if len(positions) != len(rotations):
             raise ValueError('one orientation per object position expected')
         self.positions, self.rotations = tuple(positions), tuple(rotations)
-        self.sites, self.reward = tuple(sites), reward
+        self.parts, self.reward = tuple(parts), reward
 
 
-def _reach_reward(envs, sites):
+_FINGERTIPS = (('site_xpos', 'site', 'rightEndEffector'), ('site_xpos', 'site', 'leftEndEffector'))
+_PADS = (('xpos', 'body', 'leftpad'), ('xpos', 'body', 'rightpad'))
+
+
+def _reach_reward(envs, obs, actions, parts, touching):
     """``SawyerReachEnvV3.evaluate_state`` with the v2 reward, for every row: the distance
     of the tool centre (the fingertips' midpoint, ``tcp_center``) to the target, shaped by
     ``tolerance`` (bounds 0 to 0.05, margin the hand's initial distance to the target,
     long tail)."""
-    targets = np.array([env._target_pos for env in envs], dtype=np.float64)  # pylint: disable=protected-access
-    hand_init = np.array([env.hand_init_pos for env in envs], dtype=np.float64)
-    tcp = (sites[:, 0:3] + sites[:, 3:6]) / 2.0
+    del obs, actions, touching  # the v2 reach reward reads only the simulation and target
+    targets = _stacked(envs, '_target_pos')
+    hand_init = _stacked(envs, 'hand_init_pos')
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
     tcp_to_target = row_norms(tcp - targets)
     in_place = tolerance_long_tail(tcp_to_target, 0.05, row_norms(hand_init - targets))
     reward = 10 * in_place
@@ -177,13 +231,55 @@ def _reach_reward(envs, sites):
     }
 
 
+def _push_reward(envs, obs, actions, parts, touching):
+    """``SawyerPushEnvV3.evaluate_state`` with the v2 reward, for every row: the distances
+    as arrays, the caging reward (:func:`gripper_caging`, high density), then the reward's
+    branches and the info row by row in Meta-World's own expressions."""
+    radius = type(envs[0]).TARGET_RADIUS
+    obj = obs[:, 4:7]
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    targets = _stacked(envs, '_target_pos')
+    obj_init = _stacked(envs, 'obj_init_pos')
+    tcp_to_obj = row_norms(obj - tcp)
+    target_to_obj = row_norms(obj - targets)
+    in_place = tolerance_long_tail(target_to_obj, radius, row_norms(obj_init - targets))
+    grasped = gripper_caging(envs, actions, obj, parts[:, 6:9], parts[:, 9:12], tcp,
+                             obj_radius=0.015, pad_success_thresh=0.05, xz_thresh=0.005,
+                             high_density=True)
+    touching_now = touching()
+    rewards, infos = [], {key: [] for key in (
+        'success', 'near_object', 'grasp_success', 'grasp_reward', 'in_place_reward',
+        'obj_to_target', 'unscaled_reward')}
+    for n, (to_obj, to_target, place, object_grasped) in enumerate(zip(
+            tcp_to_obj.tolist(), target_to_obj.tolist(), in_place.tolist(), grasped)):
+        tcp_opened = obs[n, 3]
+        reward = 2 * object_grasped
+        if to_obj < 0.02 and tcp_opened > 0:
+            reward += 1.0 + reward + 5.0 * place
+        if to_target < radius:
+            reward = 10.0
+        rewards.append(reward)
+        for key, value in (
+                ('success', float(to_target <= radius)),
+                ('near_object', float(to_obj <= 0.03)),
+                ('grasp_success', float(bool(touching_now[n]) and (tcp_opened > 0)
+                                        and (obs[n, 6] - 0.02 > envs[n].obj_init_pos[2]))),
+                ('grasp_reward', object_grasped), ('in_place_reward', place),
+                ('obj_to_target', to_target), ('unscaled_reward', reward)):
+            infos[key].append(value)
+    return [float(r) for r in rewards], infos
+
+
 #: Kernels by Meta-World env class (module, name): :func:`_plan` uses one only for
 #: that very class (not a subclass or another class of the name), with
 #: :mod:`._metaworld_speedups`' ``tcp_center`` in place.
 KERNELS: Dict[Tuple[str, str], Kernel] = {
     ('metaworld.envs.sawyer_reach_v3', 'SawyerReachEnvV3'): Kernel(
         positions=(('xpos', 'body', 'obj'), ), rotations=(('geom_xmat', 'geom', 'objGeom'), ),
-        sites=('rightEndEffector', 'leftEndEffector'), reward=_reach_reward),
+        parts=_FINGERTIPS, reward=_reach_reward),
+    ('metaworld.envs.sawyer_push_v3', 'SawyerPushEnvV3'): Kernel(
+        positions=(('xpos', 'body', 'obj'), ), rotations=(('geom_xmat', 'geom', 'objGeom'), ),
+        parts=_FINGERTIPS + _PADS, reward=_push_reward),
 }
 
 #: The hand's position and the two claws' (``get_endeff_pos`` and the gripper opening).
@@ -443,6 +539,21 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
     return obs, rewards, truncated, infos
 
 
+def _touching(lib, group, ptrs):
+    """``touching_main_object`` of every env of one class, as a bool array."""
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+    env = group[0]
+    if (lib is not None and type(env)._get_id_main_object is SawyerXYZEnv._get_id_main_object  # pylint: disable=protected-access
+            and type(env).touching_object is fast.touching_object):
+        objects = np.full(len(group), fast._model_id(env.model, 'geom', 'objGeom'))  # pylint: disable=protected-access
+        forces = _cstep.pad_forces(lib, ptrs, objects,
+                                   fast._model_id(env.model, 'geom', 'leftpad_geom'),  # pylint: disable=protected-access
+                                   fast._model_id(env.model, 'geom', 'rightpad_geom'))  # pylint: disable=protected-access
+        if forces is not None:
+            return (0 < forces[:, 0]) & (0 < forces[:, 1])
+    return np.array([bool(env.touching_main_object) for env in group])
+
+
 def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
     """Rewards and infos: a kernel's for its class's rows, else ``evaluate_state``."""
     rewards = np.empty(len(envs))
@@ -456,12 +567,14 @@ def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
                 reward, infos[n] = env.evaluate_state(obs[n], actions[n])
                 rewards[n] = float(reward)
             continue
-        sites = _gather(lib, group, None if ptrs is None else ptrs[members],
-                        tuple(('site_xpos', 'site', name) for name in kernel.sites))
-        reward, info = kernel.reward(group, sites)
+        group_ptrs = None if ptrs is None else ptrs[members]
+        parts = _gather(lib, group, group_ptrs, kernel.parts)
+        reward, info = kernel.reward(group, obs[members], actions[members], parts,
+                                     functools.partial(_touching, lib, group, group_ptrs))
         if len(groups) == 1:
-            return reward, info
+            return np.asarray(reward, dtype=np.float64), {
+                key: np.asarray(values) for key, values in info.items()}
         rewards[members] = reward
         for row, n in enumerate(members):
-            infos[n] = {key: values[row].item() for key, values in info.items()}
+            infos[n] = {key: values[row] for key, values in info.items()}
     return rewards, infos

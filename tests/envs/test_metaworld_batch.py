@@ -126,7 +126,7 @@ def test_every_ml45_class_steps_in_a_wave_as_with_meta_worlds_own_code():
 def test_a_mixed_wave_and_the_python_loop_step_as_meta_worlds_own_code(monkeypatch):
     """A wave mixing classes (one with a kernel, one without), with the compiled loop and
     without it (the Python loop), equals Meta-World's own code."""
-    names = ['reach-v3', 'pick-place-v3', 'reach-v3', 'door-open-v3']
+    names = ['reach-v3', 'pick-place-v3', 'push-v3', 'reach-v3', 'door-open-v3', 'push-v3']
     batched = _rollout(names, 40, True)
     with _MetaWorldsOwn():
         own = _rollout(names, 40, False)
@@ -137,14 +137,16 @@ def test_a_mixed_wave_and_the_python_loop_step_as_meta_worlds_own_code(monkeypat
 
 @pytest.mark.metaworld
 def test_a_reach_wave_uses_its_kernel_and_returns_arrays():
-    """``reach-v3`` waves take the array reward (infos as arrays); a class without a kernel
-    and Meta-World's own code do not (infos per env, or no batch at all)."""
+    """``reach-v3`` and ``push-v3`` waves take the array reward (infos as arrays); a class
+    without a kernel and Meta-World's own code do not (infos per env, or no batch)."""
     from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
     _metaworld()
     envs = [_env('reach-v3', s)[0] for s in (1, 2)]
     got = step_batch(envs, np.zeros((2, 4)))
     assert isinstance(got[3], dict) and got[3]['success'].shape == (2, )
-    others = [_env('push-v3', s)[0] for s in (1, 2)]
+    pushes = [_env('push-v3', s)[0] for s in (1, 2)]
+    assert isinstance(step_batch(pushes, np.zeros((2, 4)))[3], dict)
+    others = [_env('door-open-v3', s)[0] for s in (1, 2)]
     assert isinstance(step_batch(others, np.zeros((2, 4)))[3], list)
     with _MetaWorldsOwn():
         assert step_batch(envs, np.zeros((2, 4))) is None
@@ -255,3 +257,29 @@ def test_gather_checks_its_spec():
         _cstep.gather(lib, ptrs, np.array([[99], [0], [3]], dtype=np.int32), 3)
     with pytest.raises(ValueError, match='C-contiguous'):
         _cstep.gather(lib, ptrs, spec.astype(np.int64), 3)
+
+
+@pytest.mark.metaworld
+def test_the_contact_test_equals_meta_worlds_while_pushing():
+    """The compiled pad-force sums (``gp_pad_forces``) give ``touching_main_object`` of
+    every env of a ``push-v3`` wave driven by Meta-World's scripted policy, through steps
+    where the pads hold the puck and steps where they do not."""
+    from metaworld.policies import ENV_POLICY_MAP  # pylint: disable=import-outside-toplevel
+    lib = _cstep.library()
+    if lib is None:
+        pytest.skip(f'no compiled library: {_cstep.reason}')
+    made = [_env('push-v3', s) for s in (1, 2, 3)]
+    envs = [env for env, _ in made]
+    obs = np.stack([o for _, o in made])
+    policy = ENV_POLICY_MAP['push-v3']()
+    seen = set()
+    for _ in range(59):
+        actions = np.stack([np.clip(policy.get_action(o), -1, 1) for o in obs])
+        obs = step_batch(envs, actions)[0]
+        _, ptrs = _cstep.pointers([e.model for e in envs], [e.data for e in envs])
+        got = _metaworld_batch._touching(lib, envs, ptrs)  # pylint: disable=protected-access
+        expected = [_metaworld_speedups.ORIGINALS['touching_object'](
+            env, env.data.geom('objGeom').id) for env in envs]
+        assert got.tolist() == expected
+        seen.update(expected)
+    assert seen == {True, False}
