@@ -22,8 +22,12 @@ Meta-World's ``step`` does it:
    positions and quaternions, the previous frame, the goal; clipped to the observation
    space; each env's ``_prev_obs``, ``_last_stable_obs`` and ``curr_path_length`` set as
    its ``step`` sets them;
-4. the reward and info: for an env class with a kernel in :data:`KERNELS`, for all its
-   rows at once; any other class's own ``evaluate_state`` row by row.
+4. the reward and info: for an env class with a kernel in :data:`KERNELS` (``reach-v3``,
+   ``push-v3``, ``pick-place-v3``), for all its rows at once (the distances and
+   ``tolerance`` terms as arrays, the contact test of ``touching_main_object`` in C,
+   ``gp_pad_forces``, and the scalar steps whose types matter, such as
+   ``hamacher_product`` and the reward's branches, row by row in Meta-World's own
+   expressions); any other class's own ``evaluate_state`` row by row.
 
 Every number is the one Meta-World's own ``step`` computes, bit for bit
 (``tests/envs/test_metaworld_batch.py`` runs both on recorded actions for every ML10 and
@@ -193,15 +197,19 @@ class Kernel:
             ``touching_main_object``; ``infos`` key -> the rows' values (as Meta-World's
             ``evaluate_state`` gives them, so they stack to its dtypes). None where only
             the observation is computed with arrays.
+        main_object: the geom the class's ``_get_id_main_object`` names (Meta-World's
+            ``'objGeom'`` for the classes here), for ``touching``.
     """
 
     def __init__(self, positions: Sequence[Tuple[str, str, str]],
                  rotations: Sequence[Tuple[str, str, str]],
-                 parts: Sequence[Tuple[str, str, str]] = (), reward: Callable | None = None):
+                 parts: Sequence[Tuple[str, str, str]] = (), reward: Callable | None = None,
+                 main_object: str = 'objGeom'):
         if len(positions) != len(rotations):
             raise ValueError('one orientation per object position expected')
         self.positions, self.rotations = tuple(positions), tuple(rotations)
         self.parts, self.reward = tuple(parts), reward
+        self.main_object = main_object
 
 
 _FINGERTIPS = (('site_xpos', 'site', 'rightEndEffector'), ('site_xpos', 'site', 'leftEndEffector'))
@@ -270,6 +278,68 @@ def _push_reward(envs, obs, actions, parts, touching):
     return [float(r) for r in rewards], infos
 
 
+def _pick_place_reward(envs, obs, actions, parts, touching):
+    """``SawyerPickPlaceEnvV3.evaluate_state`` with the v2 reward, for every row: its own
+    caging reward (the pads' y offsets from the object against the pads' positions
+    ``init_left_pad`` / ``init_right_pad``, which are views of the simulation's body
+    positions, read as the original reads them), the x-z distance of the tool centre, the
+    distances and ``tolerance`` terms as arrays; the products, the gripper effort and the
+    reward's branches row by row in Meta-World's own expressions."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    obj = obs[:, 4:7]
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    left_pad, right_pad = parts[:, 6:9], parts[:, 9:12]
+    targets = _stacked(envs, '_target_pos')
+    obj_init = _stacked(envs, 'obj_init_pos')
+    init_tcp = _stacked(envs, 'init_tcp')
+    init_left = _stacked(envs, 'init_left_pad')
+    init_right = _stacked(envs, 'init_right_pad')
+    obj_to_target = row_norms(obj - targets)
+    tcp_to_obj = row_norms(obj - tcp)
+    in_place = tolerance_long_tail(obj_to_target, 0.05, row_norms(obj_init - targets))
+    right_caging = tolerance_long_tail(
+        obj[:, 1] - right_pad[:, 1], 0.05,
+        np.abs(np.abs(obj[:, 1] - init_right[:, 1]) - 0.05), lower=0.015)
+    left_caging = tolerance_long_tail(
+        left_pad[:, 1] - obj[:, 1], 0.05,
+        np.abs(np.abs(obj[:, 1] - init_left[:, 1]) - 0.05), lower=0.015)
+
+    def xz(points):  # points + [0, -y, 0], as the original forms them
+        return points + np.stack((np.zeros(len(points)), -points[:, 1],
+                                  np.zeros(len(points))), axis=1)
+
+    x_z_margin = row_norms(xz(obj_init) - xz(init_tcp)) - 0.005
+    x_z_caging = tolerance_long_tail(row_norms(xz(tcp) - xz(obj.copy())), 0.005, x_z_margin)
+    touching_now = touching()
+    rewards, infos = [], {key: [] for key in (
+        'success', 'near_object', 'grasp_success', 'grasp_reward', 'in_place_reward',
+        'obj_to_target', 'unscaled_reward')}
+    for n, (to_target, to_obj, place, left, right, cage_xz) in enumerate(zip(
+            obj_to_target.tolist(), tcp_to_obj.tolist(), in_place.tolist(),
+            left_caging.tolist(), right_caging.tolist(), x_z_caging.tolist())):
+        y_caging = hamacher_product(left, right)
+        gripper_closed = min(max(0, actions[n][-1]), 1)
+        caging = hamacher_product(y_caging, cage_xz)
+        gripping = gripper_closed if caging > 0.97 else 0.0
+        object_grasped = (hamacher_product(caging, gripping) + caging) / 2
+        reward = hamacher_product(object_grasped, place)
+        tcp_opened = obs[n, 3]
+        if to_obj < 0.02 and (tcp_opened > 0) and (obs[n, 6] - 0.01 > envs[n].obj_init_pos[2]):
+            reward += 1.0 + 5.0 * place
+        if to_target < 0.05:
+            reward = 10.0
+        rewards.append(reward)
+        for key, value in (
+                ('success', float(to_target <= 0.07)),
+                ('near_object', float(to_obj <= 0.03)),
+                ('grasp_success', float(bool(touching_now[n]) and (tcp_opened > 0)
+                                        and (obs[n, 6] - 0.02 > envs[n].obj_init_pos[2]))),
+                ('grasp_reward', object_grasped), ('in_place_reward', place),
+                ('obj_to_target', to_target), ('unscaled_reward', reward)):
+            infos[key].append(value)
+    return [float(r) for r in rewards], infos
+
+
 #: Kernels by Meta-World env class (module, name): :func:`_plan` uses one only for
 #: that very class (not a subclass or another class of the name), with
 #: :mod:`._metaworld_speedups`' ``tcp_center`` in place.
@@ -280,6 +350,9 @@ KERNELS: Dict[Tuple[str, str], Kernel] = {
     ('metaworld.envs.sawyer_push_v3', 'SawyerPushEnvV3'): Kernel(
         positions=(('xpos', 'body', 'obj'), ), rotations=(('geom_xmat', 'geom', 'objGeom'), ),
         parts=_FINGERTIPS + _PADS, reward=_push_reward),
+    ('metaworld.envs.sawyer_pick_place_v3', 'SawyerPickPlaceEnvV3'): Kernel(
+        positions=(('xpos', 'body', 'obj'), ), rotations=(('geom_xmat', 'geom', 'objGeom'), ),
+        parts=_FINGERTIPS + _PADS, reward=_pick_place_reward),
 }
 
 #: The hand's position and the two claws' (``get_endeff_pos`` and the gripper opening).
@@ -539,13 +612,12 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
     return obs, rewards, truncated, infos
 
 
-def _touching(lib, group, ptrs):
-    """``touching_main_object`` of every env of one class, as a bool array."""
-    from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
+def _touching(lib, group, ptrs, main_object: str):
+    """``touching_main_object`` of every env of one class, as a bool array;
+    ``main_object`` is the geom its ``_get_id_main_object`` names (the kernel's class)."""
     env = group[0]
-    if (lib is not None and type(env)._get_id_main_object is SawyerXYZEnv._get_id_main_object  # pylint: disable=protected-access
-            and type(env).touching_object is fast.touching_object):
-        objects = np.full(len(group), fast._model_id(env.model, 'geom', 'objGeom'))  # pylint: disable=protected-access
+    if lib is not None and type(env).touching_object is fast.touching_object:
+        objects = np.full(len(group), fast._model_id(env.model, 'geom', main_object))  # pylint: disable=protected-access
         forces = _cstep.pad_forces(lib, ptrs, objects,
                                    fast._model_id(env.model, 'geom', 'leftpad_geom'),  # pylint: disable=protected-access
                                    fast._model_id(env.model, 'geom', 'rightpad_geom'))  # pylint: disable=protected-access
@@ -570,7 +642,8 @@ def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
         group_ptrs = None if ptrs is None else ptrs[members]
         parts = _gather(lib, group, group_ptrs, kernel.parts)
         reward, info = kernel.reward(group, obs[members], actions[members], parts,
-                                     functools.partial(_touching, lib, group, group_ptrs))
+                                     functools.partial(_touching, lib, group, group_ptrs,
+                                                       kernel.main_object))
         if len(groups) == 1:
             return np.asarray(reward, dtype=np.float64), {
                 key: np.asarray(values) for key, values in info.items()}

@@ -13,7 +13,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 
-def _env(name, seed):
+def _env(name, seed, max_path_length=60):
     """A Meta-World env of class ``name`` with the goal in its observation (for the
     scripted policies), reset with goals drawn from ``seed``."""
     from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
@@ -23,7 +23,7 @@ def _env(name, seed):
     env._partially_observable = False  # pylint: disable=protected-access
     env._set_task_called = True  # pylint: disable=protected-access
     env._freeze_rand_vec = False  # pylint: disable=protected-access
-    env.max_path_length = 60
+    env.max_path_length = max_path_length
     env.seed(seed)
     np.random.seed(seed)  # Meta-World draws an unseeded env's goal from numpy's global generator
     obs, _ = env.reset()
@@ -39,21 +39,36 @@ def _state(env):
             np.array(env.curr_path_length)]
 
 
-def _rollout(names, steps, batched, seed=5):
+def _teleport(t, env):
+    """Hold the object between the fingertips from step 5 to 19 (the gripper closes on it,
+    above its start), and put it on the target at step 40: the rewards' grasp and success
+    branches."""
+    if 5 <= t < 20:
+        env._set_obj_xyz(np.array(env.tcp_center))  # pylint: disable=protected-access
+    elif t == 40:
+        env._set_obj_xyz(np.array(env._target_pos))  # pylint: disable=protected-access
+
+
+def _rollout(names, steps, batched, seed=5, random_every=3, hook=None):
     """Meta-World's scripted policies (which grasp, push and open, so the rewards' late
     branches are reached), every third step random actions beyond the action space, in
     float32 and float64 by turns; one env per entry of ``names``, stepped together by
     :func:`step_batch` or one by one by their own ``step``."""
     from metaworld.policies import ENV_POLICY_MAP  # pylint: disable=import-outside-toplevel
-    made = [_env(name, seed + k) for k, name in enumerate(names)]
+    made = [_env(name, seed + k, max(60, steps)) for k, name in enumerate(names)]
     envs = [env for env, _ in made]
     obs = np.stack([o for _, o in made])
     policies = [ENV_POLICY_MAP[name]() for name in names]
     rng = np.random.default_rng(seed)
     record = []
     for t in range(steps):
+        if hook is not None:
+            for env in envs:
+                hook(t, env)
         actions = np.stack([np.clip(p.get_action(o), -1, 1) for p, o in zip(policies, obs)])
-        if t % 3 == 2:
+        if hook is not None and 5 <= t < 40:
+            actions[:, :3], actions[:, 3] = 0., 1.  # hold still, close the gripper
+        if random_every and t % random_every == random_every - 1:
             actions = rng.uniform(-2, 2, actions.shape)
         actions = actions.astype(np.float32 if t % 2 else np.float64)
         if batched:
@@ -120,6 +135,27 @@ def test_every_ml45_class_steps_in_a_wave_as_with_meta_worlds_own_code():
             own = _rollout([name, name], 60, False)
         assert len(own) == 60, name
         _assert_same(batched, own)
+
+
+@pytest.mark.metaworld
+@pytest.mark.parametrize('name', sorted(
+    name for (module, _) in _metaworld_batch.KERNELS
+    for name in [module.rsplit('sawyer_', 1)[1].replace('_v3', '-v3').replace('_', '-')]))
+def test_each_kernel_through_its_late_branches_as_meta_worlds_own_code(name):
+    """Each class with an array reward, its object put into the closing gripper and later
+    onto the target (:func:`_teleport`): every branch of the reward and info is reached
+    (a grasp, the reward's grasp bonus above 1, a success), and everything equals
+    Meta-World's own code."""
+    batched = _rollout([name, name], 60, True, random_every=0, hook=_teleport)
+    with _MetaWorldsOwn():
+        own = _rollout([name, name], 60, False, random_every=0, hook=_teleport)
+    _assert_same(batched, own)
+    infos = [dict(info) for step in batched for info in step[3]]
+    rewards = np.array([step[1] for step in batched])
+    assert (rewards > 1).any() and (rewards < 10).any(), name
+    if name != 'reach-v3':  # reach's reward is about the hand, its grasp_success always 1
+        assert any(info['success'] for info in infos), name
+        assert any(info['grasp_success'] for info in infos), name
 
 
 @pytest.mark.metaworld
@@ -277,7 +313,7 @@ def test_the_contact_test_equals_meta_worlds_while_pushing():
         actions = np.stack([np.clip(policy.get_action(o), -1, 1) for o in obs])
         obs = step_batch(envs, actions)[0]
         _, ptrs = _cstep.pointers([e.model for e in envs], [e.data for e in envs])
-        got = _metaworld_batch._touching(lib, envs, ptrs)  # pylint: disable=protected-access
+        got = _metaworld_batch._touching(lib, envs, ptrs, 'objGeom')  # pylint: disable=protected-access
         expected = [_metaworld_speedups.ORIGINALS['touching_object'](
             env, env.data.geom('objGeom').id) for env in envs]
         assert got.tolist() == expected
