@@ -42,6 +42,8 @@ left to the env-by-env loop, which raises Meta-World's own errors.
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 import weakref
 
@@ -371,9 +373,14 @@ _REPLACED = (('step', fast.step), ('set_xyz_action', fast.set_xyz_action),
              ('_get_curr_obs_combined_no_goal', fast.curr_obs_combined_no_goal),
              ('get_endeff_pos', fast.get_endeff_pos),
              ('_set_pos_site', fast._set_pos_site))  # pylint: disable=protected-access
-_INSTANCE_NAMES = frozenset(tuple(name for name, _ in _REPLACED) + (
-    'do_simulation', '_step_mujoco_simulation', 'evaluate_state', 'compute_reward',
-    '_get_pos_objects', '_get_quat_objects', '_get_pos_goal', 'tcp_center'))
+#: What a kernel stands for besides :data:`_REPLACED`: each must be Meta-World's own (defined
+#: in a ``metaworld`` module, or the package's exact replacement) for the kernel to be used.
+_KERNEL_NAMES = ('evaluate_state', 'compute_reward', '_get_pos_objects', '_get_quat_objects',
+                 '_gripper_caging_reward', '_get_id_main_object', 'touching_object',
+                 'touching_main_object', 'tcp_center', 'get_body_com', '_get_site_pos')
+_INSTANCE_NAMES = frozenset(tuple(name for name, _ in _REPLACED) + _KERNEL_NAMES + (
+    'do_simulation', '_step_mujoco_simulation', '_get_pos_goal', '_target_site_config',
+    'TARGET_RADIUS'))
 
 
 class _Plan:
@@ -397,18 +404,31 @@ def _class_ok(cls) -> bool:
             and cls._step_mujoco_simulation is MujocoEnv._step_mujoco_simulation)  # pylint: disable=protected-access
 
 
+def _meta_worlds_own(cls, name: str) -> bool:
+    """Whether ``cls``'s attribute ``name`` is Meta-World's code (or the package's exact
+    replacement of it), not a user's: a function or property of a ``metaworld`` module."""
+    attribute = inspect.getattr_static(cls, name, None)
+    if isinstance(attribute, property):
+        attribute = attribute.fget
+    if getattr(attribute, 'fast', False):
+        return True
+    module = getattr(attribute, '__module__', None) or ''
+    return module == 'metaworld' or module.startswith('metaworld.')
+
+
 def _plan(cls) -> _Plan:
     plan = _PLANS.get(cls)
     if plan is None:
         from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
         kernel = KERNELS.get((cls.__module__, cls.__name__))
-        module = __import__(cls.__module__, fromlist=['_'])
+        module = sys.modules.get(cls.__module__)
         if getattr(module, cls.__name__, None) is not cls:
             kernel = None  # another class of that name: not Meta-World's
         plan = _PLANS[cls] = _Plan(
             kernel, cls._get_pos_goal is SawyerXYZEnv._get_pos_goal,  # pylint: disable=protected-access
             cls._target_site_config is SawyerXYZEnv._target_site_config)  # pylint: disable=protected-access
-    if plan.kernel is not None and cls.tcp_center is not fast.tcp_center:
+    if plan.kernel is not None and not (cls.tcp_center is fast.tcp_center and all(
+            _meta_worlds_own(cls, name) for name in _KERNEL_NAMES)):
         return _Plan(None, plan.goal_is_target, plan.default_sites)
     return plan
 
@@ -535,10 +555,17 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
         kernel) or one dict per env; or None where this path does not reproduce the
         step (see the module docstring), and then nothing has been changed.
 
+    Errors: Meta-World's error from an env's reward is raised from that env (a kernel's
+    rows are evaluated again by the env's own ``evaluate_state`` to find it) with
+    ``lean_index``, its row, after every env has been stepped (the env-by-env loop
+    stops at it). A MuJoCo error in the compiled loop carries ``lean_index`` too; the
+    simulations before it have been stepped, their envs' Python state (step count,
+    previous frame) not. Either ends the sampling run.
     """
     actions = np.asarray(actions)
-    if actions.ndim != 2 or not len(envs):
-        return None
+    if (actions.ndim != 2 or not len(envs) or len(actions) != len(envs)
+            or len({id(env) for env in envs}) != len(envs)):
+        return None  # the env-by-env loop does what it does with these
     classes = {type(env) for env in envs}
     from metaworld.sawyer_xyz_env import SawyerXYZEnv  # pylint: disable=import-outside-toplevel
     if not all(issubclass(cls, SawyerXYZEnv) and _class_ok(cls) for cls in classes):
@@ -609,7 +636,7 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
     truncated = np.array([env.curr_path_length == env.max_path_length for env in envs])
     # 4. the reward and the info.
     rewards, infos = _evaluate(lib, envs, plans, groups, ptrs, obs, actions)
-    return obs, rewards, truncated, infos
+    return obs.copy(), rewards, truncated, infos  # (the envs keep views of obs)
 
 
 def _touching(lib, group, ptrs, main_object: str):
@@ -636,18 +663,35 @@ def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
         if (kernel is None or kernel.reward is None
                 or any(env.reward_function_version != 'v2' for env in group)):
             for n, env in zip(members, group):
-                reward, infos[n] = env.evaluate_state(obs[n], actions[n])
+                reward, infos[n] = _evaluate_one(env, obs, actions, n)
                 rewards[n] = float(reward)
             continue
         group_ptrs = None if ptrs is None else ptrs[members]
         parts = _gather(lib, group, group_ptrs, kernel.parts)
-        reward, info = kernel.reward(group, obs[members], actions[members], parts,
-                                     functools.partial(_touching, lib, group, group_ptrs,
-                                                       kernel.main_object))
+        try:
+            reward, info = kernel.reward(group, obs[members], actions[members], parts,
+                                         functools.partial(_touching, lib, group, group_ptrs,
+                                                           kernel.main_object))
+        except Exception:
+            # Meta-World's own error, from the env it is about (the sampler names it).
+            for n, env in zip(members, group):
+                _evaluate_one(env, obs, actions, n)
+            raise
         if len(groups) == 1:
             return np.asarray(reward, dtype=np.float64), {
                 key: np.asarray(values) for key, values in info.items()}
         rewards[members] = reward
+        info = {key: values.tolist() if isinstance(values, np.ndarray) else values
+                for key, values in info.items()}  # Python floats, as Meta-World's
         for row, n in enumerate(members):
             infos[n] = {key: values[row] for key, values in info.items()}
     return rewards, infos
+
+
+def _evaluate_one(env, obs, actions, n):
+    """``env.evaluate_state`` of row ``n``; an error carries ``lean_index`` ``n``."""
+    try:
+        return env.evaluate_state(obs[n], actions[n])
+    except Exception as error:
+        error.lean_index = n
+        raise

@@ -13,13 +13,13 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 
-def _env(name, seed, max_path_length=60):
+def _env(name, seed, max_path_length=60, reward_function_version='v2'):
     """A Meta-World env of class ``name`` with the goal in its observation (for the
     scripted policies), reset with goals drawn from ``seed``."""
     from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
     _metaworld()
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # pylint: disable=import-outside-toplevel
-    env = ALL_V3_ENVIRONMENTS[name]()
+    env = ALL_V3_ENVIRONMENTS[name](reward_function_version=reward_function_version)
     env._partially_observable = False  # pylint: disable=protected-access
     env._set_task_called = True  # pylint: disable=protected-access
     env._freeze_rand_vec = False  # pylint: disable=protected-access
@@ -34,7 +34,8 @@ def _state(env):
     data = env.data
     return [data.qpos.copy(), data.qvel.copy(), data.qacc_warmstart.copy(),
             data.mocap_pos.copy(), data.mocap_quat.copy(), data.ctrl.copy(),
-            data.site_xpos.copy(), data.xpos.copy(), np.array(data.time),
+            data.site_xpos.copy(), data.xpos.copy(), np.array(data.time), data.qacc.copy(),
+            data.cacc.copy(), data.cfrc_ext.copy(), data.efc_force.copy(),
             env._prev_obs.copy(), np.array(env._last_stable_obs),  # pylint: disable=protected-access
             np.array(env.curr_path_length)]
 
@@ -49,13 +50,13 @@ def _teleport(t, env):
         env._set_obj_xyz(np.array(env._target_pos))  # pylint: disable=protected-access
 
 
-def _rollout(names, steps, batched, seed=5, random_every=3, hook=None):
+def _rollout(names, steps, batched, seed=5, random_every=3, hook=None, version='v2'):
     """Meta-World's scripted policies (which grasp, push and open, so the rewards' late
     branches are reached), every third step random actions beyond the action space, in
     float32 and float64 by turns; one env per entry of ``names``, stepped together by
     :func:`step_batch` or one by one by their own ``step``."""
     from metaworld.policies import ENV_POLICY_MAP  # pylint: disable=import-outside-toplevel
-    made = [_env(name, seed + k, max(60, steps)) for k, name in enumerate(names)]
+    made = [_env(name, seed + k, max(60, steps), version) for k, name in enumerate(names)]
     envs = [env for env, _ in made]
     obs = np.stack([o for _, o in made])
     policies = [ENV_POLICY_MAP[name]() for name in names]
@@ -319,3 +320,96 @@ def test_the_contact_test_equals_meta_worlds_while_pushing():
         assert got.tolist() == expected
         seen.update(expected)
     assert seen == {True, False}
+
+
+@pytest.mark.metaworld
+def test_v1_rewards_and_non_finite_actions_step_as_meta_worlds_own_code():
+    """The kernels' classes with Meta-World's v1 rewards (their own ``evaluate_state`` row
+    by row), and actions with NaN and inf, equal Meta-World's own code."""
+    names = ['reach-v3', 'push-v3', 'pick-place-v3']
+    batched = _rollout(names, 20, True, version='v1')
+    with _MetaWorldsOwn():
+        own = _rollout(names, 20, False, version='v1')
+    _assert_same(batched, own)
+    envs_a = [_env(name, 3)[0] for name in names]
+    envs_b = [_env(name, 3)[0] for name in names]
+    actions = np.array([[np.nan, 0., 0., 1.], [np.inf, -np.inf, 0., np.nan],
+                        [0.5, np.nan, 0.2, -np.inf]], dtype=np.float32)
+    with np.errstate(invalid='ignore'):
+        obs, rewards, _, _ = step_batch(envs_a, actions)
+        with _MetaWorldsOwn():
+            own_steps = [env.step(a) for env, a in zip(envs_b, actions)]
+    assert np.array_equal(obs, np.stack([o[0] for o in own_steps]), equal_nan=True)
+    assert np.array_equal(rewards, [float(o[1]) for o in own_steps], equal_nan=True)
+
+
+@pytest.mark.metaworld
+def test_overridden_reward_parts_keep_meta_worlds_path(monkeypatch):
+    """An env whose instance replaces a part of the reward a kernel stands for (the caging
+    reward, the target radius) takes the env-by-env loop; a class whose reward is patched
+    loses its kernel (its own ``evaluate_state`` row by row), with the patched values."""
+    from metaworld.envs.sawyer_reach_v3 import SawyerReachEnvV3  # pylint: disable=import-outside-toplevel
+    envs = [_env('push-v3', s)[0] for s in (1, 2)]
+    for name, value in (('_gripper_caging_reward', lambda *a, **k: 0.5), ('TARGET_RADIUS', 1.)):
+        setattr(envs[1], name, value)
+        assert step_batch(envs, np.zeros((2, 4))) is None, name
+        delattr(envs[1], name)
+    original = SawyerReachEnvV3.compute_reward
+
+    def patched(self, actions, obs):
+        reward, *rest = original(self, actions, obs)
+        return (reward + 1., *rest)
+
+    monkeypatch.setattr(SawyerReachEnvV3, 'compute_reward', patched)
+    reaches = [_env('reach-v3', s)[0] for s in (1, 2)]
+    twins = [_env('reach-v3', s)[0] for s in (1, 2)]
+    _, rewards, _, infos = step_batch(reaches, np.zeros((2, 4)))
+    assert isinstance(infos, list)
+    assert rewards.tolist() == [float(env.step(np.zeros(4))[1]) for env in twins]
+
+
+@pytest.mark.metaworld
+def test_a_reward_error_names_its_env():
+    """Meta-World's error from one env's reward (a negative ``tolerance`` margin) is raised
+    with ``lean_index``, the env's row, as the env-by-env loop raises it."""
+    envs = [_env('push-v3', s)[0] for s in (1, 2, 3)]
+    envs[1].init_tcp = envs[1].obj_init_pos.copy()
+    with pytest.raises(ValueError, match='margin') as error:
+        step_batch(envs, np.zeros((3, 4)))
+    assert error.value.lean_index == 1
+
+
+@pytest.mark.metaworld
+def test_meta_world_env_batch_step_equals_its_env_by_env_loop(monkeypatch):
+    """``MetaWorldEnv.batch_step`` of a wave mixing classes (kernels and not), then of one
+    class with a kernel: observations, rewards, ends and every env info (values and
+    dtypes) equal the env-by-env loop's."""
+    import metaworld  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.envs.metaworld import MetaWorldEnv  # pylint: disable=import-outside-toplevel
+    benchmark = metaworld.ML10(seed=1)
+    by_class = {}
+    for task in benchmark.train_tasks:
+        by_class.setdefault(task.env_name, task)
+    for names in (['push-v3', 'pick-place-v3', 'door-open-v3', 'reach-v3'], ['push-v3'] * 3):
+        tasks = [by_class[name] for name in names]
+        runs = []
+        for batched in (True, False):
+            envs = [MetaWorldEnv(task, seed=k) for k, task in enumerate(tasks)]
+            for env in envs:
+                env.reset()
+                env._step_cnt = 0  # pylint: disable=protected-access
+            with monkeypatch.context() as patch:
+                if not batched:
+                    patch.setattr(_metaworld_batch, 'step_batch', lambda *args: None)
+                rng = np.random.default_rng(0)
+                runs.append([MetaWorldEnv.batch_step(
+                    envs, rng.uniform(-1, 1, (len(envs), 4)).astype(np.float32))
+                    for _ in range(15)])
+        for got, expected in zip(*runs):
+            for a, b in zip(got[:4], expected[:4]):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+            assert got[4].keys() == expected[4].keys()
+            for key in got[4]:
+                assert got[4][key].dtype == expected[4][key].dtype, key
+                assert np.array_equal(got[4][key], expected[4][key]), key
