@@ -384,9 +384,9 @@ def test_meta_world_env_batch_step_equals_its_env_by_env_loop(monkeypatch):
     """``MetaWorldEnv.batch_step`` of a wave mixing classes (kernels and not), then of one
     class with a kernel: observations, rewards, ends and every env info (values and
     dtypes) equal the env-by-env loop's."""
-    import metaworld  # pylint: disable=import-outside-toplevel
-
     from garage_promp.envs.metaworld import MetaWorldEnv  # pylint: disable=import-outside-toplevel
+
+    import metaworld  # pylint: disable=import-outside-toplevel
     benchmark = metaworld.ML10(seed=1)
     by_class = {}
     for task in benchmark.train_tasks:
