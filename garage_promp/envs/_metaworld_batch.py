@@ -241,6 +241,21 @@ def _reach_reward(envs, obs, actions, parts, touching):
     }
 
 
+#: The keys of Meta-World's step infos, in its order.
+_INFO_KEYS = ('success', 'near_object', 'grasp_success', 'grasp_reward', 'in_place_reward',
+              'obj_to_target', 'unscaled_reward')
+
+
+def _grasp_info(success, to_obj, touching, tcp_opened, obj_z, obj_init_z, grasped, place,
+                to_target, reward) -> tuple:
+    """The info of the grasping classes' ``evaluate_state`` (push, pick-place), in
+    :data:`_INFO_KEYS` order, with Meta-World's expressions: ``grasp_success`` is
+    ``touching_main_object and tcp_opened > 0 and obj[2] - 0.02 > obj_init_pos[2]``."""
+    return (float(success), float(to_obj <= 0.03),
+            float(bool(touching) and (tcp_opened > 0) and (obj_z - 0.02 > obj_init_z)),
+            grasped, place, to_target, reward)
+
+
 def _push_reward(envs, obs, actions, parts, touching):
     """``SawyerPushEnvV3.evaluate_state`` with the v2 reward, for every row: the distances
     as arrays, the caging reward (:func:`gripper_caging`, high density), then the reward's
@@ -257,9 +272,7 @@ def _push_reward(envs, obs, actions, parts, touching):
                              obj_radius=0.015, pad_success_thresh=0.05, xz_thresh=0.005,
                              high_density=True)
     touching_now = touching()
-    rewards, infos = [], {key: [] for key in (
-        'success', 'near_object', 'grasp_success', 'grasp_reward', 'in_place_reward',
-        'obj_to_target', 'unscaled_reward')}
+    rewards, rows = [], []
     for n, (to_obj, to_target, place, object_grasped) in enumerate(zip(
             tcp_to_obj.tolist(), target_to_obj.tolist(), in_place.tolist(), grasped)):
         tcp_opened = obs[n, 3]
@@ -269,15 +282,10 @@ def _push_reward(envs, obs, actions, parts, touching):
         if to_target < radius:
             reward = 10.0
         rewards.append(reward)
-        for key, value in (
-                ('success', float(to_target <= radius)),
-                ('near_object', float(to_obj <= 0.03)),
-                ('grasp_success', float(bool(touching_now[n]) and (tcp_opened > 0)
-                                        and (obs[n, 6] - 0.02 > envs[n].obj_init_pos[2]))),
-                ('grasp_reward', object_grasped), ('in_place_reward', place),
-                ('obj_to_target', to_target), ('unscaled_reward', reward)):
-            infos[key].append(value)
-    return [float(r) for r in rewards], infos
+        rows.append(_grasp_info(to_target <= radius, to_obj, touching_now[n], tcp_opened,
+                                obs[n, 6], envs[n].obj_init_pos[2], object_grasped, place,
+                                to_target, reward))
+    return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
 
 
 def _pick_place_reward(envs, obs, actions, parts, touching):
@@ -313,9 +321,7 @@ def _pick_place_reward(envs, obs, actions, parts, touching):
     x_z_margin = row_norms(xz(obj_init) - xz(init_tcp)) - 0.005
     x_z_caging = tolerance_long_tail(row_norms(xz(tcp) - xz(obj.copy())), 0.005, x_z_margin)
     touching_now = touching()
-    rewards, infos = [], {key: [] for key in (
-        'success', 'near_object', 'grasp_success', 'grasp_reward', 'in_place_reward',
-        'obj_to_target', 'unscaled_reward')}
+    rewards, rows = [], []
     for n, (to_target, to_obj, place, left, right, cage_xz) in enumerate(zip(
             obj_to_target.tolist(), tcp_to_obj.tolist(), in_place.tolist(),
             left_caging.tolist(), right_caging.tolist(), x_z_caging.tolist())):
@@ -331,15 +337,10 @@ def _pick_place_reward(envs, obs, actions, parts, touching):
         if to_target < 0.05:
             reward = 10.0
         rewards.append(reward)
-        for key, value in (
-                ('success', float(to_target <= 0.07)),
-                ('near_object', float(to_obj <= 0.03)),
-                ('grasp_success', float(bool(touching_now[n]) and (tcp_opened > 0)
-                                        and (obs[n, 6] - 0.02 > envs[n].obj_init_pos[2]))),
-                ('grasp_reward', object_grasped), ('in_place_reward', place),
-                ('obj_to_target', to_target), ('unscaled_reward', reward)):
-            infos[key].append(value)
-    return [float(r) for r in rewards], infos
+        rows.append(_grasp_info(to_target <= 0.07, to_obj, touching_now[n], tcp_opened,
+                                obs[n, 6], envs[n].obj_init_pos[2], object_grasped, place,
+                                to_target, reward))
+    return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
 
 
 #: Kernels by Meta-World env class (module, name): :func:`_plan` uses one only for
