@@ -188,10 +188,12 @@ class Kernel:
         positions: ``(field, kind, name)`` of each object's position in
             ``_get_pos_objects()``: ``field`` a 3-number array of
             :data:`_cstep.GATHER_FIELDS` (``'xpos'``, ``'site_xpos'``, ``'geom_xpos'``) and
-            ``kind`` the model's ``'body'`` / ``'site'`` / ``'geom'``.
+            ``kind`` the model's ``'body'`` / ``'site'`` / ``'geom'``; a fourth entry, a
+            3-tuple, is a constant the class adds to it (``get_body_com(...) + [0, 0, 0.193]``).
         rotations: the same for each object's orientation in ``_get_quat_objects()``: a
             ``'geom_xmat'`` / ``'xmat'`` / ``'site_xmat'`` (turned into SciPy's
-            ``from_matrix(...).as_quat()``) or an ``'xquat'``.
+            ``from_matrix(...).as_quat()``), an ``'xquat'``, or ``('const', None, q)`` for
+            a class that returns the constant ``q`` (``np.zeros(4)``).
         parts: what ``reward`` reads of the simulation, gathered after the step (the same
             ``(field, kind, name)`` form).
         reward: ``reward(envs, obs, actions, parts, touching) -> (rewards, infos)`` with the
@@ -357,6 +359,150 @@ KERNELS: Dict[Tuple[str, str], Kernel] = {
         positions=(('xpos', 'body', 'obj'), ), rotations=(('geom_xmat', 'geom', 'objGeom'), ),
         parts=_FINGERTIPS + _PADS, reward=_pick_place_reward),
 }
+
+_ZEROS = ('const', None, (0., 0., 0., 0.))
+#: Observation-only kernels (the reward stays the class's own ``evaluate_state``), as
+#: ``(class, module, positions, rotations)``: every ML45 class whose ``_get_pos_objects`` /
+#: ``_get_quat_objects`` read MuJoCo's arrays (plus a constant) or return a constant, as
+#: Meta-World 3.1.1's env modules write them. ``dial-turn`` (an angle) and ``stick-push`` /
+#: ``stick-pull`` keep their own methods.
+_OBSERVED = (
+    ('SawyerNutAssemblyEnvV3', 'sawyer_assembly_peg_v3',
+     (('site_xpos', 'site', 'RoundNut-8'),),
+     (('xquat', 'body', 'RoundNut'),)),
+    ('SawyerBasketballEnvV3', 'sawyer_basketball_v3',
+     (('xpos', 'body', 'bsktball'),),
+     (('xquat', 'body', 'bsktball'),)),
+    ('SawyerBinPickingEnvV3', 'sawyer_bin_picking_v3',
+     (('xpos', 'body', 'obj'),),
+     (('xquat', 'body', 'obj'),)),
+    ('SawyerBoxCloseEnvV3', 'sawyer_box_close_v3',
+     (('xpos', 'body', 'top_link'),),
+     (('xquat', 'body', 'top_link'),)),
+    ('SawyerButtonPressTopdownEnvV3', 'sawyer_button_press_topdown_v3',
+     (('xpos', 'body', 'button', (0.0, 0.0, 0.193)),),
+     (('xquat', 'body', 'button'),)),
+    ('SawyerButtonPressTopdownWallEnvV3', 'sawyer_button_press_topdown_wall_v3',
+     (('xpos', 'body', 'button', (0.0, 0.0, 0.193)),),
+     (('xquat', 'body', 'button'),)),
+    ('SawyerButtonPressEnvV3', 'sawyer_button_press_v3',
+     (('xpos', 'body', 'button', (0.0, -0.193, 0.0)),),
+     (('xquat', 'body', 'button'),)),
+    ('SawyerButtonPressWallEnvV3', 'sawyer_button_press_wall_v3',
+     (('xpos', 'body', 'button', (0.0, -0.193, 0.0)),),
+     (('xquat', 'body', 'button'),)),
+    ('SawyerCoffeeButtonEnvV3', 'sawyer_coffee_button_v3',
+     (('site_xpos', 'site', 'buttonStart'),),
+     (('const', None, (1.0, 0.0, 0.0, 0.0)),)),
+    ('SawyerCoffeePullEnvV3', 'sawyer_coffee_pull_v3',
+     (('xpos', 'body', 'obj'),),
+     (('geom_xmat', 'geom', 'mug'),)),
+    ('SawyerCoffeePushEnvV3', 'sawyer_coffee_push_v3',
+     (('xpos', 'body', 'obj'),),
+     (('geom_xmat', 'geom', 'mug'),)),
+    ('SawyerNutDisassembleEnvV3', 'sawyer_disassemble_peg_v3',
+     (('site_xpos', 'site', 'RoundNut-8'),),
+     (('xquat', 'body', 'RoundNut'),)),
+    ('SawyerDoorCloseEnvV3', 'sawyer_door_close_v3',
+     (('geom_xpos', 'geom', 'handle'),),
+     (('geom_xmat', 'geom', 'handle'),)),
+    ('SawyerDoorLockEnvV3', 'sawyer_door_lock_v3',
+     (('site_xpos', 'site', 'lockStartLock'),),
+     (('xquat', 'body', 'door_link'),)),
+    ('SawyerDoorEnvV3', 'sawyer_door_v3',
+     (('geom_xpos', 'geom', 'handle'),),
+     (('geom_xmat', 'geom', 'handle'),)),
+    ('SawyerDoorUnlockEnvV3', 'sawyer_door_unlock_v3',
+     (('site_xpos', 'site', 'lockStartUnlock'),),
+     (('xquat', 'body', 'door_link'),)),
+    ('SawyerHandInsertEnvV3', 'sawyer_hand_insert_v3',
+     (('xpos', 'body', 'obj'),),
+     (('xquat', 'body', 'obj'),)),
+    ('SawyerDrawerCloseEnvV3', 'sawyer_drawer_close_v3',
+     (('xpos', 'body', 'drawer_link', (0.0, -0.16, 0.05)),),
+     (_ZEROS,)),
+    ('SawyerDrawerOpenEnvV3', 'sawyer_drawer_open_v3',
+     (('xpos', 'body', 'drawer_link', (0.0, -0.16, 0.0)),),
+     (('xquat', 'body', 'drawer_link'),)),
+    ('SawyerFaucetOpenEnvV3', 'sawyer_faucet_open_v3',
+     (('site_xpos', 'site', 'handleStartOpen', (0.0, 0.0, -0.01)),),
+     (('xquat', 'body', 'faucetBase'),)),
+    ('SawyerFaucetCloseEnvV3', 'sawyer_faucet_close_v3',
+     (('site_xpos', 'site', 'handleStartClose', (0.0, 0.0, -0.01)),),
+     (('xquat', 'body', 'faucetBase'),)),
+    ('SawyerHammerEnvV3', 'sawyer_hammer_v3',
+     (('xpos', 'body', 'hammer'), ('xpos', 'body', 'nail_link')),
+     (('xquat', 'body', 'hammer'), ('xquat', 'body', 'nail_link'))),
+    ('SawyerHandlePressSideEnvV3', 'sawyer_handle_press_side_v3',
+     (('site_xpos', 'site', 'handleStart'),),
+     (_ZEROS,)),
+    ('SawyerHandlePressEnvV3', 'sawyer_handle_press_v3',
+     (('site_xpos', 'site', 'handleStart'),),
+     (_ZEROS,)),
+    ('SawyerHandlePullSideEnvV3', 'sawyer_handle_pull_side_v3',
+     (('site_xpos', 'site', 'handleCenter'),),
+     (_ZEROS,)),
+    ('SawyerHandlePullEnvV3', 'sawyer_handle_pull_v3',
+     (('site_xpos', 'site', 'handleRight'),),
+     (_ZEROS,)),
+    ('SawyerLeverPullEnvV3', 'sawyer_lever_pull_v3',
+     (('site_xpos', 'site', 'leverStart'),),
+     (('geom_xmat', 'geom', 'objGeom'),)),
+    ('SawyerPickPlaceWallEnvV3', 'sawyer_pick_place_wall_v3',
+     (('geom_xpos', 'geom', 'objGeom'),),
+     (('geom_xmat', 'geom', 'objGeom'),)),
+    ('SawyerPickOutOfHoleEnvV3', 'sawyer_pick_out_of_hole_v3',
+     (('xpos', 'body', 'obj'),),
+     (('xquat', 'body', 'obj'),)),
+    ('SawyerPlateSlideEnvV3', 'sawyer_plate_slide_v3',
+     (('geom_xpos', 'geom', 'puck'),),
+     (('geom_xmat', 'geom', 'puck'),)),
+    ('SawyerPlateSlideSideEnvV3', 'sawyer_plate_slide_side_v3',
+     (('geom_xpos', 'geom', 'puck'),),
+     (('geom_xmat', 'geom', 'puck'),)),
+    ('SawyerPlateSlideBackEnvV3', 'sawyer_plate_slide_back_v3',
+     (('geom_xpos', 'geom', 'puck'),),
+     (('geom_xmat', 'geom', 'puck'),)),
+    ('SawyerPlateSlideBackSideEnvV3', 'sawyer_plate_slide_back_side_v3',
+     (('geom_xpos', 'geom', 'puck'),),
+     (('geom_xmat', 'geom', 'puck'),)),
+    ('SawyerPegInsertionSideEnvV3', 'sawyer_peg_insertion_side_v3',
+     (('site_xpos', 'site', 'pegGrasp'),),
+     (('site_xmat', 'site', 'pegGrasp'),)),
+    ('SawyerPegUnplugSideEnvV3', 'sawyer_peg_unplug_side_v3',
+     (('site_xpos', 'site', 'pegEnd'),),
+     (('xquat', 'body', 'plug1'),)),
+    ('SawyerSoccerEnvV3', 'sawyer_soccer_v3',
+     (('xpos', 'body', 'soccer_ball'),),
+     (('xmat', 'body', 'soccer_ball'),)),
+    ('SawyerPushWallEnvV3', 'sawyer_push_wall_v3',
+     (('geom_xpos', 'geom', 'objGeom'),),
+     (('geom_xmat', 'geom', 'objGeom'),)),
+    ('SawyerPushBackEnvV3', 'sawyer_push_back_v3',
+     (('geom_xpos', 'geom', 'objGeom'),),
+     (('geom_xmat', 'geom', 'objGeom'),)),
+    ('SawyerReachWallEnvV3', 'sawyer_reach_wall_v3',
+     (('xpos', 'body', 'obj'),),
+     (('geom_xmat', 'geom', 'objGeom'),)),
+    ('SawyerShelfPlaceEnvV3', 'sawyer_shelf_place_v3',
+     (('xpos', 'body', 'obj'),),
+     (('geom_xmat', 'geom', 'objGeom'),)),
+    ('SawyerSweepIntoGoalEnvV3', 'sawyer_sweep_into_goal_v3',
+     (('xpos', 'body', 'obj'),),
+     (('geom_xmat', 'geom', 'objGeom'),)),
+    ('SawyerSweepEnvV3', 'sawyer_sweep_v3',
+     (('xpos', 'body', 'obj'),),
+     (('xquat', 'body', 'obj'),)),
+    ('SawyerWindowOpenEnvV3', 'sawyer_window_open_v3',
+     (('site_xpos', 'site', 'handleOpenStart'),),
+     (_ZEROS,)),
+    ('SawyerWindowCloseEnvV3', 'sawyer_window_close_v3',
+     (('site_xpos', 'site', 'handleCloseStart'),),
+     (_ZEROS,)),
+)
+for _cls, _module, _positions, _rotations in _OBSERVED:
+    KERNELS.setdefault((f'metaworld.envs.{_module}', _cls),
+                       Kernel(positions=_positions, rotations=_rotations))
 
 #: The hand's position and the two claws' (``get_endeff_pos`` and the gripper opening).
 _HAND_PARTS = (('xpos', 'body', 'hand'), ('xpos', 'body', 'rightclaw'),
@@ -607,19 +753,27 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
             for n, env in zip(members, group):
                 curr[n] = env._get_curr_obs_combined_no_goal()  # pylint: disable=protected-access
             continue
-        parts = _gather(lib, group, group_ptrs, _HAND_PARTS + kernel.positions)
+        parts = _gather(lib, group, group_ptrs,
+                        _HAND_PARTS + tuple(p[:3] for p in kernel.positions))
         rows = curr[members]
         rows[:, :3] = parts[:, :3]
         rows[:, 3] = fast._clip(row_norms(parts[:, 3:6] - parts[:, 6:9]) / 0.1, 0.0, 1.0)  # pylint: disable=protected-access
-        rotations = _gather(lib, group, group_ptrs, kernel.rotations)
+        gathered = tuple(r for r in kernel.rotations if r[0] != 'const')
+        rotations = _gather(lib, group, group_ptrs, gathered) if gathered else None
         at_p, at_r, column = 9, 0, 4
-        for field, _, _ in kernel.rotations:
+        for position, (field, _, name) in zip(kernel.positions, kernel.rotations):
             rows[:, column:column + 3] = parts[:, at_p:at_p + 3]
-            width = _WIDTHS[field]
-            rotation = rotations[:, at_r:at_r + width]
-            rows[:, column + 3:column + 7] = (quats_from_matrices(rotation, lib) if width == 9
-                                              else rotation)
-            at_p, at_r, column = at_p + 3, at_r + width, column + 7
+            if len(position) == 4:  # the class's constant offset, added as it adds it
+                rows[:, column:column + 3] += np.array(position[3], dtype=np.float64)
+            if field == 'const':
+                rows[:, column + 3:column + 7] = np.array(name, dtype=np.float64)
+            else:
+                width = _WIDTHS[field]
+                rotation = rotations[:, at_r:at_r + width]
+                rows[:, column + 3:column + 7] = (quats_from_matrices(rotation, lib)
+                                                  if width == 9 else rotation)
+                at_r += width
+            at_p, column = at_p + 3, column + 7
         curr[members] = rows
     goals = np.zeros((len(envs), 3))
     for n, env in enumerate(envs):
