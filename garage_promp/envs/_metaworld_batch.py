@@ -19,7 +19,9 @@ Meta-World's ``step`` does it:
    so they never outlive the step;
 3. the observation: hand, gripper opening (``np.linalg.norm`` as NumPy computes it for one
    vector: the stacked vector-vector ``matmul`` calls the same BLAS dot), the objects'
-   positions and quaternions, the previous frame, the goal; clipped to the observation
+   positions and quaternions (gathered for the classes of :data:`KERNELS`, 47 of ML45's
+   50; the others' own ``_get_pos_objects`` / ``_get_quat_objects``), the previous frame,
+   the goal; clipped to the observation
    space; each env's ``_prev_obs``, ``_last_stable_obs`` and ``curr_path_length`` set as
    its ``step`` sets them;
 4. the reward and info: for an env class with a kernel in :data:`KERNELS` (``reach-v3``,
