@@ -275,6 +275,9 @@ def gather(lib, data_ptrs: np.ndarray, spec: np.ndarray, width: int) -> np.ndarr
     """
     if spec.dtype != np.int32 or spec.ndim != 2 or len(spec) != 3 or not spec.flags.c_contiguous:
         raise ValueError(f'a C-contiguous (3, k) int32 gather spec expected, got {spec!r}')
+    if int(spec[2].sum()) != width or (spec[1:] < 0).any():
+        raise ValueError(f'gather spec {spec.tolist()}: counts that sum to {width} and '
+                         'non-negative starts expected')
     out = np.empty((len(data_ptrs), width))
     if lib.gp_gather(len(data_ptrs), data_ptrs.ctypes.data, spec.shape[1], spec[0].ctypes.data,
                      spec[1].ctypes.data, spec[2].ctypes.data, out.ctypes.data):

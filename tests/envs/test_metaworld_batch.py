@@ -294,6 +294,10 @@ def test_gather_checks_its_spec():
         _cstep.gather(lib, ptrs, np.array([[99], [0], [3]], dtype=np.int32), 3)
     with pytest.raises(ValueError, match='C-contiguous'):
         _cstep.gather(lib, ptrs, spec.astype(np.int64), 3)
+    with pytest.raises(ValueError, match='sum to 2'):
+        _cstep.gather(lib, ptrs, spec, 2)
+    with pytest.raises(ValueError, match='non-negative'):
+        _cstep.gather(lib, ptrs, np.array([[0], [-3], [3]], dtype=np.int32), 3)
 
 
 @pytest.mark.metaworld
@@ -413,3 +417,27 @@ def test_meta_world_env_batch_step_equals_its_env_by_env_loop(monkeypatch):
             for key in got[4]:
                 assert got[4][key].dtype == expected[4][key].dtype, key
                 assert np.array_equal(got[4][key], expected[4][key]), key
+
+
+def test_the_mocap_step_checks_its_arrays():
+    """``step_mocap_batch`` refuses rows that do not match the simulations (before the
+    compiled loop could read past them), naming the shapes."""
+    lib = _cstep.library()
+    if lib is None:
+        pytest.skip(f'no compiled library: {_cstep.reason}')
+    import mujoco  # pylint: disable=import-outside-toplevel
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body name="m" mocap="true"/><body><freejoint/>'
+        '<geom size="0.1"/></body></worldbody></mujoco>')
+    datas = [mujoco.MjData(model) for _ in range(2)]
+    quat = np.array([1., 0., 0., 0.])
+    with pytest.raises(ValueError, match=r'mocap positions \(1, 3\)'):
+        _cstep.step_mocap_batch(lib, [model] * 2, datas, np.zeros((1, 3)), quat,
+                                np.zeros((2, 0)), 1, False, False)
+    with pytest.raises(ValueError, match=r'controls \(1, 0\)'):
+        _cstep.step_mocap_batch(lib, [model] * 2, datas, np.zeros((2, 3)), quat,
+                                np.zeros((1, 0)), 1, False, False)
+    _cstep.step_mocap_batch(lib, [model] * 2, datas, np.ones((2, 3)), quat, np.zeros((2, 0)),
+                            2, False, True)
+    for data in datas:
+        assert np.array_equal(data.mocap_pos, [[1., 1., 1.]]) and data.time > 0
