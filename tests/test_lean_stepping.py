@@ -11,6 +11,7 @@ from garage_promp.sampler.lean import LeanStepper
 
 from garage import StepType
 from garage.envs import normalize
+import mujoco
 import numpy as np
 import pytest
 
@@ -521,3 +522,32 @@ def test_a_lean_wave_steps_identical_models_as_one(monkeypatch):
     stepped.clear()
     gym_cls.batch_step(envs, np.zeros((3, 6)))
     assert stepped == [id(env.model) for env in envs]
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize('compiled', [True, False], ids=['compiled', 'python'])
+def test_a_waves_rows_are_each_envs_own_numbers(compiled, monkeypatch):
+    """``MujocoMetaEnv._rows`` / ``_stack`` (one gather over the wave where the compiled
+    library is loaded) give each env's own numbers of every field it reads, as the
+    env-by-env reads give them, and a part of one (the torso's x-y)."""
+    from garage_promp.envs import AntRandDirecEnv, HumanoidRandDirecEnv, _cstep, _mujoco  # pylint: disable=import-outside-toplevel  # pylint: disable=import-outside-toplevel
+    if not compiled:
+        monkeypatch.setattr(_cstep, 'library', lambda: None)
+    elif _cstep.library() is None:
+        pytest.skip(f'no compiled stepping library: {_cstep.reason}')
+    for cls in (AntRandDirecEnv, HumanoidRandDirecEnv):
+        envs = [cls(seed=s) for s in range(3)]
+        for env in envs:
+            env.reset()
+        gyms = [env.gym_env.unwrapped for env in envs]
+        for gym in gyms:  # states that differ env by env
+            mujoco.mj_step(gym.model, gym.data, nstep=3)
+        with _mujoco.stepping_with_models(_mujoco.WaveModels()):
+            for field in _cstep.GATHER_FIELDS:
+                got = _mujoco.MujocoMetaEnv._stack(gyms, field)
+                expected = np.array([getattr(g.data, field).ravel() for g in gyms])
+                assert got.dtype == expected.dtype and np.array_equal(got, expected), field
+            if cls is AntRandDirecEnv:
+                torso = gyms[0]._torso  # pylint: disable=protected-access
+                assert np.array_equal(type(gyms[0])._torso_rows(gyms),  # pylint: disable=protected-access
+                                      [g.data.xpos[torso, :2] for g in gyms])

@@ -263,7 +263,8 @@ def step_mocap_batch(lib, models: Sequence[Any], datas: Sequence[Any], mocap_pos
 
 #: The ``mjData`` arrays :func:`gather` reads, by the codes of ``gp_gather``.
 GATHER_FIELDS = ('xpos', 'xmat', 'xquat', 'site_xpos', 'site_xmat', 'geom_xpos', 'geom_xmat',
-                 'mocap_pos', 'mocap_quat', 'qpos', 'qvel')
+                 'mocap_pos', 'mocap_quat', 'qpos', 'qvel', 'cfrc_ext', 'ctrl', 'cinert', 'cvel',
+                 'qfrc_actuator')
 
 
 def gather(lib, data_ptrs: np.ndarray, spec: np.ndarray, width: int) -> np.ndarray:

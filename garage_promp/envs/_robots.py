@@ -6,7 +6,7 @@ the env modules only add the task.
 """
 from typing import Any, Dict, Tuple
 
-from garage_promp.envs._mujoco import DirectionTasks, MujocoMetaEnv
+from garage_promp.envs._mujoco import DirectionTasks, MujocoMetaEnv, wave_constant
 
 import numpy as np
 
@@ -49,6 +49,15 @@ class AntBase(MujocoMetaEnv):
         return 0.5e-3 * float(
             np.square(np.clip(self.data.cfrc_ext, -1, 1)).sum())
 
+    @classmethod
+    def _torso_rows(cls, envs) -> np.ndarray:
+        """:meth:`_torso_xy` of every env, one row each (``_rows``: one call into the
+        compiled library where every env's torso is the same body)."""
+        torsos = wave_constant(envs, 'torso', lambda: {env._torso for env in envs})  # pylint: disable=protected-access
+        if len(torsos) == 1:
+            return cls._rows(envs, 'xpos', 3 * next(iter(torsos)), 2)
+        return np.array([env.data.xpos[env._torso, :2] for env in envs])  # pylint: disable=protected-access
+
 
 class AntDirectionBase(DirectionTasks, AntBase):
     """Ant running in a task direction (AntRandDirecEnv / AntRandDirec2DEnv).
@@ -87,9 +96,9 @@ class AntDirectionBase(DirectionTasks, AntBase):
         if cls._overrides_any(AntDirectionBase, ('step', '_get_obs', '_progress', '_info',
                                                  '_torso_xy', '_contact_cost', '_simulate')):
             return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
-        before = np.array([env.data.xpos[env._torso, :2] for env in envs])
+        before = cls._torso_rows(envs)
         cls._simulate(envs, actions, contact_forces=True)
-        after = np.array([env.data.xpos[env._torso, :2] for env in envs])
+        after = cls._torso_rows(envs)
         forward_vel = cls._batch_progress(envs, before, after) / envs[0].dt
         ctrl_cost = 0.5 * np.square(actions).sum(axis=1).astype(np.float64)
         contacts = np.clip(cls._stack(envs, 'cfrc_ext'), -1, 1)
