@@ -327,9 +327,10 @@ def test_the_contact_test_equals_meta_worlds_while_pushing():
 
 
 @pytest.mark.metaworld
-def test_v1_rewards_and_non_finite_actions_step_as_meta_worlds_own_code():
+def test_v1_rewards_and_non_finite_actions_step_as_meta_worlds_own_code(tmp_path, monkeypatch):
     """The kernels' classes with Meta-World's v1 rewards (their own ``evaluate_state`` row
     by row), and actions with NaN and inf, equal Meta-World's own code."""
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warnings to MUJOCO_LOG.TXT here
     names = ['reach-v3', 'push-v3', 'pick-place-v3']
     batched = _rollout(names, 20, True, version='v1')
     with _MetaWorldsOwn():
