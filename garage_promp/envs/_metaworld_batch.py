@@ -21,9 +21,8 @@ Meta-World's ``step`` does it:
    vector: the stacked vector-vector ``matmul`` calls the same BLAS dot), the objects'
    positions and quaternions (gathered for the classes of :data:`KERNELS`, 47 of ML45's
    50; the others' own ``_get_pos_objects`` / ``_get_quat_objects``), the previous frame,
-   the goal; clipped to the observation
-   space; each env's ``_prev_obs``, ``_last_stable_obs`` and ``curr_path_length`` set as
-   its ``step`` sets them;
+   the goal; clipped to the observation space; each env's ``_prev_obs``,
+   ``_last_stable_obs`` and ``curr_path_length`` set as its ``step`` sets them;
 4. the reward and info: for an env class with a kernel in :data:`KERNELS` (``reach-v3``,
    ``push-v3``, ``pick-place-v3``), for all its rows at once (the distances and
    ``tolerance`` terms as arrays, the contact test of ``touching_main_object`` in C,
@@ -32,14 +31,17 @@ Meta-World's ``step`` does it:
    expressions); any other class's own ``evaluate_state`` row by row.
 
 Every number is the one Meta-World's own ``step`` computes, bit for bit
-(``tests/envs/test_metaworld_batch.py`` runs both on recorded actions for every ML10 and
-ML45 class and compares observations, rewards, infos and the simulations' state). Where a
+(``tests/envs/test_metaworld_batch.py`` runs both on Meta-World's scripted policies and
+random actions for every ML45 class, ML10's among them, and compares observations,
+rewards, infos and the simulations' state). Where a
 float operation's scalar form differs from NumPy's array form (``x ** 2`` of a ``float64``
 scalar is C's ``pow``, NumPy's array square is ``x * x``), the kernels use the scalar form
-element by element. A wave with anything this path does not reproduce (a class that
-overrides the step, its simulation, the observation or the action; a model with another
-number of controls or mocap bodies; an episode past its end; an unstable simulation) is
-left to the env-by-env loop, which raises Meta-World's own errors.
+element by element. A wave with anything this path does not reproduce (a class or env that
+replaces the step, its simulation, the observation or the action; a model with another
+number of controls or mocap bodies; an episode past its end; an unstable simulation;
+action rows that do not match the envs, or an env listed twice) is left to the
+env-by-env loop, which raises Meta-World's own errors; a class whose reward or objects
+are patched keeps the wave but computes them with its own methods.
 """
 from __future__ import annotations
 
