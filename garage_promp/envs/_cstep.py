@@ -265,20 +265,34 @@ def step_mocap_batch(lib, models: Sequence[Any], datas: Sequence[Any], mocap_pos
 GATHER_FIELDS = ('xpos', 'xmat', 'xquat', 'site_xpos', 'site_xmat', 'geom_xpos', 'geom_xmat',
                  'mocap_pos', 'mocap_quat', 'qpos', 'qvel', 'cfrc_ext', 'ctrl', 'cinert', 'cvel',
                  'qfrc_actuator')
+#: Each field's code in a gather spec.
+FIELD_CODES = {name: code for code, name in enumerate(GATHER_FIELDS)}
 
 
-def gather(lib, data_ptrs: np.ndarray, spec: np.ndarray, width: int) -> np.ndarray:
+def gather(lib, data_ptrs: np.ndarray | None, spec: np.ndarray, width: int,
+           datas: Sequence[Any] | None = None) -> np.ndarray:
     """``(n, width)`` rows: per simulation, the parts ``spec`` names, one after another.
 
     ``spec`` is a C-contiguous ``(3, k)`` ``int32`` array: the parts' field codes
     (:data:`GATHER_FIELDS`), first numbers and counts (which sum to ``width``); the
     caller has checked each part lies inside its array (ids looked up in the model).
+    With ``lib`` None the same numbers are read from Python, out of ``datas`` (the
+    ``MjData`` of the simulations) instead of ``data_ptrs``.
     """
     if spec.dtype != np.int32 or spec.ndim != 2 or len(spec) != 3 or not spec.flags.c_contiguous:
         raise ValueError(f'a C-contiguous (3, k) int32 gather spec expected, got {spec!r}')
     if int(spec[2].sum()) != width or (spec[1:] < 0).any():
         raise ValueError(f'gather spec {spec.tolist()}: counts that sum to {width} and '
                          'non-negative starts expected')
+    if lib is None:
+        out = np.empty((len(datas), width))
+        for row, data in zip(out, datas):
+            at = 0
+            for field, start, count in spec.T.tolist():
+                row[at:at + count] = getattr(data, GATHER_FIELDS[field]).ravel()[
+                    start:start + count]
+                at += count
+        return out
     out = np.empty((len(data_ptrs), width))
     if lib.gp_gather(len(data_ptrs), data_ptrs.ctypes.data, spec.shape[1], spec[0].ctypes.data,
                      spec[1].ctypes.data, spec[2].ctypes.data, out.ctypes.data):

@@ -79,40 +79,13 @@ def scalar_squares(values: np.ndarray) -> np.ndarray:
 
 def quats_from_matrices(matrices: np.ndarray, lib: Any = None) -> np.ndarray:
     """:func:`~._metaworld_speedups.quat_from_matrix` (SciPy's ``as_quat``) of each row
-    of an ``(n, 9)`` array: the same float operations, row by row in C with the compiled
-    library ``lib`` (``gp_quats``), else elementwise on arrays; rows that are not a proper
-    rotation to SciPy's tolerance go to the row-by-row function (and SciPy)."""
+    of an ``(n, 9)`` array: with the compiled library ``lib`` all rows in one call
+    (``gp_quats``, the same float operations), rows that are not a proper rotation to
+    SciPy's tolerance (and every row without ``lib``) by the row-by-row function."""
     m = np.asarray(matrices, dtype=np.float64).reshape(-1, 9)
-    if lib is not None:
-        quats, proper = _cstep.quats(lib, m)
-        for row in np.flatnonzero(~proper):
-            quats[row] = fast.quat_from_matrix(m[row])
-        return quats
-    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.T
-    det = m00 * (m11 * m22 - m12 * m21) - m01 * (m10 * m22 - m12 * m20) \
-        + m02 * (m10 * m21 - m11 * m20)
-    diagonal = fast.ORTHOGONALITY_ATOL + 1e-5 * 1.
-    off = fast.ORTHOGONALITY_ATOL + 1e-5 * 0.
-    proper = ((det > 0)
-              & (abs(m00 * m00 + m01 * m01 + m02 * m02 - 1.) <= diagonal)
-              & (abs(m10 * m10 + m11 * m11 + m12 * m12 - 1.) <= diagonal)
-              & (abs(m20 * m20 + m21 * m21 + m22 * m22 - 1.) <= diagonal)
-              & (abs(m00 * m10 + m01 * m11 + m02 * m12 - 0.) <= off)
-              & (abs(m00 * m20 + m01 * m21 + m02 * m22 - 0.) <= off)
-              & (abs(m10 * m20 + m11 * m21 + m12 * m22 - 0.) <= off))
-    trace = m00 + m11 + m22
-    choice = np.argmax(np.stack((m00, m11, m22, trace), axis=1), axis=1)  # first maximum
-    q = np.empty((len(m), 4))
-    for k, parts in enumerate((
-            (1 - trace + 2 * m00, m10 + m01, m20 + m02, m21 - m12),
-            (m10 + m01, 1 - trace + 2 * m11, m21 + m12, m02 - m20),
-            (m20 + m02, m21 + m12, 1 - trace + 2 * m22, m10 - m01),
-            (m21 - m12, m02 - m20, m10 - m01, 1 + trace))):
-        rows = choice == k
-        if rows.any():
-            q[rows] = np.stack(parts, axis=1)[rows]
-    q0, q1, q2, q3 = q.T
-    quats = q / np.sqrt(q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3)[:, None]
+    if lib is None:
+        return np.array([fast.quat_from_matrix(row) for row in m]).reshape(-1, 4)
+    quats, proper = _cstep.quats(lib, m)
     for row in np.flatnonzero(~proper):
         quats[row] = fast.quat_from_matrix(m[row])
     return quats
@@ -511,7 +484,6 @@ for _cls, _module, _positions, _rotations in _OBSERVED:
 #: The hand's position and the two claws' (``get_endeff_pos`` and the gripper opening).
 _HAND_PARTS = (('xpos', 'body', 'hand'), ('xpos', 'body', 'rightclaw'),
                ('xpos', 'body', 'leftclaw'))
-_FIELD_CODES = {name: code for code, name in enumerate(_cstep.GATHER_FIELDS)}
 _WIDTHS = {'xpos': 3, 'xmat': 9, 'xquat': 4, 'site_xpos': 3, 'site_xmat': 9, 'geom_xpos': 3,
            'geom_xmat': 9, 'mocap_pos': 3, 'mocap_quat': 4}
 
@@ -646,7 +618,7 @@ def _spec(env, parts) -> Tuple[np.ndarray, int]:
         fields, starts, counts = [], [], []
         for field, kind, name in parts:
             index = name if kind is None else fast._model_id(env.model, kind, name)  # pylint: disable=protected-access
-            fields.append(_FIELD_CODES[field])
+            fields.append(_cstep.FIELD_CODES[field])
             starts.append(index * _WIDTHS[field])
             counts.append(_WIDTHS[field])
         found = specs[parts] = (np.array([fields, starts, counts], dtype=np.int32), sum(counts))
@@ -657,19 +629,11 @@ def _gather(lib, envs, ptrs, parts) -> np.ndarray:
     """``(n, width)`` rows of the ``parts`` of every env's data (one model layout: the
     ids are looked up in the first env's model; :func:`step_batch` groups by class)."""
     spec, width = _spec(envs[0], parts)
-    if lib is not None:
-        return _cstep.gather(lib, ptrs, spec, width)
-    out = np.empty((len(envs), width))
-    for row, env in zip(out, envs):
-        at = 0
-        for field, start, count in spec.T.tolist():
-            row[at:at + count] = getattr(env.data, _cstep.GATHER_FIELDS[field]).ravel()[
-                start:start + count]
-            at += count
-    return out
+    return _cstep.gather(lib, ptrs, spec, width,
+                         None if lib is not None else [env.data for env in envs])
 
 
-def _simulate(lib, envs, addresses, mocap, actions):
+def _simulate(lib, envs, models, datas, addresses, mocap, actions):
     """Step 2 of the module docstring for every env (row ``i`` of ``mocap`` and
     ``actions``)."""
     grip = actions[:, 3]
@@ -679,11 +643,10 @@ def _simulate(lib, envs, addresses, mocap, actions):
     quat = fast._MOCAP_QUAT.astype(np.float64)  # pylint: disable=protected-access
     frame_skip = envs[0].frame_skip
     if lib is not None:
-        _cstep.step_mocap_batch(lib, [env.model for env in envs], [env.data for env in envs],
-                                mocap, quat, ctrl, frame_skip, True, True, addresses)
+        _cstep.step_mocap_batch(lib, models, datas, mocap, quat, ctrl, frame_skip, True, True,
+                                addresses)
         return
-    for n, env in enumerate(envs):
-        model, data = env.model, env.data
+    for n, (model, data) in enumerate(zip(models, datas)):
         try:
             data.mocap_pos = mocap[n:n + 1]
             data.mocap_quat = quat
@@ -731,8 +694,8 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
            for env in envs):
         return None
     lib = _cstep.library()
-    addresses = (_cstep.pointers([env.model for env in envs], [env.data for env in envs])
-                 if lib is not None else (None, None))
+    models, datas = [env.model for env in envs], [env.data for env in envs]
+    addresses = _cstep.pointers(models, datas) if lib is not None else (None, None)
     ptrs = addresses[1]
     # 1. set_xyz_action: the row-by-row operations on all rows.
     mocap_low = np.array([env.mocap_low for env in envs])
@@ -741,7 +704,7 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
     pos_delta = fast._clip(actions[:, :3], -1, 1) * first.action_scale  # pylint: disable=protected-access
     mocap = fast._clip(mocap_now + pos_delta, mocap_low, mocap_high)  # pylint: disable=protected-access
     # 2. the simulations.
-    _simulate(lib, envs, addresses, mocap, actions)
+    _simulate(lib, envs, models, datas, addresses, mocap, actions)
     for env in envs:
         env.curr_path_length += 1
     # 3. the observation (the ids of bodies, sites and geoms looked up per class: one XML).

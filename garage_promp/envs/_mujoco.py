@@ -412,22 +412,24 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
     def _rows(envs: Sequence['MujocoMetaEnv'], field: str, start: int,
               count: int | None) -> np.ndarray:
         """Numbers ``start`` to ``start + count`` (all with None) of every env's flattened
-        ``data.<field>``, one row each (copied). In one call into the compiled library
-        (``gp_gather``, with the wave's addresses) where it is loaded, the field is one it
-        reads (:data:`_cstep.GATHER_FIELDS`) and every env's array has one size; else
-        from Python, env by env: the same numbers."""
-        lib = _cstep.library()
-        if lib is not None and field in _cstep.GATHER_FIELDS:
+        ``data.<field>``, one row each (copied): :func:`_cstep.gather` of the wave's
+        ``MjData`` where every env's array has one size (in one call into the compiled
+        library, with the wave's addresses, where it is loaded); else env by env: the same
+        numbers."""
+        if field in _cstep.GATHER_FIELDS:
+            lib = _cstep.library()
             _, datas, pointers = wave_constant(
                 envs, 'step plan', lambda: MujocoMetaEnv._step_plan(envs, lib))
             sizes = wave_constant(envs, f'size of {field}',
                                   lambda: {getattr(data, field).size for data in datas})
-            if pointers is not None and len(sizes) == 1:
+            if len(sizes) == 1:
                 size = next(iter(sizes))
                 count = size - start if count is None else count
                 if 0 <= start and start + count <= size:
-                    spec = np.array([[_cstep.GATHER_FIELDS.index(field)], [start], [count]],
+                    spec = np.array([[_cstep.FIELD_CODES[field]], [start], [count]],
                                     dtype=np.int32)
+                    if pointers is None:  # (no library, or models of other sizes)
+                        return _cstep.gather(None, None, spec, count, datas)
                     return _cstep.gather(lib, pointers[1], spec, count)
         rows = [getattr(env.data, field).ravel() for env in envs]
         end = None if count is None else start + count

@@ -342,10 +342,7 @@ class MetaWorldEnv(GymnasiumEnv):
                 error.lean_index = n
                 raise
             info['task_name'] = env._task.env_name
-            count = env._step_cnt + 1  # the stepper counts this step after the call
-            length = env._max_episode_length
-            last = ended or cut or (length is not None and count >= length)
-            if env.terminate_on_success and not last and info.get('success'):
+            if env._ends_at_success(ended, cut, info.get('success')):
                 ended = True
             observations.append(obs)
             rewards[n] = float(reward)
@@ -353,6 +350,14 @@ class MetaWorldEnv(GymnasiumEnv):
             infos.append(info)
         return (np.asarray(observations, dtype=np.float32), rewards, terminated, truncated,
                 stack_step_infos(infos))
+
+    def _ends_at_success(self, ended, cut, success) -> bool:
+        """Whether a lean step with Meta-World's ``ended`` / ``cut`` flags and ``success``
+        ends the episode at the success (``terminate_on_success``): where the step is not
+        already its last (the stepper counts the step after the call)."""
+        length = self._max_episode_length
+        last = ended or cut or (length is not None and self._step_cnt + 1 >= length)
+        return bool(self.terminate_on_success and not last and success)
 
     @classmethod
     def _finish_batch(cls, envs, observations, rewards, truncated, infos):
@@ -366,12 +371,8 @@ class MetaWorldEnv(GymnasiumEnv):
                 info['task_name'] = name
             success = [info.get('success') for info in infos]
             infos = stack_step_infos(infos)
-        terminated = np.zeros(len(envs), dtype=bool)
-        for n, env in enumerate(envs):
-            if env.terminate_on_success and success[n]:
-                length = env._max_episode_length
-                if not (truncated[n] or (length is not None and env._step_cnt + 1 >= length)):
-                    terminated[n] = True
+        terminated = np.array([env._ends_at_success(False, cut, ok)  # Meta-World never ends
+                               for env, cut, ok in zip(envs, truncated, success)], dtype=bool)
         return (np.asarray(observations, dtype=np.float32), rewards, terminated,
                 np.asarray(truncated, dtype=bool), infos)
 

@@ -261,9 +261,9 @@ def test_the_array_forms_equal_numpys_and_meta_worlds_scalar_forms():
     assert np.array_equal(got, expected, equal_nan=True)
 
 
-def test_quaternions_equal_the_row_by_row_function_in_c_and_numpy():
+def test_quaternions_equal_the_row_by_row_function_with_and_without_the_library():
     """Every branch of SciPy's algorithm, and rows that are no rotation (SciPy's own
-    projection), with the compiled ``gp_quats`` and with the array form."""
+    projection), with the compiled ``gp_quats`` and without the library."""
     rotations = Rotation.random(8000, random_state=1).as_matrix().reshape(-1, 9)
     near_half_turns = np.array([Rotation.from_rotvec(np.pi * 0.999 * axis).as_matrix().ravel()
                                 for axis in np.eye(3)])
