@@ -186,43 +186,42 @@ class MujocoClock:
         for name, function in self._saved.items():
             setattr(mujoco, name, _timed(function, self, record if name == 'mj_step' else None))
         from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
-        self._step_batch = real_batch = _cstep.step_batch
 
-        def step_batch(lib, models, datas, actions, nstep, *args, **kwargs):
-            # The compiled loop (garage_promp/envs/_cstep.py): each simulation's mj_step
-            # calls (and mj_rnePostConstraint) in one call, timed whole; a call per simulation.
-            for model, data in zip(models, datas):
-                record(model, data, nstep=nstep)
-            start = time.perf_counter()
-            try:
-                return real_batch(lib, models, datas, actions, nstep, *args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-                self.calls += len(datas)
+        def timed_loop(real, inputs):
+            # A compiled loop of garage_promp/envs/_cstep.py: each simulation's mj_step
+            # calls (and whatever else it runs) in one call, timed whole; a call per
+            # simulation. The state each simulation's mj_step starts from has the inputs
+            # the loop sets first (inputs(n, data, args) sets them, the loop sets the same,
+            # and returns nstep).
+            def call(lib, models, datas, *args, **kwargs):
+                for n, (model, data) in enumerate(zip(models, datas)):
+                    record(model, data, nstep=inputs(n, model, data, args))
+                start = time.perf_counter()
+                try:
+                    return real(lib, models, datas, *args, **kwargs)
+                finally:
+                    self.seconds += time.perf_counter() - start
+                    self.calls += len(datas)
+            return call
 
-        _cstep.step_batch = step_batch
-        self._step_mocap_batch = real_mocap = _cstep.step_mocap_batch
+        def controls(n, model, data, args):  # step_batch(..., actions, nstep, ...)
+            actions, nstep = args[0], args[1]
+            if np.shape(actions)[1:] == (model.nu, ):
+                data.ctrl = actions[n]
+            return nstep
 
-        def step_mocap_batch(lib, models, datas, mocap_pos, mocap_quat, ctrl, nstep, *args,
-                             **kwargs):
-            # Meta-World's wave (garage_promp/envs/_metaworld_batch.py): each simulation's
-            # mocap pose and controls, its mj_step calls, mj_rnePostConstraint and
-            # mj_forward in one call, timed whole. The state each mj_step starts from
-            # has the new mocap pose and controls: set here (the loop sets the same).
-            for n, (model, data) in enumerate(zip(models, datas)):
-                data.mocap_pos = np.reshape(mocap_pos[n], data.mocap_pos.shape)
-                data.mocap_quat = np.reshape(mocap_quat, data.mocap_quat.shape)
-                data.ctrl = ctrl[n]
-                record(model, data, nstep=nstep)
-            start = time.perf_counter()
-            try:
-                return real_mocap(lib, models, datas, mocap_pos, mocap_quat, ctrl, nstep,
-                                  *args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-                self.calls += len(datas)
+        def mocap_and_controls(n, model, data, args):
+            # step_mocap_batch(..., mocap_pos, mocap_quat, ctrl, nstep, ...)
+            del model
+            mocap_pos, mocap_quat, ctrl, nstep = args[:4]
+            data.mocap_pos = np.reshape(mocap_pos[n], data.mocap_pos.shape)
+            data.mocap_quat = np.reshape(mocap_quat, data.mocap_quat.shape)
+            data.ctrl = ctrl[n]
+            return nstep
 
-        _cstep.step_mocap_batch = step_mocap_batch
+        self._step_batch, self._step_mocap_batch = _cstep.step_batch, _cstep.step_mocap_batch
+        _cstep.step_batch = timed_loop(self._step_batch, controls)
+        _cstep.step_mocap_batch = timed_loop(self._step_mocap_batch, mocap_and_controls)
         return self
 
     def __exit__(self, *exc):
