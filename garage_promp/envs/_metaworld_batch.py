@@ -23,10 +23,11 @@ Meta-World's ``step`` does it:
    50; the others' own ``_get_pos_objects`` / ``_get_quat_objects``), the previous frame,
    the goal; clipped to the observation space; each env's ``_prev_obs``,
    ``_last_stable_obs`` and ``curr_path_length`` set as its ``step`` sets them;
-4. the reward and info: for an env class with a kernel in :data:`KERNELS` (``reach-v3``,
-   ``push-v3``, ``pick-place-v3``), for all its rows at once (the distances and
-   ``tolerance`` terms as arrays, the contact test of ``touching_main_object`` in C,
-   ``gp_pad_forces``, and the scalar steps whose types matter, such as
+4. the reward and info: for an env class with an array reward in :data:`KERNELS`
+   (``reach-v3``, ``push-v3``, ``pick-place-v3``, ``sweep-v3``, ``peg-insert-side-v3``,
+   ``basketball-v3``), for all its rows at once (the distances, ``tolerance`` and
+   ``rect_prism_tolerance`` terms as arrays, the contact test of ``touching_main_object``
+   in C, ``gp_pad_forces``, and the scalar steps whose types matter, such as
    ``hamacher_product`` and the reward's branches, row by row in Meta-World's own
    expressions); any other class's own ``evaluate_state`` row by row.
 
@@ -267,6 +268,13 @@ def _push_reward(envs, obs, actions, parts, touching):
     return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
 
 
+def _xz(points: np.ndarray) -> np.ndarray:
+    """``p + np.array([0.0, -p[1], 0.0])`` of each row ``p``, as Meta-World's caging
+    rewards form a point's x-z projection (a sum of each coordinate and 0 or ``-y``)."""
+    zeros = np.zeros(len(points))
+    return points + np.stack((zeros, -points[:, 1], zeros), axis=1)
+
+
 def _pick_place_reward(envs, obs, actions, parts, touching):
     """``SawyerPickPlaceEnvV3.evaluate_state`` with the v2 reward, for every row: its own
     caging reward (the pads' y offsets from the object against the pads' positions
@@ -293,12 +301,8 @@ def _pick_place_reward(envs, obs, actions, parts, touching):
         left_pad[:, 1] - obj[:, 1], 0.05,
         np.abs(np.abs(obj[:, 1] - init_left[:, 1]) - 0.05), lower=0.015)
 
-    def xz(points):  # points + [0, -y, 0], as the original forms them
-        return points + np.stack((np.zeros(len(points)), -points[:, 1],
-                                  np.zeros(len(points))), axis=1)
-
-    x_z_margin = row_norms(xz(obj_init) - xz(init_tcp)) - 0.005
-    x_z_caging = tolerance_long_tail(row_norms(xz(tcp) - xz(obj.copy())), 0.005, x_z_margin)
+    x_z_margin = row_norms(_xz(obj_init) - _xz(init_tcp)) - 0.005
+    x_z_caging = tolerance_long_tail(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin)
     touching_now = touching()
     rewards, rows = [], []
     for n, (to_target, to_obj, place, left, right, cage_xz) in enumerate(zip(
@@ -322,6 +326,174 @@ def _pick_place_reward(envs, obs, actions, parts, touching):
     return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
 
 
+def rect_prism_tolerance(curr: np.ndarray, zero: np.ndarray, one: np.ndarray) -> np.ndarray:
+    """Meta-World's ``reward_utils.rect_prism_tolerance(curr, zero, one)`` of each row: 1
+    outside the box of corners ``zero`` and ``one`` (NaN is outside), else the product of
+    the three coordinates' fractions of the way from ``zero`` to ``one``, formed as the
+    original forms them (``x * y * z``)."""
+    within = np.where(one >= zero, (zero <= curr) & (curr <= one),
+                      (one <= curr) & (curr <= zero)).all(axis=1)
+    out = np.ones(len(curr))
+    if within.any():
+        scales = (curr[within] - zero[within]) / (one[within] - zero[within])
+        out[within] = scales[:, 0] * scales[:, 1] * scales[:, 2]
+    return out
+
+
+def _sweep_caging(envs, obj, left_pad, right_pad, tcp, obj_radius: float) -> list:
+    """``SawyerSweepEnvV3._gripper_caging_reward`` of every row (its own, not the base
+    class's): the pads' y offsets from the object against the pads' start positions
+    ``init_left_pad`` / ``init_right_pad`` (views of the simulation's body positions, read
+    as the original reads them), for caging (to 0.05) and for gripping (to the radius +
+    0.01), the x-z distance of the tool centre, as arrays; the products and the branch row
+    by row in Meta-World's own expressions."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    init_left = _stacked(envs, 'init_left_pad')
+    init_right = _stacked(envs, 'init_right_pad')
+    to_left = left_pad[:, 1] - obj[:, 1]
+    to_right = obj[:, 1] - right_pad[:, 1]
+    right_margin = np.abs(np.abs(obj[:, 1] - init_right[:, 1]) - 0.05)
+    left_margin = np.abs(np.abs(obj[:, 1] - init_left[:, 1]) - 0.05)
+    grip = obj_radius + 0.01
+    right_caging = tolerance_long_tail(to_right, 0.05, right_margin, lower=obj_radius)
+    left_caging = tolerance_long_tail(to_left, 0.05, left_margin, lower=obj_radius)
+    right_gripping = tolerance_long_tail(to_right, grip, right_margin, lower=obj_radius)
+    left_gripping = tolerance_long_tail(to_left, grip, left_margin, lower=obj_radius)
+    x_z_margin = row_norms(_xz(_stacked(envs, 'obj_init_pos')) - _xz(_stacked(envs, 'init_tcp')))
+    x_z_caging = tolerance_long_tail(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin - 0.005)
+    out = []
+    for right, left, right_grip, left_grip, cage_xz in zip(
+            right_caging.tolist(), left_caging.tolist(), right_gripping.tolist(),
+            left_gripping.tolist(), x_z_caging.tolist()):
+        y_caging = hamacher_product(right, left)
+        y_gripping = hamacher_product(right_grip, left_grip)
+        caging = hamacher_product(y_caging, cage_xz)
+        gripping = y_gripping if caging > 0.95 else 0.0
+        out.append((caging + gripping) / 2)
+    return out
+
+
+def _sweep_reward(envs, obs, actions, parts, touching):
+    """``SawyerSweepEnvV3.evaluate_state`` with the v2 reward, for every row: the distances
+    and ``tolerance`` as arrays, its own caging reward (:func:`_sweep_caging`), the product,
+    the success branch and the info row by row in Meta-World's own expressions."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    del actions  # the sweep's caging reward does not use the gripper effort
+    obj = obs[:, 4:7]
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    targets = _stacked(envs, '_target_pos')
+    obj_to_target = row_norms(obj - targets)
+    tcp_to_obj = row_norms(obj - tcp)
+    in_place = tolerance_long_tail(obj_to_target, 0.05,
+                                   row_norms(_stacked(envs, 'obj_init_pos') - targets))
+    grasped = _sweep_caging(envs, obj, parts[:, 6:9], parts[:, 9:12], tcp,
+                            type(envs[0]).OBJ_RADIUS)
+    touching_now = touching()
+    rewards, rows = [], []
+    for n, (to_target, to_obj, place, object_grasped) in enumerate(zip(
+            obj_to_target.tolist(), tcp_to_obj.tolist(), in_place.tolist(), grasped)):
+        reward = (2 * object_grasped) + (6 * hamacher_product(object_grasped, place))
+        if to_target < 0.05:
+            reward = 10.0
+        rewards.append(reward)
+        rows.append((float(to_target <= 0.05), float(to_obj <= 0.03), object_grasped,
+                     float(bool(touching_now[n]) and (obs[n, 3] > 0)), place, to_target,
+                     reward))
+    keys = ('success', 'near_object', 'grasp_reward', 'grasp_success', 'in_place_reward',
+            'obj_to_target', 'unscaled_reward')
+    return [float(r) for r in rewards], dict(zip(keys, map(list, zip(*rows))))
+
+
+def _lifted(to_obj: float, within: float, tcp_opened: float, obj_z: float,
+            obj_init_z: float) -> bool:
+    """The grasp bonus's test of peg-insert-side and basketball: the tool centre within
+    ``within`` of the object, the gripper open, the object lifted 0.01 above its start."""
+    return to_obj < within and tcp_opened > 0 and obj_z - 0.01 > obj_init_z
+
+
+def _peg_insert_side_reward(envs, obs, actions, parts, touching):
+    """``SawyerPegInsertionSideEnvV3.evaluate_state`` with the v2 reward, for every row: the
+    distances (the peg head's to the target scaled by (1, 2, 2)), ``tolerance`` and the two
+    collision boxes' :func:`rect_prism_tolerance` as arrays, the caging reward
+    (:func:`gripper_caging`, high density); the products, the grasp bonus and the success
+    branch row by row in Meta-World's own expressions."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    del touching  # the peg's grasp_success is geometric
+    obj = obs[:, 4:7]
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    head = parts[:, 12:15]
+    targets = _stacked(envs, '_target_pos')
+    scale = np.array([1.0, 2.0, 2.0])
+    tcp_to_obj = row_norms(obj - tcp)
+    obj_to_target = row_norms((head - targets) * scale)
+    in_place = tolerance_long_tail(
+        obj_to_target, type(envs[0]).TARGET_RADIUS,
+        row_norms((_stacked(envs, 'peg_head_pos_init') - targets) * scale))
+    box_1 = rect_prism_tolerance(head, zero=parts[:, 15:18], one=parts[:, 18:21])
+    box_2 = rect_prism_tolerance(head, zero=parts[:, 21:24], one=parts[:, 24:27])
+    grasped = gripper_caging(envs, actions, obj, parts[:, 6:9], parts[:, 9:12], tcp,
+                             obj_radius=0.0075, pad_success_thresh=0.03, xz_thresh=0.005,
+                             high_density=True)
+    rewards, rows = [], []
+    for n, (to_obj, to_target, place, first, second, object_grasped) in enumerate(zip(
+            tcp_to_obj.tolist(), obj_to_target.tolist(), in_place.tolist(), box_1.tolist(),
+            box_2.tolist(), grasped)):
+        tcp_opened, obj_z, obj_init_z = obs[n, 3], obs[n, 6], envs[n].obj_init_pos[2]
+        place = hamacher_product(place, hamacher_product(second, first))
+        lifted = _lifted(to_obj, 0.08, tcp_opened, obj_z, obj_init_z)
+        if lifted:
+            object_grasped = 1.0
+        reward = hamacher_product(object_grasped, place)
+        if lifted:
+            reward += 1.0 + 5 * place
+        if to_target <= 0.07:
+            reward = 10.0
+        rewards.append(reward)
+        rows.append((float(to_target <= 0.07), float(to_obj <= 0.03),
+                     float(_lifted(to_obj, 0.02, tcp_opened, obj_z, obj_init_z)),
+                     object_grasped, place, to_target, reward))
+    return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
+
+
+def _basketball_reward(envs, obs, actions, parts, touching):
+    """``SawyerBasketballEnvV3.evaluate_state`` with the v2 reward, for every row: the ball's
+    distance to the target raised to 0.3 (scaled by (1, 1, 2)), ``tolerance`` and the
+    caging reward (:func:`gripper_caging`, high density) as arrays; the product, the grasp
+    bonus and the success branch row by row in Meta-World's own expressions."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    del touching  # the basketball's grasp_success is geometric
+    obj = obs[:, 4:7]
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    targets = _stacked(envs, '_target_pos')
+    targets[:, 2] = 0.3
+    scale = np.array([1.0, 1.0, 2.0])
+    radius = type(envs[0]).TARGET_RADIUS
+    target_to_obj = row_norms((obj - targets) * scale)
+    in_place = tolerance_long_tail(
+        target_to_obj, radius, row_norms((_stacked(envs, 'obj_init_pos') - targets) * scale))
+    tcp_to_obj = row_norms(obj - tcp)
+    grasped = gripper_caging(envs, actions, obj, parts[:, 6:9], parts[:, 9:12], tcp,
+                             obj_radius=0.025, pad_success_thresh=0.06, xz_thresh=0.005,
+                             high_density=True)
+    rewards, rows = [], []
+    for n, (to_target, place, to_obj, object_grasped) in enumerate(zip(
+            target_to_obj.tolist(), in_place.tolist(), tcp_to_obj.tolist(), grasped)):
+        tcp_opened, obj_z, obj_init_z = float(obs[n, 3]), obs[n, 6], envs[n].obj_init_pos[2]
+        lifted = _lifted(to_obj, 0.035, tcp_opened, obj_z, obj_init_z)
+        if lifted:
+            object_grasped = 1.0
+        reward = hamacher_product(object_grasped, place)
+        if lifted:
+            reward += 1.0 + 5.0 * place
+        if to_target < radius:
+            reward = 10.0
+        rewards.append(reward)
+        rows.append((float(to_target <= radius), float(to_obj <= 0.05),
+                     float((tcp_opened > 0) and (obj_z - 0.03 > obj_init_z)),
+                     object_grasped, place, to_target, reward))
+    return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
+
+
 #: Kernels by Meta-World env class (module, name): :func:`_plan` uses one only for
 #: that very class (not a subclass or another class of the name), with
 #: :mod:`._metaworld_speedups`' ``tcp_center`` in place.
@@ -335,6 +507,19 @@ KERNELS: Dict[Tuple[str, str], Kernel] = {
     ('metaworld.envs.sawyer_pick_place_v3', 'SawyerPickPlaceEnvV3'): Kernel(
         positions=(('xpos', 'body', 'obj'), ), rotations=(('geom_xmat', 'geom', 'objGeom'), ),
         parts=_FINGERTIPS + _PADS, reward=_pick_place_reward),
+    ('metaworld.envs.sawyer_sweep_v3', 'SawyerSweepEnvV3'): Kernel(
+        positions=(('xpos', 'body', 'obj'), ), rotations=(('xquat', 'body', 'obj'), ),
+        parts=_FINGERTIPS + _PADS, reward=_sweep_reward),
+    ('metaworld.envs.sawyer_peg_insertion_side_v3', 'SawyerPegInsertionSideEnvV3'): Kernel(
+        positions=(('site_xpos', 'site', 'pegGrasp'), ),
+        rotations=(('site_xmat', 'site', 'pegGrasp'), ),
+        parts=_FINGERTIPS + _PADS + tuple(('site_xpos', 'site', name) for name in (
+            'pegHead', 'bottom_right_corner_collision_box_1', 'top_left_corner_collision_box_1',
+            'bottom_right_corner_collision_box_2', 'top_left_corner_collision_box_2')),
+        reward=_peg_insert_side_reward),
+    ('metaworld.envs.sawyer_basketball_v3', 'SawyerBasketballEnvV3'): Kernel(
+        positions=(('xpos', 'body', 'bsktball'), ), rotations=(('xquat', 'body', 'bsktball'), ),
+        parts=_FINGERTIPS + _PADS, reward=_basketball_reward),
 }
 
 _ZEROS = ('const', None, (0., 0., 0., 0.))
@@ -347,9 +532,6 @@ _OBSERVED = (
     ('SawyerNutAssemblyEnvV3', 'sawyer_assembly_peg_v3',
      (('site_xpos', 'site', 'RoundNut-8'),),
      (('xquat', 'body', 'RoundNut'),)),
-    ('SawyerBasketballEnvV3', 'sawyer_basketball_v3',
-     (('xpos', 'body', 'bsktball'),),
-     (('xquat', 'body', 'bsktball'),)),
     ('SawyerBinPickingEnvV3', 'sawyer_bin_picking_v3',
      (('xpos', 'body', 'obj'),),
      (('xquat', 'body', 'obj'),)),
@@ -443,9 +625,6 @@ _OBSERVED = (
     ('SawyerPlateSlideBackSideEnvV3', 'sawyer_plate_slide_back_side_v3',
      (('geom_xpos', 'geom', 'puck'),),
      (('geom_xmat', 'geom', 'puck'),)),
-    ('SawyerPegInsertionSideEnvV3', 'sawyer_peg_insertion_side_v3',
-     (('site_xpos', 'site', 'pegGrasp'),),
-     (('site_xmat', 'site', 'pegGrasp'),)),
     ('SawyerPegUnplugSideEnvV3', 'sawyer_peg_unplug_side_v3',
      (('site_xpos', 'site', 'pegEnd'),),
      (('xquat', 'body', 'plug1'),)),
@@ -467,9 +646,6 @@ _OBSERVED = (
     ('SawyerSweepIntoGoalEnvV3', 'sawyer_sweep_into_goal_v3',
      (('xpos', 'body', 'obj'),),
      (('geom_xmat', 'geom', 'objGeom'),)),
-    ('SawyerSweepEnvV3', 'sawyer_sweep_v3',
-     (('xpos', 'body', 'obj'),),
-     (('xquat', 'body', 'obj'),)),
     ('SawyerWindowOpenEnvV3', 'sawyer_window_open_v3',
      (('site_xpos', 'site', 'handleOpenStart'),),
      (_ZEROS,)),
@@ -503,7 +679,7 @@ _KERNEL_NAMES = ('evaluate_state', 'compute_reward', '_get_pos_objects', '_get_q
                  'touching_main_object', 'tcp_center', 'get_body_com', '_get_site_pos')
 _INSTANCE_NAMES = frozenset(tuple(name for name, _ in _REPLACED) + _KERNEL_NAMES + (
     'do_simulation', '_step_mujoco_simulation', '_get_pos_goal', '_target_site_config',
-    'TARGET_RADIUS'))
+    'TARGET_RADIUS', 'OBJ_RADIUS'))
 
 
 class _Plan:

@@ -3,6 +3,7 @@
 from garage_promp.envs import _cstep, _metaworld_batch, _metaworld_speedups
 from garage_promp.envs._metaworld_batch import (
     quats_from_matrices,
+    rect_prism_tolerance,
     row_norms,
     step_batch,
     tolerance_long_tail,
@@ -40,14 +41,37 @@ def _state(env):
             np.array(env.curr_path_length)]
 
 
+def _move_object(env, point, where):
+    """Move the object (its free joint, ``qpos[9:12]``) so that ``point``, a point on it
+    now, comes to ``where``."""
+    env._set_obj_xyz(env.data.qpos[9:12] + (np.asarray(where) - point))  # pylint: disable=protected-access
+
+
+#: Per class: the point of the object its success test measures, and where that point
+#: succeeds (default: the object's position, at the target).
+_SUCCESS = {
+    'SawyerBasketballEnvV3': lambda env: (  # the ball just above the hoop, z = 0.3
+        env._get_pos_objects(), np.append(env._target_pos[:2], 0.3)),  # pylint: disable=protected-access
+    'SawyerPegInsertionSideEnvV3': lambda env: (  # the peg's head, inside the box
+        env._get_site_pos('pegHead'), env._target_pos),  # pylint: disable=protected-access
+}
+
+
 def _teleport(t, env):
     """Hold the object between the fingertips from step 5 to 19 (the gripper closes on it,
     above its start), and put it on the target at step 40: the rewards' grasp and success
     branches."""
     if 5 <= t < 20:
-        env._set_obj_xyz(np.array(env.tcp_center))  # pylint: disable=protected-access
+        _move_object(env, env._get_pos_objects(), env.tcp_center)  # pylint: disable=protected-access
+    elif t == 30 and type(env).__name__ == 'SawyerPegInsertionSideEnvV3':
+        # the peg's head into its first collision box (the reward's in-the-box branch)
+        corners = [env._get_site_pos(f'{c}_corner_collision_box_1')  # pylint: disable=protected-access
+                   for c in ('bottom_right', 'top_left')]
+        _move_object(env, env._get_site_pos('pegHead'), (corners[0] + corners[1]) / 2)  # pylint: disable=protected-access
     elif t == 40:
-        env._set_obj_xyz(np.array(env._target_pos))  # pylint: disable=protected-access
+        success = _SUCCESS.get(type(env).__name__, lambda env: (
+            env._get_pos_objects(), env._target_pos))  # pylint: disable=protected-access
+        _move_object(env, *success(env))
 
 
 def _rollout(names, steps, batched, seed=5, random_every=3, hook=None, version='v2'):
@@ -139,22 +163,26 @@ def test_every_ml45_class_steps_in_a_wave_as_with_meta_worlds_own_code():
 
 
 @pytest.mark.metaworld
-@pytest.mark.parametrize('name', sorted(
-    name for (module, _), kernel in _metaworld_batch.KERNELS.items() if kernel.reward
-    for name in [module.rsplit('sawyer_', 1)[1].replace('_v3', '-v3').replace('_', '-')]))
-def test_each_kernel_through_its_late_branches_as_meta_worlds_own_code(name):
+@pytest.mark.parametrize('class_name', sorted(
+    name for (_, name), kernel in _metaworld_batch.KERNELS.items() if kernel.reward))
+def test_each_kernel_through_its_late_branches_as_meta_worlds_own_code(class_name):
     """Each class with an array reward, its object put into the closing gripper and later
     onto the target (:func:`_teleport`): every branch of the reward and info is reached
     (a grasp, the reward's grasp bonus above 1, a success), and everything equals
     Meta-World's own code."""
+    from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # pylint: disable=import-outside-toplevel
+    name, = [n for n, cls in ALL_V3_ENVIRONMENTS.items() if cls.__name__ == class_name]
     batched = _rollout([name, name], 60, True, random_every=0, hook=_teleport)
     with _MetaWorldsOwn():
         own = _rollout([name, name], 60, False, random_every=0, hook=_teleport)
     _assert_same(batched, own)
     infos = [dict(info) for step in batched for info in step[3]]
     rewards = np.array([step[1] for step in batched])
-    assert (rewards > 1).any() and (rewards < 10).any(), name
+    assert ((rewards > 1) & (rewards < 10)).any(), name
     if name != 'reach-v3':  # reach's reward is about the hand, its grasp_success always 1
+        assert (rewards == 10).any(), name  # the success branch
         assert any(info['success'] for info in infos), name
         assert any(info['grasp_success'] for info in infos), name
 
@@ -259,6 +287,16 @@ def test_the_array_forms_equal_numpys_and_meta_worlds_scalar_forms():
                 for a, m in zip(x, margin)]
     got = tolerance_long_tail(x, 0.05, margin)
     assert np.array_equal(got, expected, equal_nan=True)
+    from metaworld.utils.reward_utils import rect_prism_tolerance as own_prism  # pylint: disable=import-outside-toplevel
+    zero, one = rng.uniform(-1, 1, (2, 20000, 3))
+    one[:5] = zero[:5]  # a flat box: 0/0 inside it
+    points = zero + rng.uniform(-0.2, 1.2, (20000, 3)) * (one - zero)  # inside and out
+    points[5:8] = [np.nan, 0., 0.], zero[6], one[7]  # NaN, the corners themselves
+    with np.errstate(invalid='ignore'):
+        expected = [own_prism(c, z, o) for c, z, o in zip(points, zero, one)]
+        got = rect_prism_tolerance(points, zero, one)
+    assert np.array_equal(got, expected, equal_nan=True)
+    assert 0.2 < np.mean(got < 1) < 0.8  # both branches, often
 
 
 def test_quaternions_equal_the_row_by_row_function_with_and_without_the_library():
