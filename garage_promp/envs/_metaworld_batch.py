@@ -23,13 +23,15 @@ Meta-World's ``step`` does it:
    50; the others' own ``_get_pos_objects`` / ``_get_quat_objects``), the previous frame,
    the goal; clipped to the observation space; each env's ``_prev_obs``,
    ``_last_stable_obs`` and ``curr_path_length`` set as its ``step`` sets them;
-4. the reward and info: for an env class with an array reward in :data:`KERNELS`
-   (``reach-v3``, ``push-v3``, ``pick-place-v3``, ``sweep-v3``, ``peg-insert-side-v3``,
-   ``basketball-v3``), for all its rows at once (the distances, ``tolerance`` and
+4. the reward and info: for an env class with an array reward in :data:`KERNELS` (the
+   ten ML10 training classes: ``reach``, ``push``, ``pick-place``, ``door-open``,
+   ``drawer-close``, ``button-press-topdown``, ``peg-insert-side``, ``window-open``,
+   ``sweep``, ``basketball``), for all its rows at once (the distances, ``tolerance`` and
    ``rect_prism_tolerance`` terms as arrays, the contact test of ``touching_main_object``
    in C, ``gp_pad_forces``, and the scalar steps whose types matter, such as
-   ``hamacher_product`` and the reward's branches, row by row in Meta-World's own
-   expressions); any other class's own ``evaluate_state`` row by row.
+   ``hamacher_product``, NumPy's ``log`` of one ``float64`` and the reward's branches, row
+   by row in Meta-World's own expressions); any other class's own ``evaluate_state`` row
+   by row.
 
 Every number is the one Meta-World's own ``step`` computes, bit for bit
 (``tests/envs/test_metaworld_batch.py`` runs both on Meta-World's scripted policies and
@@ -99,12 +101,15 @@ def long_tail(x: np.ndarray, value_at_margin: float) -> np.ndarray:
     return 1 / (scalar_squares(x * scale) + 1)
 
 
-def tolerance_long_tail(x: np.ndarray, upper: float, margin: np.ndarray,
-                        value_at_margin: float = 0.1, lower: float = 0.0) -> np.ndarray:
-    """``tolerance(x, bounds=(lower, upper), margin=margin, sigmoid='long_tail')`` of each
-    row (:func:`~._metaworld_speedups.tolerance`, Meta-World's): 1 inside the bounds, else
-    the sigmoid of the distance to the nearer bound over the margin (0 where the margin
-    is 0). A negative margin raises Meta-World's error (for the first such row)."""
+def tolerance_rows(x: np.ndarray, upper: float, margin: np.ndarray,
+                   value_at_margin: float = 0.1, lower: float = 0.0,
+                   sigmoid: str = 'long_tail') -> np.ndarray:
+    """``tolerance(x, bounds=(lower, upper), margin=margin, sigmoid=sigmoid)`` of each row
+    (:func:`~._metaworld_speedups.tolerance`, Meta-World's): 1 inside the bounds, else the
+    sigmoid of the distance to the nearer bound over the margin (0 where the margin is 0):
+    ``long_tail`` as arrays (:func:`long_tail`), any other sigmoid by Meta-World's own
+    ``_sigmoids`` on each ``float64`` distance. A negative margin raises Meta-World's error
+    (for the first such row)."""
     negative = margin < 0
     if negative.any():
         raise ValueError('`margin` must be non-negative. Current value: '
@@ -114,8 +119,12 @@ def tolerance_long_tail(x: np.ndarray, upper: float, margin: np.ndarray,
     outside = ~inside & (margin != 0)
     if outside.any():
         xs = x[outside]
-        distance = np.where(xs < lower, lower - xs, xs - upper)
-        out[outside] = long_tail(distance / margin[outside], value_at_margin)
+        distance = np.where(xs < lower, lower - xs, xs - upper) / margin[outside]
+        if sigmoid == 'long_tail':
+            out[outside] = long_tail(distance, value_at_margin)
+        else:
+            own = fast.ORIGINALS['_sigmoids']
+            out[outside] = [own(d, value_at_margin, sigmoid) for d in distance]
     return out
 
 
@@ -137,12 +146,12 @@ def gripper_caging(envs, actions, obj, left_pad, right_pad, tcp, obj_radius: flo
     pad_to_obj = np.abs(pad_y - obj[:, 1:2])
     pad_to_obj_init = np.abs(pad_y - obj_init[:, 1:2])
     margin_lr = np.abs(pad_to_obj_init - pad_success_thresh)
-    caging_lr = np.stack([tolerance_long_tail(pad_to_obj[:, i], pad_success_thresh,
+    caging_lr = np.stack([tolerance_rows(pad_to_obj[:, i], pad_success_thresh,
                                               margin_lr[:, i], lower=obj_radius)
                           for i in range(2)], axis=1).tolist()
     xz = [0, 2]
     margin_xz = row_norms(obj_init[:, xz] - init_tcp[:, xz]) - xz_thresh
-    caging_xz = tolerance_long_tail(row_norms(tcp[:, xz] - obj[:, xz]), xz_thresh,
+    caging_xz = tolerance_rows(row_norms(tcp[:, xz] - obj[:, xz]), xz_thresh,
                                     margin_xz).tolist()
     out = []
     for (left, right), cage_xz, action in zip(caging_lr, caging_xz, actions):
@@ -181,17 +190,19 @@ class Kernel:
             the observation is computed with arrays.
         main_object: the geom the class's ``_get_id_main_object`` names (Meta-World's
             ``'objGeom'`` for the classes here), for ``touching``.
+        methods: the class's own methods ``reward`` stands for besides
+            :data:`_KERNEL_NAMES` (each must be Meta-World's for the kernel to be used).
     """
 
     def __init__(self, positions: Sequence[Tuple[str, str, str]],
                  rotations: Sequence[Tuple[str, str, str]],
                  parts: Sequence[Tuple[str, str, str]] = (), reward: Callable | None = None,
-                 main_object: str = 'objGeom'):
+                 main_object: str = 'objGeom', methods: Sequence[str] = ()):
         if len(positions) != len(rotations):
             raise ValueError('one orientation per object position expected')
         self.positions, self.rotations = tuple(positions), tuple(rotations)
         self.parts, self.reward = tuple(parts), reward
-        self.main_object = main_object
+        self.main_object, self.methods = main_object, tuple(methods)
 
 
 _FINGERTIPS = (('site_xpos', 'site', 'rightEndEffector'), ('site_xpos', 'site', 'leftEndEffector'))
@@ -208,7 +219,7 @@ def _reach_reward(envs, obs, actions, parts, touching):
     hand_init = _stacked(envs, 'hand_init_pos')
     tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
     tcp_to_target = row_norms(tcp - targets)
-    in_place = tolerance_long_tail(tcp_to_target, 0.05, row_norms(hand_init - targets))
+    in_place = tolerance_rows(tcp_to_target, 0.05, row_norms(hand_init - targets))
     reward = 10 * in_place
     return reward, {
         'success': (tcp_to_target <= 0.05).astype(np.float64),
@@ -247,7 +258,7 @@ def _push_reward(envs, obs, actions, parts, touching):
     obj_init = _stacked(envs, 'obj_init_pos')
     tcp_to_obj = row_norms(obj - tcp)
     target_to_obj = row_norms(obj - targets)
-    in_place = tolerance_long_tail(target_to_obj, radius, row_norms(obj_init - targets))
+    in_place = tolerance_rows(target_to_obj, radius, row_norms(obj_init - targets))
     grasped = gripper_caging(envs, actions, obj, parts[:, 6:9], parts[:, 9:12], tcp,
                              obj_radius=0.015, pad_success_thresh=0.05, xz_thresh=0.005,
                              high_density=True)
@@ -293,16 +304,16 @@ def _pick_place_reward(envs, obs, actions, parts, touching):
     init_right = _stacked(envs, 'init_right_pad')
     obj_to_target = row_norms(obj - targets)
     tcp_to_obj = row_norms(obj - tcp)
-    in_place = tolerance_long_tail(obj_to_target, 0.05, row_norms(obj_init - targets))
-    right_caging = tolerance_long_tail(
+    in_place = tolerance_rows(obj_to_target, 0.05, row_norms(obj_init - targets))
+    right_caging = tolerance_rows(
         obj[:, 1] - right_pad[:, 1], 0.05,
         np.abs(np.abs(obj[:, 1] - init_right[:, 1]) - 0.05), lower=0.015)
-    left_caging = tolerance_long_tail(
+    left_caging = tolerance_rows(
         left_pad[:, 1] - obj[:, 1], 0.05,
         np.abs(np.abs(obj[:, 1] - init_left[:, 1]) - 0.05), lower=0.015)
 
     x_z_margin = row_norms(_xz(obj_init) - _xz(init_tcp)) - 0.005
-    x_z_caging = tolerance_long_tail(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin)
+    x_z_caging = tolerance_rows(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin)
     touching_now = touching()
     rewards, rows = [], []
     for n, (to_target, to_obj, place, left, right, cage_xz) in enumerate(zip(
@@ -355,12 +366,12 @@ def _sweep_caging(envs, obj, left_pad, right_pad, tcp, obj_radius: float) -> lis
     right_margin = np.abs(np.abs(obj[:, 1] - init_right[:, 1]) - 0.05)
     left_margin = np.abs(np.abs(obj[:, 1] - init_left[:, 1]) - 0.05)
     grip = obj_radius + 0.01
-    right_caging = tolerance_long_tail(to_right, 0.05, right_margin, lower=obj_radius)
-    left_caging = tolerance_long_tail(to_left, 0.05, left_margin, lower=obj_radius)
-    right_gripping = tolerance_long_tail(to_right, grip, right_margin, lower=obj_radius)
-    left_gripping = tolerance_long_tail(to_left, grip, left_margin, lower=obj_radius)
+    right_caging = tolerance_rows(to_right, 0.05, right_margin, lower=obj_radius)
+    left_caging = tolerance_rows(to_left, 0.05, left_margin, lower=obj_radius)
+    right_gripping = tolerance_rows(to_right, grip, right_margin, lower=obj_radius)
+    left_gripping = tolerance_rows(to_left, grip, left_margin, lower=obj_radius)
     x_z_margin = row_norms(_xz(_stacked(envs, 'obj_init_pos')) - _xz(_stacked(envs, 'init_tcp')))
-    x_z_caging = tolerance_long_tail(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin - 0.005)
+    x_z_caging = tolerance_rows(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin - 0.005)
     out = []
     for right, left, right_grip, left_grip, cage_xz in zip(
             right_caging.tolist(), left_caging.tolist(), right_gripping.tolist(),
@@ -384,7 +395,7 @@ def _sweep_reward(envs, obs, actions, parts, touching):
     targets = _stacked(envs, '_target_pos')
     obj_to_target = row_norms(obj - targets)
     tcp_to_obj = row_norms(obj - tcp)
-    in_place = tolerance_long_tail(obj_to_target, 0.05,
+    in_place = tolerance_rows(obj_to_target, 0.05,
                                    row_norms(_stacked(envs, 'obj_init_pos') - targets))
     grasped = _sweep_caging(envs, obj, parts[:, 6:9], parts[:, 9:12], tcp,
                             type(envs[0]).OBJ_RADIUS)
@@ -426,7 +437,7 @@ def _peg_insert_side_reward(envs, obs, actions, parts, touching):
     scale = np.array([1.0, 2.0, 2.0])
     tcp_to_obj = row_norms(obj - tcp)
     obj_to_target = row_norms((head - targets) * scale)
-    in_place = tolerance_long_tail(
+    in_place = tolerance_rows(
         obj_to_target, type(envs[0]).TARGET_RADIUS,
         row_norms((_stacked(envs, 'peg_head_pos_init') - targets) * scale))
     box_1 = rect_prism_tolerance(head, zero=parts[:, 15:18], one=parts[:, 18:21])
@@ -469,7 +480,7 @@ def _basketball_reward(envs, obs, actions, parts, touching):
     scale = np.array([1.0, 1.0, 2.0])
     radius = type(envs[0]).TARGET_RADIUS
     target_to_obj = row_norms((obj - targets) * scale)
-    in_place = tolerance_long_tail(
+    in_place = tolerance_rows(
         target_to_obj, radius, row_norms((_stacked(envs, 'obj_init_pos') - targets) * scale))
     tcp_to_obj = row_norms(obj - tcp)
     grasped = gripper_caging(envs, actions, obj, parts[:, 6:9], parts[:, 9:12], tcp,
@@ -494,6 +505,139 @@ def _basketball_reward(envs, obs, actions, parts, touching):
     return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
 
 
+def _door_open_reward(envs, obs, actions, parts, touching):
+    """``SawyerDoorEnvV3.evaluate_state`` with the v2 reward, for every row: the hand's
+    distances to the handle and the ``tolerance`` terms as arrays; the funnel's floor
+    (NumPy's ``log`` of one ``float64``, as the original takes it), the grab effort (its
+    ``_reward_grab_effort``), the products, the sum and the success override row by row in
+    Meta-World's own expressions. ``parts`` is the door hinge's angle."""
+    from metaworld.envs.sawyer_door_v3 import SawyerDoorEnvV3  # pylint: disable=import-outside-toplevel
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    del touching  # the door's grasp_success is the grab effort
+    theta = parts[:, 0]
+    hand = obs[:, :3]
+    door = obs[:, 4:7] + np.array([-0.05, 0, 0])
+    threshold = 0.12
+    radius = row_norms(hand[:, :2] - door[:, :2])
+    floor = np.array([0.0 if r <= threshold else 0.04 * np.log(r - threshold) + 0.4
+                      for r in radius])  # (numpy's float64 scalars, as the original's)
+    above_floor = np.ones(len(envs))
+    under = ~(hand[:, 2] >= floor)
+    if under.any():
+        above_floor[under] = tolerance_rows(floor[under] - hand[under, 2], 0.01,
+                                            floor[under] / 2.0)
+    in_place = tolerance_rows(row_norms(hand - door - np.array([0.05, 0.03, -0.01])),
+                              threshold / 2.0, np.full(len(envs), 0.5))
+    opened = tolerance_rows(np.pi / 2.0 + np.pi / 6 - (-theta), 0.5,
+                            np.full(len(envs), np.pi / 3.0))
+    rewards, rows = [], []
+    for n, (angle, floor_term, place, door_term) in enumerate(zip(
+            theta.tolist(), above_floor.tolist(), in_place.tolist(), opened.tolist())):
+        grab = SawyerDoorEnvV3._reward_grab_effort(actions[n])  # pylint: disable=protected-access
+        ready = hamacher_product(floor_term, place)
+        door_opened = 0.2 * float(angle < -np.pi / 90.0) + 0.8 * door_term
+        reward = sum((2.0 * hamacher_product(ready, grab), 8.0 * door_opened))
+        success = abs(obs[n, 4] - envs[n]._target_pos[0]) <= 0.08  # pylint: disable=protected-access
+        if success:
+            reward = 10.0
+        rewards.append(reward)
+        rows.append((float(success), ready, grab >= 0.5, grab, door_opened, 0, reward))
+    return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
+
+
+def _drawer_close_reward(envs, obs, actions, parts, touching):
+    """``SawyerDrawerCloseEnvV3.evaluate_state`` with the v2 reward, for every row: the
+    distances and ``tolerance`` terms as arrays (the reach's Gaussian by Meta-World's own
+    sigmoid, number by number); the gripper effort, the products and the success override
+    row by row in Meta-World's own expressions."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    del touching  # the drawer's grasp_success is always 1
+    radius = type(envs[0]).TARGET_RADIUS
+    obj = obs[:, 4:7]
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    targets = _stacked(envs, '_target_pos')
+    obj_init = _stacked(envs, 'obj_init_pos')
+    target_to_obj = row_norms(obj - targets)
+    in_place = tolerance_rows(target_to_obj, radius,
+                              np.abs(row_norms(obj_init - targets) - radius))
+    tcp_to_obj = row_norms(obj - tcp)
+    reach_radius = 0.005
+    reach = tolerance_rows(
+        tcp_to_obj, reach_radius,
+        np.abs(row_norms(obj_init - _stacked(envs, 'init_tcp')) - reach_radius),
+        sigmoid='gaussian')
+    rewards, rows = [], []
+    for n, (to_target, place, to_obj, reached) in enumerate(zip(
+            target_to_obj.tolist(), in_place.tolist(), tcp_to_obj.tolist(), reach.tolist())):
+        gripper_closed = min(max(0, actions[n][-1]), 1)
+        reached = hamacher_product(reached, gripper_closed)
+        reward = hamacher_product(reached, place)
+        if to_target <= radius + 0.015:
+            reward = 1.0
+        reward *= 10
+        rewards.append(reward)
+        rows.append((float(to_target <= radius + 0.015), float(to_obj <= 0.01), 1.0, reached,
+                     place, to_target, reward))
+    return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
+
+
+def _window_open_reward(envs, obs, actions, parts, touching):
+    """``SawyerWindowOpenEnvV3.evaluate_state`` with the v2 reward, for every row: the
+    handle's x distance to the target and the tool centre's distance to the handle (its
+    site's position, not the observation's clipped copy, as the original reads it), the
+    ``tolerance`` terms as arrays; the product row by row with Meta-World's own
+    ``hamacher_product``."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    del obs, actions, touching  # the window's reward reads the simulation and its target
+    radius = type(envs[0]).TARGET_RADIUS
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    obj = parts[:, 6:9]
+    targets = _stacked(envs, '_target_pos')
+    target_to_obj = row_norms((obj[:, 0] - targets[:, 0])[:, None])
+    target_to_obj_init = row_norms((_stacked(envs, 'obj_init_pos')[:, 0]
+                                    - targets[:, 0])[:, None])
+    in_place = tolerance_rows(target_to_obj, radius, np.abs(target_to_obj_init - radius))
+    handle_radius = 0.02
+    tcp_to_obj = row_norms(obj - tcp)
+    tcp_to_obj_init = row_norms(_stacked(envs, 'window_handle_pos_init')
+                                - _stacked(envs, 'init_tcp'))
+    reach = tolerance_rows(tcp_to_obj, handle_radius, np.abs(tcp_to_obj_init - handle_radius))
+    rewards, rows = [], []
+    for to_target, place, to_obj, reached in zip(
+            target_to_obj.tolist(), in_place.tolist(), tcp_to_obj.tolist(), reach.tolist()):
+        reward = 10 * hamacher_product(reached, place)
+        rewards.append(reward)
+        rows.append((float(to_target <= radius), float(to_obj <= 0.05), 1.0, reached, place,
+                     to_target, reward))
+    return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
+
+
+def _button_press_topdown_reward(envs, obs, actions, parts, touching):
+    """``SawyerButtonPressTopdownEnvV3.evaluate_state`` with the v2 reward, for every row:
+    the distances and ``tolerance`` terms as arrays; the gripper's closing, the product and
+    the press bonus row by row in Meta-World's own expressions."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    del actions, touching  # the button's reward reads the observation and the simulation
+    obj = obs[:, 4:7]
+    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp_to_obj = row_norms(obj - tcp)
+    obj_to_target = np.abs(_stacked(envs, '_target_pos')[:, 2] - obj[:, 2])
+    near_button = tolerance_rows(tcp_to_obj, 0.01, row_norms(obj - _stacked(envs, 'init_tcp')))
+    pressed = tolerance_rows(obj_to_target, 0.005, _stacked(envs, '_obj_to_target_init'))
+    rewards, rows = [], []
+    for n, (to_obj, to_target, near, press) in enumerate(zip(
+            tcp_to_obj.tolist(), obj_to_target.tolist(), near_button.tolist(),
+            pressed.tolist())):
+        reward = 5 * hamacher_product(1 - obs[n, 3], near)
+        if to_obj <= 0.03:
+            reward += 5 * press
+        rewards.append(reward)
+        rows.append((float(to_target <= 0.024), float(to_obj <= 0.05), float(obs[n, 3] > 0),
+                     near, press, to_target, reward))
+    return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
+
+
+_ZEROS = ('const', None, (0., 0., 0., 0.))
 #: Kernels by Meta-World env class (module, name): :func:`_plan` uses one only for
 #: that very class (not a subclass or another class of the name), with
 #: :mod:`._metaworld_speedups`' ``tcp_center`` in place.
@@ -520,9 +664,26 @@ KERNELS: Dict[Tuple[str, str], Kernel] = {
     ('metaworld.envs.sawyer_basketball_v3', 'SawyerBasketballEnvV3'): Kernel(
         positions=(('xpos', 'body', 'bsktball'), ), rotations=(('xquat', 'body', 'bsktball'), ),
         parts=_FINGERTIPS + _PADS, reward=_basketball_reward),
+    ('metaworld.envs.sawyer_door_v3', 'SawyerDoorEnvV3'): Kernel(
+        positions=(('geom_xpos', 'geom', 'handle'), ),
+        rotations=(('geom_xmat', 'geom', 'handle'), ),
+        parts=(('qpos', 'joint', 'doorjoint'), ), reward=_door_open_reward,
+        methods=('_reward_grab_effort', '_reward_pos')),
+    ('metaworld.envs.sawyer_drawer_close_v3', 'SawyerDrawerCloseEnvV3'): Kernel(
+        positions=(('xpos', 'body', 'drawer_link', (0.0, -0.16, 0.05)), ),
+        rotations=(_ZEROS, ),
+        parts=_FINGERTIPS, reward=_drawer_close_reward),
+    ('metaworld.envs.sawyer_window_open_v3', 'SawyerWindowOpenEnvV3'): Kernel(
+        positions=(('site_xpos', 'site', 'handleOpenStart'), ),
+        rotations=(_ZEROS, ),
+        parts=_FINGERTIPS + (('site_xpos', 'site', 'handleOpenStart'), ),
+        reward=_window_open_reward),
+    ('metaworld.envs.sawyer_button_press_topdown_v3', 'SawyerButtonPressTopdownEnvV3'): Kernel(
+        positions=(('xpos', 'body', 'button', (0.0, 0.0, 0.193)), ),
+        rotations=(('xquat', 'body', 'button'), ),
+        parts=_FINGERTIPS, reward=_button_press_topdown_reward),
 }
 
-_ZEROS = ('const', None, (0., 0., 0., 0.))
 #: Observation-only kernels (the reward stays the class's own ``evaluate_state``), as
 #: ``(class, module, positions, rotations)``: every ML45 class whose ``_get_pos_objects`` /
 #: ``_get_quat_objects`` read MuJoCo's arrays (plus a constant) or return a constant, as
@@ -538,9 +699,6 @@ _OBSERVED = (
     ('SawyerBoxCloseEnvV3', 'sawyer_box_close_v3',
      (('xpos', 'body', 'top_link'),),
      (('xquat', 'body', 'top_link'),)),
-    ('SawyerButtonPressTopdownEnvV3', 'sawyer_button_press_topdown_v3',
-     (('xpos', 'body', 'button', (0.0, 0.0, 0.193)),),
-     (('xquat', 'body', 'button'),)),
     ('SawyerButtonPressTopdownWallEnvV3', 'sawyer_button_press_topdown_wall_v3',
      (('xpos', 'body', 'button', (0.0, 0.0, 0.193)),),
      (('xquat', 'body', 'button'),)),
@@ -568,18 +726,12 @@ _OBSERVED = (
     ('SawyerDoorLockEnvV3', 'sawyer_door_lock_v3',
      (('site_xpos', 'site', 'lockStartLock'),),
      (('xquat', 'body', 'door_link'),)),
-    ('SawyerDoorEnvV3', 'sawyer_door_v3',
-     (('geom_xpos', 'geom', 'handle'),),
-     (('geom_xmat', 'geom', 'handle'),)),
     ('SawyerDoorUnlockEnvV3', 'sawyer_door_unlock_v3',
      (('site_xpos', 'site', 'lockStartUnlock'),),
      (('xquat', 'body', 'door_link'),)),
     ('SawyerHandInsertEnvV3', 'sawyer_hand_insert_v3',
      (('xpos', 'body', 'obj'),),
      (('xquat', 'body', 'obj'),)),
-    ('SawyerDrawerCloseEnvV3', 'sawyer_drawer_close_v3',
-     (('xpos', 'body', 'drawer_link', (0.0, -0.16, 0.05)),),
-     (_ZEROS,)),
     ('SawyerDrawerOpenEnvV3', 'sawyer_drawer_open_v3',
      (('xpos', 'body', 'drawer_link', (0.0, -0.16, 0.0)),),
      (('xquat', 'body', 'drawer_link'),)),
@@ -646,9 +798,6 @@ _OBSERVED = (
     ('SawyerSweepIntoGoalEnvV3', 'sawyer_sweep_into_goal_v3',
      (('xpos', 'body', 'obj'),),
      (('geom_xmat', 'geom', 'objGeom'),)),
-    ('SawyerWindowOpenEnvV3', 'sawyer_window_open_v3',
-     (('site_xpos', 'site', 'handleOpenStart'),),
-     (_ZEROS,)),
     ('SawyerWindowCloseEnvV3', 'sawyer_window_close_v3',
      (('site_xpos', 'site', 'handleCloseStart'),),
      (_ZEROS,)),
@@ -677,9 +826,11 @@ _REPLACED = (('step', fast.step), ('set_xyz_action', fast.set_xyz_action),
 _KERNEL_NAMES = ('evaluate_state', 'compute_reward', '_get_pos_objects', '_get_quat_objects',
                  '_gripper_caging_reward', '_get_id_main_object', 'touching_object',
                  'touching_main_object', 'tcp_center', 'get_body_com', '_get_site_pos')
-_INSTANCE_NAMES = frozenset(tuple(name for name, _ in _REPLACED) + _KERNEL_NAMES + (
-    'do_simulation', '_step_mujoco_simulation', '_get_pos_goal', '_target_site_config',
-    'TARGET_RADIUS', 'OBJ_RADIUS'))
+_INSTANCE_NAMES = frozenset(
+    tuple(name for name, _ in _REPLACED) + _KERNEL_NAMES
+    + ('do_simulation', '_step_mujoco_simulation', '_get_pos_goal', '_target_site_config',
+       'TARGET_RADIUS', 'OBJ_RADIUS')
+    + tuple(name for kernel in KERNELS.values() for name in kernel.methods))
 
 
 class _Plan:
@@ -727,7 +878,7 @@ def _plan(cls) -> _Plan:
             kernel, cls._get_pos_goal is SawyerXYZEnv._get_pos_goal,  # pylint: disable=protected-access
             cls._target_site_config is SawyerXYZEnv._target_site_config)  # pylint: disable=protected-access
     if plan.kernel is not None and not (cls.tcp_center is fast.tcp_center and all(
-            _meta_worlds_own(cls, name) for name in _KERNEL_NAMES)):
+            _meta_worlds_own(cls, name) for name in _KERNEL_NAMES + plan.kernel.methods)):
         return _Plan(None, plan.goal_is_target, plan.default_sites)
     return plan
 
@@ -795,6 +946,10 @@ def _spec(env, parts) -> Tuple[np.ndarray, int]:
         for field, kind, name in parts:
             index = name if kind is None else fast._model_id(env.model, kind, name)  # pylint: disable=protected-access
             fields.append(_cstep.FIELD_CODES[field])
+            if kind == 'joint':  # a hinge or slide joint's coordinate in qpos
+                starts.append(int(env.model.jnt_qposadr[index]))
+                counts.append(1)
+                continue
             starts.append(index * _WIDTHS[field])
             counts.append(_WIDTHS[field])
         found = specs[parts] = (np.array([fields, starts, counts], dtype=np.int32), sum(counts))

@@ -6,7 +6,7 @@ from garage_promp.envs._metaworld_batch import (
     rect_prism_tolerance,
     row_norms,
     step_batch,
-    tolerance_long_tail,
+    tolerance_rows,
 )
 
 import numpy as np
@@ -162,29 +162,41 @@ def test_every_ml45_class_steps_in_a_wave_as_with_meta_worlds_own_code():
         _assert_same(batched, own)
 
 
+#: Classes whose object is a joint (a door, a drawer, a window, a button): Meta-World's
+#: scripted policy reaches their rewards' late branches without the object moved by hand.
+_ARTICULATED = frozenset({'SawyerDoorEnvV3', 'SawyerDrawerCloseEnvV3', 'SawyerWindowOpenEnvV3',
+                          'SawyerButtonPressTopdownEnvV3'})
+#: Classes whose reward has no success override (10), or whose success is the hand's.
+_NO_TEN = frozenset({'SawyerReachEnvV3', 'SawyerWindowOpenEnvV3',
+                     'SawyerButtonPressTopdownEnvV3'})
+
+
 @pytest.mark.metaworld
 @pytest.mark.parametrize('class_name', sorted(
     name for (_, name), kernel in _metaworld_batch.KERNELS.items() if kernel.reward))
 def test_each_kernel_through_its_late_branches_as_meta_worlds_own_code(class_name):
     """Each class with an array reward, its object put into the closing gripper and later
-    onto the target (:func:`_teleport`): every branch of the reward and info is reached
-    (a grasp, the reward's grasp bonus above 1, a success), and everything equals
-    Meta-World's own code."""
+    onto the target (:func:`_teleport`), or for a joint's class its scripted policy run
+    to success: every branch of the reward and info is reached (a grasp, a reward between
+    1 and 10, a success and its reward of 10), and everything equals Meta-World's own
+    code."""
     from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
     _metaworld()
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # pylint: disable=import-outside-toplevel
     name, = [n for n, cls in ALL_V3_ENVIRONMENTS.items() if cls.__name__ == class_name]
-    batched = _rollout([name, name], 60, True, random_every=0, hook=_teleport)
+    steps, hook = (150, None) if class_name in _ARTICULATED else (60, _teleport)
+    batched = _rollout([name, name], steps, True, random_every=0, hook=hook)
     with _MetaWorldsOwn():
-        own = _rollout([name, name], 60, False, random_every=0, hook=_teleport)
+        own = _rollout([name, name], steps, False, random_every=0, hook=hook)
     _assert_same(batched, own)
     infos = [dict(info) for step in batched for info in step[3]]
     rewards = np.array([step[1] for step in batched])
     assert ((rewards > 1) & (rewards < 10)).any(), name
-    if name != 'reach-v3':  # reach's reward is about the hand, its grasp_success always 1
-        assert (rewards == 10).any(), name  # the success branch
+    assert any(info['grasp_success'] for info in infos), name
+    if class_name != 'SawyerReachEnvV3':  # reach's success is the hand's, not the object's
         assert any(info['success'] for info in infos), name
-        assert any(info['grasp_success'] for info in infos), name
+    if class_name not in _NO_TEN:
+        assert (rewards == 10).any(), name  # the success override
 
 
 @pytest.mark.metaworld
@@ -201,18 +213,28 @@ def test_a_mixed_wave_and_the_python_loop_step_as_meta_worlds_own_code(monkeypat
 
 
 @pytest.mark.metaworld
-def test_a_reach_wave_uses_its_kernel_and_returns_arrays():
-    """``reach-v3`` and ``push-v3`` waves take the array reward (infos as arrays); a class
-    without a kernel and Meta-World's own code do not (infos per env, or no batch)."""
+def test_a_reach_wave_uses_its_kernel_and_returns_arrays(monkeypatch):
+    """``reach-v3``, ``push-v3`` and ``door-open-v3`` waves take the array reward (infos as
+    arrays); a class without a reward kernel, a class with a patched method its kernel
+    stands for (the door's grab effort) and Meta-World's own code do not (infos per env,
+    or no batch); an env with that method on the instance takes the env-by-env loop."""
     from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
     _metaworld()
+    from metaworld.envs.sawyer_door_v3 import SawyerDoorEnvV3  # pylint: disable=import-outside-toplevel
     envs = [_env('reach-v3', s)[0] for s in (1, 2)]
     got = step_batch(envs, np.zeros((2, 4)))
     assert isinstance(got[3], dict) and got[3]['success'].shape == (2, )
-    pushes = [_env('push-v3', s)[0] for s in (1, 2)]
-    assert isinstance(step_batch(pushes, np.zeros((2, 4)))[3], dict)
-    others = [_env('door-open-v3', s)[0] for s in (1, 2)]
+    for name in ('push-v3', 'door-open-v3'):
+        wave = [_env(name, s)[0] for s in (1, 2)]
+        assert isinstance(step_batch(wave, np.zeros((2, 4)))[3], dict), name
+    others = [_env('drawer-open-v3', s)[0] for s in (1, 2)]
     assert isinstance(step_batch(others, np.zeros((2, 4)))[3], list)
+    doors = [_env('door-open-v3', s)[0] for s in (1, 2)]
+    doors[1]._reward_grab_effort = lambda actions: 0.25  # pylint: disable=protected-access
+    assert step_batch(doors, np.zeros((2, 4))) is None
+    monkeypatch.setattr(SawyerDoorEnvV3, '_reward_grab_effort', staticmethod(lambda a: 0.75))
+    got = step_batch([_env('door-open-v3', s)[0] for s in (1, 2)], np.zeros((2, 4)))
+    assert isinstance(got[3], list) and [info['grasp_reward'] for info in got[3]] == [0.75] * 2
     with _MetaWorldsOwn():
         assert step_batch(envs, np.zeros((2, 4))) is None
 
@@ -270,9 +292,10 @@ def test_partially_observable_envs_see_a_zero_goal():
 
 def test_the_array_forms_equal_numpys_and_meta_worlds_scalar_forms():
     """``row_norms`` is ``np.linalg.norm`` of each row (NumPy's dot: the BLAS's sum, which
-    a sequential or fused sum does not always give), ``tolerance_long_tail`` Meta-World's
+    a sequential or fused sum does not always give), ``tolerance_rows`` Meta-World's
     ``tolerance`` of each number (its square by ``pow``, which NumPy's array square is not
-    always), in and out of bounds, with a zero margin and NaN."""
+    always; the long tail and the Gaussian), in and out of bounds, with a zero margin and
+    NaN; ``rect_prism_tolerance`` Meta-World's, inside and outside the box."""
     from garage_promp.envs.metaworld import _metaworld  # pylint: disable=import-outside-toplevel
     _metaworld()
     rng = np.random.default_rng(0)
@@ -285,8 +308,12 @@ def test_the_array_forms_equal_numpys_and_meta_worlds_scalar_forms():
     tolerance = _metaworld_speedups.ORIGINALS['tolerance']
     expected = [tolerance(float(a), bounds=(0, 0.05), margin=float(m), sigmoid='long_tail')
                 for a, m in zip(x, margin)]
-    got = tolerance_long_tail(x, 0.05, margin)
+    got = tolerance_rows(x, 0.05, margin)
     assert np.array_equal(got, expected, equal_nan=True)
+    expected = [tolerance(float(a), bounds=(0.01, 0.05), margin=float(m), sigmoid='gaussian')
+                for a, m in zip(x, margin)]
+    assert np.array_equal(tolerance_rows(x, 0.05, margin, lower=0.01, sigmoid='gaussian'),
+                          expected, equal_nan=True)
     from metaworld.utils.reward_utils import rect_prism_tolerance as own_prism  # pylint: disable=import-outside-toplevel
     zero, one = rng.uniform(-1, 1, (2, 20000, 3))
     one[:5] = zero[:5]  # a flat box: 0/0 inside it
