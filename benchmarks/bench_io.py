@@ -18,6 +18,20 @@ def write_results(out, stem: str, results, table: str, **settings) -> None:
     (out / f'{stem}.md').write_text(table + '\n')
 
 
+def check_metaworld_names(names) -> None:
+    """Load Meta-World (the package's set-up) and check each of ``names`` is a Meta-World
+    v3 env name, else ``click.BadParameter`` naming ``--env`` and the name."""
+    from garage_promp.envs.metaworld import _metaworld, check_env_name  # pylint: disable=import-outside-toplevel
+
+    import click  # pylint: disable=import-outside-toplevel
+    _metaworld()
+    for name in names:
+        try:
+            check_env_name(name)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint='--env') from error
+
+
 def check_env_batches(envs, meta_batch_size: int, episodes_per_task: int, make_setup,
                       check=None) -> None:
     """Before anything is measured: every env of ``envs`` built by ``make_setup(name)``

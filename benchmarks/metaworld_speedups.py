@@ -15,15 +15,18 @@ Medians; the ratio is the speed-up. Run it on quiet cores.
 import json
 import pathlib
 import statistics
+import sys
 import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp.envs import MetaWorldTaskSampler, _metaworld_speedups, make_benchmark
-from garage_promp.envs.metaworld import _metaworld
 
 import click
 import mujoco
 import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_io import check_metaworld_names  # noqa: E402  pylint: disable=wrong-import-position
 
 DEFAULT_ENVS = ('reach-v3', 'push-v3', 'pick-place-v3', 'door-open-v3', 'drawer-close-v3',
                 'button-press-topdown-v3', 'peg-insert-side-v3', 'window-open-v3', 'sweep-v3',
@@ -97,13 +100,7 @@ def table(rows) -> str:
               help='Write metaworld_speedups.json and .md here.')
 def main(envs, steps, repeats, horizon, out):
     """Print the side-by-side table for the envs."""
-    _metaworld()
-    from garage_promp.envs.metaworld import check_env_name  # pylint: disable=import-outside-toplevel
-    for name in envs:
-        try:
-            check_env_name(name)
-        except ValueError as error:
-            raise click.BadParameter(str(error), param_hint='--env') from error
+    check_metaworld_names(envs)
     if out is not None:
         pathlib.Path(out).mkdir(parents=True, exist_ok=True)
     rows = []

@@ -21,18 +21,21 @@ speed-ups. The three give the same numbers (``tests/envs/test_metaworld_batch.py
 Run it on quiet cores.
 """
 import contextlib
-import json
 import pathlib
 import statistics
+import sys
 import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp.envs import MetaWorldTaskSampler, _metaworld_batch, make_benchmark
-from garage_promp.envs.metaworld import MetaWorldEnv, _metaworld
+from garage_promp.envs.metaworld import MetaWorldEnv
 
 import click
 import mujoco
 import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_io import check_metaworld_names, write_results  # noqa: E402  pylint: disable=wrong-import-position
 
 DEFAULT_ENVS = ('reach-v3', 'push-v3', 'pick-place-v3', 'door-open-v3', 'drawer-close-v3',
                 'button-press-topdown-v3', 'peg-insert-side-v3', 'window-open-v3', 'sweep-v3',
@@ -147,18 +150,10 @@ def table(rows) -> str:
 @click.option('--repeats', type=click.IntRange(min=1), default=3, show_default=True)
 @click.option('--horizon', type=click.IntRange(min=1, max=500), default=100, show_default=True)
 @click.option('--out', type=click.Path(file_okay=False), default=None,
-              help='Write metaworld_waves.json and .md here.')
+              help='Write metaworld_waves.json (with the machine and date) and .md here.')
 def main(names, n_envs, steps, repeats, horizon, out):
     """Print the side-by-side table for the env classes."""
-    _metaworld()
-    from garage_promp.envs.metaworld import check_env_name  # pylint: disable=import-outside-toplevel
-    for name in names:
-        try:
-            check_env_name(name)
-        except ValueError as error:
-            raise click.BadParameter(str(error), param_hint='--env') from error
-    if out is not None:
-        pathlib.Path(out).mkdir(parents=True, exist_ok=True)
+    check_metaworld_names(names)
     rows = []
     for name in names:
         rows.append(measure(name, n_envs, steps, repeats, horizon))
@@ -167,8 +162,8 @@ def main(names, n_envs, steps, repeats, horizon, out):
     text = table(rows)
     click.echo(text)
     if out is not None:
-        (pathlib.Path(out) / 'metaworld_waves.json').write_text(json.dumps(rows, indent=1))
-        (pathlib.Path(out) / 'metaworld_waves.md').write_text(text + '\n')
+        write_results(out, 'metaworld_waves', rows, text, envs=n_envs, steps=steps,
+                      repeats=repeats, horizon=horizon)
 
 
 if __name__ == '__main__':

@@ -19,7 +19,7 @@ def test_each_mode_steps_the_way_it_names_and_puts_everything_back():
     the kernels and the wave as shipped."""
     waves = load_script(ROOT / 'benchmarks' / 'metaworld_waves.py', 'metaworld_waves')
     from garage_promp.envs import _metaworld_batch  # pylint: disable=import-outside-toplevel
-    waves._metaworld()  # pylint: disable=protected-access
+    waves.check_metaworld_names(['door-open-v3'])  # loads Meta-World
     envs = [env._env for env in waves._envs('door-open-v3', 2, 10)]  # pylint: disable=protected-access
     for env in envs:
         env.reset()
@@ -41,7 +41,9 @@ def test_the_table_runs_and_writes_its_ratios(tmp_path):
         '--env', 'door-open-v3', '--env', 'drawer-open-v3', '--envs', '3', '--steps', '4',
         '--repeats', '1', '--horizon', '2', '--out', str(tmp_path)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    rows = json.loads((tmp_path / 'metaworld_waves.json').read_text())
+    written = json.loads((tmp_path / 'metaworld_waves.json').read_text())
+    assert written['meta']['envs'] == 3 and written['meta']['date']
+    rows = written['results']
     assert [row['array_reward'] for row in rows] == [True, False]
     for row in rows:
         for key in ('physics_us', 'env_by_env_us', 'wave_own_reward_us', 'wave_array_reward_us'):

@@ -422,6 +422,22 @@ def _lifted(to_obj: float, within: float, tcp_opened: float, obj_z: float,
     return to_obj < within and tcp_opened > 0 and obj_z - 0.01 > obj_init_z
 
 
+def _lifted_reward(object_grasped: float, place: float, lifted: bool,
+                   succeeded: bool) -> Tuple[float, float]:
+    """peg-insert-side's and basketball's reward of one row, and its grasp term: a lifted
+    object counts as grasped (1), the reward is the grasp and the placing's
+    ``hamacher_product``, plus ``1 + 5 * place`` when lifted, and 10 on success."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    if lifted:
+        object_grasped = 1.0
+    reward = hamacher_product(object_grasped, place)
+    if lifted:
+        reward += 1.0 + 5.0 * place  # (peg-insert-side writes 5: the same product)
+    if succeeded:
+        reward = 10.0
+    return object_grasped, reward
+
+
 def _peg_insert_side_reward(envs, obs, actions, parts, touching):
     """``SawyerPegInsertionSideEnvV3.evaluate_state`` with the v2 reward, for every row: the
     distances (the peg head's to the target scaled by (1, 2, 2)), ``tolerance`` and the two
@@ -451,14 +467,9 @@ def _peg_insert_side_reward(envs, obs, actions, parts, touching):
             box_2.tolist(), grasped)):
         tcp_opened, obj_z, obj_init_z = obs[n, 3], obs[n, 6], envs[n].obj_init_pos[2]
         place = hamacher_product(place, hamacher_product(second, first))
-        lifted = _lifted(to_obj, 0.08, tcp_opened, obj_z, obj_init_z)
-        if lifted:
-            object_grasped = 1.0
-        reward = hamacher_product(object_grasped, place)
-        if lifted:
-            reward += 1.0 + 5 * place
-        if to_target <= 0.07:
-            reward = 10.0
+        object_grasped, reward = _lifted_reward(
+            object_grasped, place, _lifted(to_obj, 0.08, tcp_opened, obj_z, obj_init_z),
+            to_target <= 0.07)
         rewards.append(reward)
         rows.append((float(to_target <= 0.07), float(to_obj <= 0.03),
                      float(_lifted(to_obj, 0.02, tcp_opened, obj_z, obj_init_z)),
@@ -471,7 +482,6 @@ def _basketball_reward(envs, obs, actions, parts, touching):
     distance to the target raised to 0.3 (scaled by (1, 1, 2)), ``tolerance`` and the
     caging reward (:func:`gripper_caging`, high density) as arrays; the product, the grasp
     bonus and the success branch row by row in Meta-World's own expressions."""
-    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
     del touching  # the basketball's grasp_success is geometric
     obj = obs[:, 4:7]
     tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
@@ -490,14 +500,9 @@ def _basketball_reward(envs, obs, actions, parts, touching):
     for n, (to_target, place, to_obj, object_grasped) in enumerate(zip(
             target_to_obj.tolist(), in_place.tolist(), tcp_to_obj.tolist(), grasped)):
         tcp_opened, obj_z, obj_init_z = float(obs[n, 3]), obs[n, 6], envs[n].obj_init_pos[2]
-        lifted = _lifted(to_obj, 0.035, tcp_opened, obj_z, obj_init_z)
-        if lifted:
-            object_grasped = 1.0
-        reward = hamacher_product(object_grasped, place)
-        if lifted:
-            reward += 1.0 + 5.0 * place
-        if to_target < radius:
-            reward = 10.0
+        object_grasped, reward = _lifted_reward(
+            object_grasped, place, _lifted(to_obj, 0.035, tcp_opened, obj_z, obj_init_z),
+            to_target < radius)
         rewards.append(reward)
         rows.append((float(to_target <= radius), float(to_obj <= 0.05),
                      float((tcp_opened > 0) and (obj_z - 0.03 > obj_init_z)),
