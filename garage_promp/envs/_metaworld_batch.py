@@ -56,6 +56,7 @@ import weakref
 
 from garage_promp.envs import _cstep
 from garage_promp.envs import _metaworld_speedups as fast
+from garage_promp.envs._mujoco import row_dots
 
 import mujoco
 import numpy as np
@@ -69,8 +70,7 @@ def row_norms(vectors: np.ndarray) -> np.ndarray:
     ``ddot``, whose sum of products (fused or not) depends on the machine's BLAS. A
     stack of vector-vector products in ``matmul`` calls the same function per row.
     """
-    vectors = np.ascontiguousarray(vectors, dtype=np.float64)
-    return np.sqrt(np.matmul(vectors[:, None, :], vectors[:, :, None])[:, 0, 0])
+    return np.sqrt(row_dots(vectors, vectors))
 
 
 def scalar_squares(values: np.ndarray) -> np.ndarray:

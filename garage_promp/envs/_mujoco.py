@@ -47,6 +47,19 @@ class WaveModels(dict):
         self.constants: Dict[Any, Any] = {}
 
 
+def row_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a[i] @ b[i]`` of each row of two ``(n, k)`` arrays, as NumPy computes the dot of
+    two 1-D ``float64`` arrays, bit for bit.
+
+    NumPy's 1-D ``@`` calls the BLAS ``ddot``, whose sum of products (fused or not, in
+    which order) depends on the machine's BLAS, so it is not rewritten as a sum; a stack
+    of vector-vector products in ``matmul`` calls the same function for each row.
+    """
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    return np.matmul(a[:, None, :], b[:, :, None])[:, 0, 0]
+
+
 def wave_constant(envs: Sequence[Any], name: str, compute):
     """``compute()``, computed once a wave for these ``envs`` (in this order).
 
@@ -494,13 +507,17 @@ class DirectionTasks:
 
         The same float operations as ``_progress``, row by row: the
         difference elementwise, then one product for a 1-D task and numpy's
-        own dot product of each row for a 2-D one (a dot of two terms may be
-        rounded as one fused multiply-add, so it is not rewritten as a sum).
+        own dot product of each row for a 2-D one (:func:`row_dots`; a dot of
+        two terms may be rounded as one fused multiply-add, so it is not
+        rewritten as a sum).
         """
         dims = envs[0].direction_dims
         diff = after[:, :dims] - before[:, :dims]
         if dims == 1:
             return MujocoMetaEnv._directions(envs) * diff[:, 0]
+        vectors = MujocoMetaEnv._task_rows(envs)
+        if vectors.dtype == np.float64 and vectors.shape == diff.shape:
+            return row_dots(vectors, diff)
         return np.array([env._task_vector @ row for env, row in zip(envs, diff)])
 
 
