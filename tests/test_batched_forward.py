@@ -145,3 +145,37 @@ def test_a_rows_output_is_the_same_in_any_wave_layout(hidden):
         for mean, log_std in outputs[1:]:
             assert torch.equal(mean, outputs[0][0]), episode
             assert torch.equal(log_std, outputs[0][1]), episode
+
+
+@pytest.mark.parametrize('obs_dim, hidden, act_dim', [
+    (20, (64, 64), 6), (11, (64, 64), 3), (17, (64, 64), 6), (27, (64, 64), 8),
+    (376, (128, 128), 17), (39, (256, 256), 4), (2, (64, 64), 2), (3, (8, ), 1)])
+def test_one_parameter_set_for_every_share_is_broadcast_with_the_same_numbers(
+        obs_dim, hidden, act_dim):
+    """Where every share has the same parameters (the first round: every task at θ), the
+    blocks share one broadcast set (zero batch stride, nothing copied), and the forward of
+    every row equals the one with the set copied block by block, bit for bit, for the
+    package's policy sizes (the paper envs', Meta-World's, and a layer small enough for
+    torch's own loop); different sets are copied per share."""
+    import akro  # pylint: disable=import-outside-toplevel
+    from garage import EnvSpec  # pylint: disable=import-outside-toplevel
+    spec = EnvSpec(observation_space=akro.Box(-1., 1., (obs_dim, )),
+                   action_space=akro.Box(-1., 1., (act_dim, )))
+    torch.manual_seed(obs_dim)
+    policy = GaussianMLPPolicy(spec, hidden_sizes=hidden)
+    fast = BatchedGaussianMLP.of(policy)
+    theta = {k: v.detach() for k, v in policy.named_parameters()}
+    counts, firsts = [10, 3, 7, 10, 1], [0, 2, 5, 0, 9]
+    shares = [theta, {k: v.clone() for k, v in theta.items()}, theta, theta, theta]
+    plan = RolloutWorker._forward_plan(_Layout(), counts, shares, firsts)
+    assert all(v.stride(0) == 0 for v in plan['stacked'].values())
+    obs = torch.randn(sum(counts), obs_dim) * 2
+    mean, log_std = RolloutWorker._blocked_forward(_Layout(), obs, plan, fast)
+    copied = dict(plan, stacked={k: v.contiguous() for k, v in plan['stacked'].items()})
+    assert all(v.stride(0) != 0 for v in copied['stacked'].values())
+    mean_copied, log_std_copied = RolloutWorker._blocked_forward(_Layout(), obs, copied, fast)
+    assert torch.equal(mean, mean_copied) and torch.equal(log_std, log_std_copied)
+    other = {k: v + 0.01 for k, v in theta.items()}
+    plan = RolloutWorker._forward_plan(_Layout(), counts, shares[:4] + [other], firsts)
+    assert all(v.stride(0) != 0 for v in plan['stacked'].values())
+    assert torch.equal(plan['stacked'][next(iter(theta))][-1], other[next(iter(theta))])

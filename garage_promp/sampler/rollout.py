@@ -48,6 +48,25 @@ NumpyParams = Dict[str, np.ndarray]
 FORWARD_BLOCK = 4
 
 
+def _stacked_params(params: List[Dict[str, torch.Tensor]], blocks: Sequence[int]
+                    ) -> Dict[str, torch.Tensor]:
+    """Each parameter of the shares, one copy per forward block (share ``i`` has
+    ``blocks[i]`` blocks), stacked along a new first axis.
+
+    Where every share's parameters are equal, one set broadcast over the blocks
+    (``expand``, a zero stride: nothing is copied, and the forward reads the set
+    once); otherwise each share's set repeated for its blocks.
+    """
+    first = params[0]
+    n_blocks = int(sum(blocks))
+    if all(p[k] is first[k] or torch.equal(p[k], first[k]) for p in params[1:] for k in first):
+        return {k: value.unsqueeze(0).expand(n_blocks, *value.shape)
+                for k, value in first.items()}
+    repeats = torch.as_tensor(blocks)
+    return {k: torch.stack([p[k] for p in params]).repeat_interleave(repeats, dim=0)
+            for k in first}
+
+
 def episode_seed_sequence(seed: int, key: Sequence[int], task: int,
                           episode: int) -> np.random.SeedSequence:
     """The seed material of one episode.
@@ -295,6 +314,14 @@ class RolloutWorker:
         episodes bit for bit with any worker count and any budget of env
         copies (a worker holds a part of a task's episodes, and a budget
         splits them into waves).
+
+        Where every share's parameters are equal (the first sampling round,
+        every task at θ), the blocks' parameters are one set broadcast over the
+        blocks (a zero batch stride) rather than copied block by block: the
+        batched matrix products run the same products on the same numbers
+        (each block's GEMM has the same shape and strides, and its weights the
+        same alignment), reading the weights once rather than once a block
+        (:func:`_stacked_params`).
         """
         offsets = [first % FORWARD_BLOCK for first in first_episodes]
         blocks = [-(-(offset + count) // FORWARD_BLOCK)
@@ -302,9 +329,7 @@ class RolloutWorker:
         starts = np.concatenate(([0], np.cumsum(blocks)[:-1])) * FORWARD_BLOCK
         keep = torch.as_tensor([int(start) + offset + j for start, offset, count
                                 in zip(starts, offsets, rows_per_share) for j in range(count)])
-        repeats = torch.as_tensor(blocks)
-        stacked = ({k: torch.stack([p[k] for p in params]).repeat_interleave(repeats, dim=0)
-                    for k in params[0]} if self._batched else None)
+        stacked = _stacked_params(params, blocks) if self._batched else None
         return dict(rows_per_share=rows_per_share, params=params, n_blocks=int(sum(blocks)),
                     keep=keep, stacked=stacked)
 
