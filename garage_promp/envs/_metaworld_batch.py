@@ -44,7 +44,12 @@ replaces the step, its simulation, the observation or the action; a model with a
 number of controls or mocap bodies; an episode past its end; an unstable simulation;
 action rows that do not match the envs, or an env listed twice) is left to the
 env-by-env loop, which raises Meta-World's own errors; a class whose reward or objects
-are patched keeps the wave but computes them with its own methods.
+are patched keeps the wave but computes them with its own methods, as does a class whose
+kernel would read an attribute that is not ``float64`` (Meta-World's arithmetic on it
+would round otherwise), and every class while one of the ``reward_utils`` helpers a
+kernel computes itself (``tolerance``, ``rect_prism_tolerance``) is patched. An error in
+a kernel (Meta-World's checks of bounds and margins, its assertions) is raised again by
+the env's own ``evaluate_state``, from the env it is about.
 """
 from __future__ import annotations
 
@@ -110,6 +115,8 @@ def tolerance_rows(x: np.ndarray, upper: float, margin: np.ndarray,
     ``long_tail`` as arrays (:func:`long_tail`), any other sigmoid by Meta-World's own
     ``_sigmoids`` on each ``float64`` distance. A negative margin raises Meta-World's error
     (for the first such row)."""
+    if lower > upper:
+        raise ValueError('Lower bound must be <= upper bound.')
     negative = margin < 0
     if negative.any():
         raise ValueError('`margin` must be non-negative. Current value: '
@@ -128,8 +135,20 @@ def tolerance_rows(x: np.ndarray, upper: float, margin: np.ndarray,
     return out
 
 
+class _OwnCode(Exception):
+    """Raised by a kernel for a class's rows it does not reproduce (an attribute that is
+    not ``float64``, with which Meta-World's own arithmetic would round otherwise): the
+    class's own ``evaluate_state`` computes them, row by row."""
+
+
 def _stacked(envs, name: str) -> np.ndarray:
-    return np.array([getattr(env, name) for env in envs], dtype=np.float64)
+    """Each env's attribute ``name`` (a ``float64`` array or number), one row each; else
+    :class:`_OwnCode`."""
+    values = [getattr(env, name) for env in envs]
+    if not all(type(value) is float or (isinstance(value, (np.ndarray, np.float64))
+                                        and value.dtype == np.float64) for value in values):
+        raise _OwnCode(name)
+    return np.array(values, dtype=np.float64)
 
 
 def gripper_caging(envs, actions, obj, left_pad, right_pad, tcp, obj_radius: float,
@@ -337,17 +356,18 @@ def _pick_place_reward(envs, obs, actions, parts, touching):
     return [float(r) for r in rewards], dict(zip(_INFO_KEYS, map(list, zip(*rows))))
 
 
-def rect_prism_tolerance(curr: np.ndarray, zero: np.ndarray, one: np.ndarray) -> np.ndarray:
-    """Meta-World's ``reward_utils.rect_prism_tolerance(curr, zero, one)`` of each row: 1
-    outside the box of corners ``zero`` and ``one`` (NaN is outside), else the product of
-    the three coordinates' fractions of the way from ``zero`` to ``one``, formed as the
-    original forms them (``x * y * z``)."""
+def rect_prism_tolerance(curr: np.ndarray, zero: np.ndarray, one: np.ndarray) -> list:
+    """Meta-World's ``reward_utils.rect_prism_tolerance(curr, zero, one)`` of each row, with
+    its types: the float 1.0 outside the box of corners ``zero`` and ``one`` (NaN is
+    outside), else (a ``float64``) the product of the three coordinates' fractions of the
+    way from ``zero`` to ``one``, formed as the original forms them (``x * y * z``)."""
     within = np.where(one >= zero, (zero <= curr) & (curr <= one),
                       (one <= curr) & (curr <= zero)).all(axis=1)
-    out = np.ones(len(curr))
+    out: list = [1.0] * len(curr)
     if within.any():
         scales = (curr[within] - zero[within]) / (one[within] - zero[within])
-        out[within] = scales[:, 0] * scales[:, 1] * scales[:, 2]
+        for n, value in zip(np.flatnonzero(within), scales[:, 0] * scales[:, 1] * scales[:, 2]):
+            out[n] = value  # (a float64, as the original's)
     return out
 
 
@@ -463,8 +483,8 @@ def _peg_insert_side_reward(envs, obs, actions, parts, touching):
                              high_density=True)
     rewards, rows = [], []
     for n, (to_obj, to_target, place, first, second, object_grasped) in enumerate(zip(
-            tcp_to_obj.tolist(), obj_to_target.tolist(), in_place.tolist(), box_1.tolist(),
-            box_2.tolist(), grasped)):
+            tcp_to_obj.tolist(), obj_to_target.tolist(), in_place.tolist(), box_1, box_2,
+            grasped)):
         tcp_opened, obj_z, obj_init_z = obs[n, 3], obs[n, 6], envs[n].obj_init_pos[2]
         place = hamacher_product(place, hamacher_product(second, first))
         object_grasped, reward = _lifted_reward(
@@ -557,6 +577,8 @@ def _drawer_close_reward(envs, obs, actions, parts, touching):
     row by row in Meta-World's own expressions."""
     from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
     del touching  # the drawer's grasp_success is always 1
+    assert all(env.hand_init_pos is not None for env in envs), \
+        '`reset_model()` must be called before `compute_reward()`.'
     radius = type(envs[0]).TARGET_RADIUS
     obj = obs[:, 4:7]
     tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
@@ -573,7 +595,7 @@ def _drawer_close_reward(envs, obs, actions, parts, touching):
         sigmoid='gaussian')
     rewards, rows = [], []
     for n, (to_target, place, to_obj, reached) in enumerate(zip(
-            target_to_obj.tolist(), in_place.tolist(), tcp_to_obj.tolist(), reach.tolist())):
+            target_to_obj, in_place.tolist(), tcp_to_obj.tolist(), reach.tolist())):
         gripper_closed = min(max(0, actions[n][-1]), 1)
         reached = hamacher_product(reached, gripper_closed)
         reward = hamacher_product(reached, place)
@@ -631,8 +653,7 @@ def _button_press_topdown_reward(envs, obs, actions, parts, touching):
     pressed = tolerance_rows(obj_to_target, 0.005, _stacked(envs, '_obj_to_target_init'))
     rewards, rows = [], []
     for n, (to_obj, to_target, near, press) in enumerate(zip(
-            tcp_to_obj.tolist(), obj_to_target.tolist(), near_button.tolist(),
-            pressed.tolist())):
+            tcp_to_obj.tolist(), obj_to_target, near_button.tolist(), pressed.tolist())):
         reward = 5 * hamacher_product(1 - obs[n, 3], near)
         if to_obj <= 0.03:
             reward += 5 * press
@@ -871,6 +892,19 @@ def _meta_worlds_own(cls, name: str) -> bool:
     return module == 'metaworld' or module.startswith('metaworld.')
 
 
+def _reward_helpers_own() -> bool:
+    """Whether the helpers of ``metaworld.utils.reward_utils`` that the kernels compute
+    themselves (``tolerance``, its ``_sigmoids``, ``rect_prism_tolerance``) are Meta-World's
+    own or the package's exact replacement: a patched one makes every class compute its
+    reward with its own code (which calls the patch). The kernels call the module's
+    ``hamacher_product`` themselves."""
+    from metaworld.utils import reward_utils  # pylint: disable=import-outside-toplevel
+    return all(getattr(helper, 'fast', False)
+               or getattr(helper, '__module__', None) == 'metaworld.utils.reward_utils'
+               for helper in (reward_utils.tolerance, reward_utils._sigmoids,  # pylint: disable=protected-access
+                              reward_utils.rect_prism_tolerance))
+
+
 def _plan(cls) -> _Plan:
     plan = _PLANS.get(cls)
     if plan is None:
@@ -883,7 +917,8 @@ def _plan(cls) -> _Plan:
             kernel, cls._get_pos_goal is SawyerXYZEnv._get_pos_goal,  # pylint: disable=protected-access
             cls._target_site_config is SawyerXYZEnv._target_site_config)  # pylint: disable=protected-access
     if plan.kernel is not None and not (cls.tcp_center is fast.tcp_center and all(
-            _meta_worlds_own(cls, name) for name in _KERNEL_NAMES + plan.kernel.methods)):
+            _meta_worlds_own(cls, name) for name in _KERNEL_NAMES + plan.kernel.methods)
+            and _reward_helpers_own()):
         return _Plan(None, plan.goal_is_target, plan.default_sites)
     return plan
 
@@ -1130,6 +1165,11 @@ def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
             reward, info = kernel.reward(group, obs[members], actions[members], parts,
                                          functools.partial(_touching, lib, group, group_ptrs,
                                                            kernel.main_object))
+        except _OwnCode:
+            for n, env in zip(members, group):
+                reward, infos[n] = _evaluate_one(env, obs, actions, n)
+                rewards[n] = float(reward)
+            continue
         except Exception:
             # Meta-World's own error, from the env it is about (the sampler names it).
             for n, env in zip(members, group):

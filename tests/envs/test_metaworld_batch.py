@@ -74,11 +74,13 @@ def _teleport(t, env):
         _move_object(env, *success(env))
 
 
-def _rollout(names, steps, batched, seed=5, random_every=3, hook=None, version='v2'):
+def _rollout(names, steps, batched, seed=5, random_every=3, hook=None, version='v2',
+             types=False):
     """Meta-World's scripted policies (which grasp, push and open, so the rewards' late
     branches are reached), every third step random actions beyond the action space, in
     float32 and float64 by turns; one env per entry of ``names``, stepped together by
-    :func:`step_batch` or one by one by their own ``step``."""
+    :func:`step_batch` or one by one by their own ``step``; with ``types``, each info
+    value's type is recorded too (a mixed wave's infos are each env's own dict)."""
     from metaworld.policies import ENV_POLICY_MAP  # pylint: disable=import-outside-toplevel
     made = [_env(name, seed + k, max(60, steps), version) for k, name in enumerate(names)]
     envs = [env for env, _ in made]
@@ -109,7 +111,8 @@ def _rollout(names, steps, batched, seed=5, random_every=3, hook=None, version='
             truncated = [out[3] for out in outs]
             infos = [out[4] for out in outs]
         record.append((obs.copy(), [float(r) for r in rewards], [bool(x) for x in truncated],
-                       [sorted((k, float(v)) for k, v in info.items()) for info in infos],
+                       [sorted((k, float(v)) + ((type(v).__name__, ) if types else ())
+                               for k, v in info.items()) for info in infos],
                        [_state(env) for env in envs]))
         if any(truncated):
             break
@@ -201,15 +204,18 @@ def test_each_kernel_through_its_late_branches_as_meta_worlds_own_code(class_nam
 
 @pytest.mark.metaworld
 def test_a_mixed_wave_and_the_python_loop_step_as_meta_worlds_own_code(monkeypatch):
-    """A wave mixing classes (one with a kernel, one without), with the compiled loop and
-    without it (the Python loop), equals Meta-World's own code."""
-    names = ['reach-v3', 'pick-place-v3', 'push-v3', 'reach-v3', 'door-open-v3', 'push-v3']
-    batched = _rollout(names, 40, True)
+    """A wave mixing classes (each with an array reward, and one without), with the compiled
+    loop and without it (the Python loop), equals Meta-World's own code, each info value
+    of the type Meta-World gives it."""
+    names = ['reach-v3', 'pick-place-v3', 'push-v3', 'reach-v3', 'door-open-v3', 'push-v3',
+             'drawer-close-v3', 'button-press-topdown-v3', 'peg-insert-side-v3',
+             'window-open-v3', 'sweep-v3', 'basketball-v3', 'drawer-open-v3']
+    batched = _rollout(names, 40, True, types=True)
     with _MetaWorldsOwn():
-        own = _rollout(names, 40, False)
+        own = _rollout(names, 40, False, types=True)
     _assert_same(batched, own)
     monkeypatch.setattr(_cstep, 'library', lambda: None)
-    _assert_same(_rollout(names, 40, True), own)
+    _assert_same(_rollout(names, 40, True, types=True), own)
 
 
 @pytest.mark.metaworld
@@ -323,7 +329,15 @@ def test_the_array_forms_equal_numpys_and_meta_worlds_scalar_forms():
         expected = [own_prism(c, z, o) for c, z, o in zip(points, zero, one)]
         got = rect_prism_tolerance(points, zero, one)
     assert np.array_equal(got, expected, equal_nan=True)
-    assert 0.2 < np.mean(got < 1) < 0.8  # both branches, often
+    assert [type(v) for v in got] == [type(v) for v in expected]  # float64 inside, float out
+    assert 0.2 < np.mean(np.array(got) < 1) < 0.8  # both branches, often
+    for args in ((x, 0.05, margin, 0.1, 0.06), (x, 0.05, margin - 2.)):  # Meta-World's errors
+        with pytest.raises(ValueError) as ours:
+            tolerance_rows(*args)
+        with pytest.raises(ValueError) as theirs:
+            tolerance(float(x[0]), bounds=(args[4] if len(args) > 4 else 0., 0.05),
+                      margin=float(args[2][0]), sigmoid='long_tail')
+        assert str(ours.value).split(':')[0] == str(theirs.value).split(':')[0]
 
 
 def test_quaternions_equal_the_row_by_row_function_with_and_without_the_library():
@@ -507,3 +521,51 @@ def test_the_mocap_step_checks_its_arrays():
                             2, False, True)
     for data in datas:
         assert np.array_equal(data.mocap_pos, [[1., 1., 1.]]) and data.time > 0
+
+
+@pytest.mark.metaworld
+def test_what_a_kernel_does_not_reproduce_takes_the_classs_own_reward(monkeypatch):
+    """An attribute of another dtype (Meta-World's arithmetic on float32 rounds otherwise)
+    and a patched reward helper of ``reward_utils`` make the class compute its reward with
+    its own code (infos per env, with the patch); a class constant that Meta-World rejects
+    (bounds the wrong way round) and a missing hand position raise Meta-World's own errors."""
+    from metaworld.envs.sawyer_drawer_close_v3 import SawyerDrawerCloseEnvV3  # pylint: disable=import-outside-toplevel
+    from metaworld.envs.sawyer_sweep_v3 import SawyerSweepEnvV3  # pylint: disable=import-outside-toplevel
+    from metaworld.utils import reward_utils  # pylint: disable=import-outside-toplevel
+
+    def twins(name):
+        return ([_env(name, s)[0] for s in (1, 2)], [_env(name, s)[0] for s in (1, 2)])
+
+    pushes, own = twins('push-v3')
+    for env in (pushes[1], own[1]):
+        env.obj_init_pos = env.obj_init_pos.astype(np.float32)
+    _, rewards, _, infos = step_batch(pushes, np.full((2, 4), 0.3))
+    assert isinstance(infos, list)
+    assert rewards.tolist() == [float(env.step(np.full(4, 0.3))[1]) for env in own]
+
+    pegs, own = twins('peg-insert-side-v3')
+    original = reward_utils.rect_prism_tolerance
+    monkeypatch.setattr(reward_utils, 'rect_prism_tolerance',
+                        lambda curr, zero, one: 0.5 * original(curr, zero, one))
+    _, rewards, _, infos = step_batch(pegs, np.zeros((2, 4)))
+    assert isinstance(infos, list)
+    assert rewards.tolist() == [float(env.step(np.zeros(4))[1]) for env in own]
+    monkeypatch.undo()
+
+    for cls, name, value, message in (
+            (SawyerSweepEnvV3, 'OBJ_RADIUS', 0.06, 'Lower bound'),  # above the pads' bound
+            (SawyerDrawerCloseEnvV3, 'TARGET_RADIUS', -0.01, 'Lower bound')):
+        envs, own = twins(cls.__module__.rsplit('sawyer_', 1)[1].replace('_v3', '-v3')
+                          .replace('_', '-'))
+        monkeypatch.setattr(cls, name, value)
+        with pytest.raises(ValueError, match=message):
+            own[0].step(np.zeros(4))
+        with pytest.raises(ValueError, match=message) as error:
+            step_batch(envs, np.zeros((2, 4)))
+        assert error.value.lean_index == 0
+        monkeypatch.undo()
+    drawers, _ = twins('drawer-close-v3')
+    drawers[1].hand_init_pos = None
+    with pytest.raises(AssertionError, match='reset_model') as error:
+        step_batch(drawers, np.zeros((2, 4)))
+    assert error.value.lean_index == 1
