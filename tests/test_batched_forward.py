@@ -175,6 +175,13 @@ def test_one_parameter_set_for_every_share_is_broadcast_with_the_same_numbers(
     assert all(v.stride(0) != 0 for v in copied['stacked'].values())
     mean_copied, log_std_copied = RolloutWorker._blocked_forward(_Layout(), obs, copied, fast)
     assert torch.equal(mean, mean_copied) and torch.equal(log_std, log_std_copied)
+    signed = {k: v.clone() for k, v in theta.items()}
+    name = next(iter(signed))
+    signed[name].view(-1)[0] = 0.
+    zeroed = {k: v.clone() for k, v in signed.items()}
+    zeroed[name].view(-1)[0] = -0.  # equal as numbers, not as bits
+    plan = RolloutWorker._forward_plan(_Layout(), [1, 1], [signed, zeroed], [0, 0])
+    assert all(v.stride(0) != 0 for v in plan['stacked'].values())
     other = {k: v + 0.01 for k, v in theta.items()}
     plan = RolloutWorker._forward_plan(_Layout(), counts, shares[:4] + [other], firsts)
     assert all(v.stride(0) != 0 for v in plan['stacked'].values())

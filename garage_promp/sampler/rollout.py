@@ -53,13 +53,18 @@ def _stacked_params(params: List[Dict[str, torch.Tensor]], blocks: Sequence[int]
     """Each parameter of the shares, one copy per forward block (share ``i`` has
     ``blocks[i]`` blocks), stacked along a new first axis.
 
-    Where every share's parameters are equal, one set broadcast over the blocks
-    (``expand``, a zero stride: nothing is copied, and the forward reads the set
-    once); otherwise each share's set repeated for its blocks.
+    Where every share's parameters are the same (bit for bit: a zero's sign too),
+    one set broadcast over the blocks (``expand``, a zero stride: nothing is copied,
+    and the forward reads the set once); otherwise each share's set repeated for its
+    blocks.
     """
+    def same_bits(a, b):
+        return a is b or (a.shape == b.shape and a.dtype == b.dtype and torch.equal(
+            a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)))
+
     first = params[0]
     n_blocks = int(sum(blocks))
-    if all(p[k] is first[k] or torch.equal(p[k], first[k]) for p in params[1:] for k in first):
+    if all(same_bits(p[k], first[k]) for p in params[1:] for k in first):
         return {k: value.unsqueeze(0).expand(n_blocks, *value.shape)
                 for k, value in first.items()}
     repeats = torch.as_tensor(blocks)
