@@ -44,10 +44,11 @@ replaces the step, its simulation, the observation or the action; a model with a
 number of controls or mocap bodies; an episode past its end; an unstable simulation;
 action rows that do not match the envs, or an env listed twice) is left to the
 env-by-env loop, which raises Meta-World's own errors; a class whose reward or objects
-are patched keeps the wave but computes them with its own methods, as does a class whose
-kernel would read an attribute that is not ``float64`` (Meta-World's arithmetic on it
-would round otherwise), and every class while one of the ``reward_utils`` helpers a
-kernel computes itself (``tolerance``, ``rect_prism_tolerance``) is patched. An error in
+are patched keeps the wave but computes them with its own methods; its reward, too, a
+class whose kernel would read an attribute that is not ``float64`` (Meta-World's
+arithmetic on it would round otherwise), and every class while one of the
+``reward_utils`` helpers a kernel computes itself (``tolerance``, ``rect_prism_tolerance``)
+is patched. An error in
 a kernel (Meta-World's checks of bounds and margins, its assertions) is raised again by
 the env's own ``evaluate_state``, from the env it is about.
 """
@@ -166,12 +167,12 @@ def gripper_caging(envs, actions, obj, left_pad, right_pad, tcp, obj_radius: flo
     pad_to_obj_init = np.abs(pad_y - obj_init[:, 1:2])
     margin_lr = np.abs(pad_to_obj_init - pad_success_thresh)
     caging_lr = np.stack([tolerance_rows(pad_to_obj[:, i], pad_success_thresh,
-                                              margin_lr[:, i], lower=obj_radius)
+                                         margin_lr[:, i], lower=obj_radius)
                           for i in range(2)], axis=1).tolist()
     xz = [0, 2]
     margin_xz = row_norms(obj_init[:, xz] - init_tcp[:, xz]) - xz_thresh
     caging_xz = tolerance_rows(row_norms(tcp[:, xz] - obj[:, xz]), xz_thresh,
-                                    margin_xz).tolist()
+                               margin_xz).tolist()
     out = []
     for (left, right), cage_xz, action in zip(caging_lr, caging_xz, actions):
         caging_y = hamacher_product(left, right)
@@ -228,6 +229,12 @@ _FINGERTIPS = (('site_xpos', 'site', 'rightEndEffector'), ('site_xpos', 'site', 
 _PADS = (('xpos', 'body', 'leftpad'), ('xpos', 'body', 'rightpad'))
 
 
+def _tcp(parts: np.ndarray) -> np.ndarray:
+    """``tcp_center`` of each row of gathered ``parts`` that begin with :data:`_FINGERTIPS`:
+    the right and left fingertips' midpoint, ``(right + left) / 2``."""
+    return (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+
+
 def _reach_reward(envs, obs, actions, parts, touching):
     """``SawyerReachEnvV3.evaluate_state`` with the v2 reward, for every row: the distance
     of the tool centre (the fingertips' midpoint, ``tcp_center``) to the target, shaped by
@@ -236,7 +243,7 @@ def _reach_reward(envs, obs, actions, parts, touching):
     del obs, actions, touching  # the v2 reach reward reads only the simulation and target
     targets = _stacked(envs, '_target_pos')
     hand_init = _stacked(envs, 'hand_init_pos')
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp = _tcp(parts)
     tcp_to_target = row_norms(tcp - targets)
     in_place = tolerance_rows(tcp_to_target, 0.05, row_norms(hand_init - targets))
     reward = 10 * in_place
@@ -272,7 +279,7 @@ def _push_reward(envs, obs, actions, parts, touching):
     branches and the info row by row in Meta-World's own expressions."""
     radius = type(envs[0]).TARGET_RADIUS
     obj = obs[:, 4:7]
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp = _tcp(parts)
     targets = _stacked(envs, '_target_pos')
     obj_init = _stacked(envs, 'obj_init_pos')
     tcp_to_obj = row_norms(obj - tcp)
@@ -305,34 +312,44 @@ def _xz(points: np.ndarray) -> np.ndarray:
     return points + np.stack((zeros, -points[:, 1], zeros), axis=1)
 
 
-def _pick_place_reward(envs, obs, actions, parts, touching):
-    """``SawyerPickPlaceEnvV3.evaluate_state`` with the v2 reward, for every row: its own
-    caging reward (the pads' y offsets from the object against the pads' positions
-    ``init_left_pad`` / ``init_right_pad``, which are views of the simulation's body
-    positions, read as the original reads them), the x-z distance of the tool centre, the
-    distances and ``tolerance`` terms as arrays; the products, the gripper effort and the
-    reward's branches row by row in Meta-World's own expressions."""
-    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
-    obj = obs[:, 4:7]
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
-    left_pad, right_pad = parts[:, 6:9], parts[:, 9:12]
-    targets = _stacked(envs, '_target_pos')
-    obj_init = _stacked(envs, 'obj_init_pos')
-    init_tcp = _stacked(envs, 'init_tcp')
+def _own_caging_terms(envs, obj: np.ndarray, left_pad: np.ndarray, right_pad: np.ndarray,
+                      tcp: np.ndarray) -> Tuple[np.ndarray, ...]:
+    """The array terms of the caging rewards pick-place and sweep write themselves (not the
+    base class's), for every row: each pad's y offset from the object (left pad minus
+    object, object minus right pad); its margin, how far the object's y is from the pad's
+    start position (``init_left_pad`` / ``init_right_pad``, views of the simulation's body
+    positions, read as the original reads them) less 0.05; and the tool centre's x-z
+    caging (``tolerance`` to 0.005, the margin its start distance from the object's less
+    0.005). Returns ``(to_left, to_right, left_margin, right_margin, x_z_caging)``."""
     init_left = _stacked(envs, 'init_left_pad')
     init_right = _stacked(envs, 'init_right_pad')
+    to_left = left_pad[:, 1] - obj[:, 1]
+    to_right = obj[:, 1] - right_pad[:, 1]
+    left_margin = np.abs(np.abs(obj[:, 1] - init_left[:, 1]) - 0.05)
+    right_margin = np.abs(np.abs(obj[:, 1] - init_right[:, 1]) - 0.05)
+    x_z_margin = row_norms(_xz(_stacked(envs, 'obj_init_pos'))
+                           - _xz(_stacked(envs, 'init_tcp'))) - 0.005
+    x_z_caging = tolerance_rows(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin)
+    return to_left, to_right, left_margin, right_margin, x_z_caging
+
+
+def _pick_place_reward(envs, obs, actions, parts, touching):
+    """``SawyerPickPlaceEnvV3.evaluate_state`` with the v2 reward, for every row: its own
+    caging reward (:func:`_own_caging_terms`, pads' bounds 0.015 to 0.05), the distances
+    and ``tolerance`` terms as arrays; the products, the gripper effort and the reward's
+    branches row by row in Meta-World's own expressions."""
+    from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
+    obj = obs[:, 4:7]
+    tcp = _tcp(parts)
+    targets = _stacked(envs, '_target_pos')
     obj_to_target = row_norms(obj - targets)
     tcp_to_obj = row_norms(obj - tcp)
-    in_place = tolerance_rows(obj_to_target, 0.05, row_norms(obj_init - targets))
-    right_caging = tolerance_rows(
-        obj[:, 1] - right_pad[:, 1], 0.05,
-        np.abs(np.abs(obj[:, 1] - init_right[:, 1]) - 0.05), lower=0.015)
-    left_caging = tolerance_rows(
-        left_pad[:, 1] - obj[:, 1], 0.05,
-        np.abs(np.abs(obj[:, 1] - init_left[:, 1]) - 0.05), lower=0.015)
-
-    x_z_margin = row_norms(_xz(obj_init) - _xz(init_tcp)) - 0.005
-    x_z_caging = tolerance_rows(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin)
+    in_place = tolerance_rows(obj_to_target, 0.05,
+                              row_norms(_stacked(envs, 'obj_init_pos') - targets))
+    to_left, to_right, left_margin, right_margin, x_z_caging = _own_caging_terms(
+        envs, obj, parts[:, 6:9], parts[:, 9:12], tcp)
+    right_caging = tolerance_rows(to_right, 0.05, right_margin, lower=0.015)
+    left_caging = tolerance_rows(to_left, 0.05, left_margin, lower=0.015)
     touching_now = touching()
     rewards, rows = [], []
     for n, (to_target, to_obj, place, left, right, cage_xz) in enumerate(zip(
@@ -345,7 +362,7 @@ def _pick_place_reward(envs, obs, actions, parts, touching):
         object_grasped = (hamacher_product(caging, gripping) + caging) / 2
         reward = hamacher_product(object_grasped, place)
         tcp_opened = obs[n, 3]
-        if to_obj < 0.02 and (tcp_opened > 0) and (obs[n, 6] - 0.01 > envs[n].obj_init_pos[2]):
+        if _lifted(to_obj, 0.02, tcp_opened, obs[n, 6], envs[n].obj_init_pos[2]):
             reward += 1.0 + 5.0 * place
         if to_target < 0.05:
             reward = 10.0
@@ -373,25 +390,17 @@ def rect_prism_tolerance(curr: np.ndarray, zero: np.ndarray, one: np.ndarray) ->
 
 def _sweep_caging(envs, obj, left_pad, right_pad, tcp, obj_radius: float) -> list:
     """``SawyerSweepEnvV3._gripper_caging_reward`` of every row (its own, not the base
-    class's): the pads' y offsets from the object against the pads' start positions
-    ``init_left_pad`` / ``init_right_pad`` (views of the simulation's body positions, read
-    as the original reads them), for caging (to 0.05) and for gripping (to the radius +
-    0.01), the x-z distance of the tool centre, as arrays; the products and the branch row
-    by row in Meta-World's own expressions."""
+    class's): :func:`_own_caging_terms`, with the pads' ``tolerance`` for caging (to 0.05)
+    and for gripping (to the radius + 0.01) as arrays; the products and the branch row by
+    row in Meta-World's own expressions."""
     from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
-    init_left = _stacked(envs, 'init_left_pad')
-    init_right = _stacked(envs, 'init_right_pad')
-    to_left = left_pad[:, 1] - obj[:, 1]
-    to_right = obj[:, 1] - right_pad[:, 1]
-    right_margin = np.abs(np.abs(obj[:, 1] - init_right[:, 1]) - 0.05)
-    left_margin = np.abs(np.abs(obj[:, 1] - init_left[:, 1]) - 0.05)
+    to_left, to_right, left_margin, right_margin, x_z_caging = _own_caging_terms(
+        envs, obj, left_pad, right_pad, tcp)
     grip = obj_radius + 0.01
     right_caging = tolerance_rows(to_right, 0.05, right_margin, lower=obj_radius)
     left_caging = tolerance_rows(to_left, 0.05, left_margin, lower=obj_radius)
     right_gripping = tolerance_rows(to_right, grip, right_margin, lower=obj_radius)
     left_gripping = tolerance_rows(to_left, grip, left_margin, lower=obj_radius)
-    x_z_margin = row_norms(_xz(_stacked(envs, 'obj_init_pos')) - _xz(_stacked(envs, 'init_tcp')))
-    x_z_caging = tolerance_rows(row_norms(_xz(tcp) - _xz(obj)), 0.005, x_z_margin - 0.005)
     out = []
     for right, left, right_grip, left_grip, cage_xz in zip(
             right_caging.tolist(), left_caging.tolist(), right_gripping.tolist(),
@@ -411,12 +420,12 @@ def _sweep_reward(envs, obs, actions, parts, touching):
     from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
     del actions  # the sweep's caging reward does not use the gripper effort
     obj = obs[:, 4:7]
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp = _tcp(parts)
     targets = _stacked(envs, '_target_pos')
     obj_to_target = row_norms(obj - targets)
     tcp_to_obj = row_norms(obj - tcp)
     in_place = tolerance_rows(obj_to_target, 0.05,
-                                   row_norms(_stacked(envs, 'obj_init_pos') - targets))
+                              row_norms(_stacked(envs, 'obj_init_pos') - targets))
     grasped = _sweep_caging(envs, obj, parts[:, 6:9], parts[:, 9:12], tcp,
                             type(envs[0]).OBJ_RADIUS)
     touching_now = touching()
@@ -437,8 +446,9 @@ def _sweep_reward(envs, obs, actions, parts, touching):
 
 def _lifted(to_obj: float, within: float, tcp_opened: float, obj_z: float,
             obj_init_z: float) -> bool:
-    """The grasp bonus's test of peg-insert-side and basketball: the tool centre within
-    ``within`` of the object, the gripper open, the object lifted 0.01 above its start."""
+    """The grasp bonus's test of pick-place, peg-insert-side and basketball: the tool
+    centre within ``within`` of the object, the gripper open, the object lifted 0.01 above
+    its start."""
     return to_obj < within and tcp_opened > 0 and obj_z - 0.01 > obj_init_z
 
 
@@ -467,7 +477,7 @@ def _peg_insert_side_reward(envs, obs, actions, parts, touching):
     from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
     del touching  # the peg's grasp_success is geometric
     obj = obs[:, 4:7]
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp = _tcp(parts)
     head = parts[:, 12:15]
     targets = _stacked(envs, '_target_pos')
     scale = np.array([1.0, 2.0, 2.0])
@@ -504,7 +514,7 @@ def _basketball_reward(envs, obs, actions, parts, touching):
     bonus and the success branch row by row in Meta-World's own expressions."""
     del touching  # the basketball's grasp_success is geometric
     obj = obs[:, 4:7]
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp = _tcp(parts)
     targets = _stacked(envs, '_target_pos')
     targets[:, 2] = 0.3
     scale = np.array([1.0, 1.0, 2.0])
@@ -581,7 +591,7 @@ def _drawer_close_reward(envs, obs, actions, parts, touching):
         '`reset_model()` must be called before `compute_reward()`.'
     radius = type(envs[0]).TARGET_RADIUS
     obj = obs[:, 4:7]
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp = _tcp(parts)
     targets = _stacked(envs, '_target_pos')
     obj_init = _stacked(envs, 'obj_init_pos')
     target_to_obj = row_norms(obj - targets)
@@ -617,7 +627,7 @@ def _window_open_reward(envs, obs, actions, parts, touching):
     from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
     del obs, actions, touching  # the window's reward reads the simulation and its target
     radius = type(envs[0]).TARGET_RADIUS
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp = _tcp(parts)
     obj = parts[:, 6:9]
     targets = _stacked(envs, '_target_pos')
     target_to_obj = row_norms((obj[:, 0] - targets[:, 0])[:, None])
@@ -646,7 +656,7 @@ def _button_press_topdown_reward(envs, obs, actions, parts, touching):
     from metaworld.utils.reward_utils import hamacher_product  # pylint: disable=import-outside-toplevel
     del actions, touching  # the button's reward reads the observation and the simulation
     obj = obs[:, 4:7]
-    tcp = (parts[:, 0:3] + parts[:, 3:6]) / 2.0
+    tcp = _tcp(parts)
     tcp_to_obj = row_norms(obj - tcp)
     obj_to_target = np.abs(_stacked(envs, '_target_pos')[:, 2] - obj[:, 2])
     near_button = tolerance_rows(tcp_to_obj, 0.01, row_norms(obj - _stacked(envs, 'init_tcp')))
@@ -896,8 +906,8 @@ def _reward_helpers_own() -> bool:
     """Whether the helpers of ``metaworld.utils.reward_utils`` that the kernels compute
     themselves (``tolerance``, its ``_sigmoids``, ``rect_prism_tolerance``) are Meta-World's
     own or the package's exact replacement: a patched one makes every class compute its
-    reward with its own code (which calls the patch). The kernels call the module's
-    ``hamacher_product`` themselves."""
+    reward with its own code (which calls the patch; the observations, which do not use
+    them, stay gathered). The kernels call the module's ``hamacher_product`` themselves."""
     from metaworld.utils import reward_utils  # pylint: disable=import-outside-toplevel
     return all(getattr(helper, 'fast', False)
                or getattr(helper, '__module__', None) == 'metaworld.utils.reward_utils'
@@ -917,8 +927,7 @@ def _plan(cls) -> _Plan:
             kernel, cls._get_pos_goal is SawyerXYZEnv._get_pos_goal,  # pylint: disable=protected-access
             cls._target_site_config is SawyerXYZEnv._target_site_config)  # pylint: disable=protected-access
     if plan.kernel is not None and not (cls.tcp_center is fast.tcp_center and all(
-            _meta_worlds_own(cls, name) for name in _KERNEL_NAMES + plan.kernel.methods)
-            and _reward_helpers_own()):
+            _meta_worlds_own(cls, name) for name in _KERNEL_NAMES + plan.kernel.methods)):
         return _Plan(None, plan.goal_is_target, plan.default_sites)
     return plan
 
@@ -1153,7 +1162,7 @@ def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
     for cls, members in groups.items():
         kernel = plans[cls].kernel
         group = [envs[n] for n in members]
-        if (kernel is None or kernel.reward is None
+        if (kernel is None or kernel.reward is None or not _reward_helpers_own()
                 or any(env.reward_function_version != 'v2' for env in group)):
             for n, env in zip(members, group):
                 reward, infos[n] = _evaluate_one(env, obs, actions, n)
