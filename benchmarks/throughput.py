@@ -493,7 +493,9 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     meta = dict(machine=platform.platform(), python=platform.python_version(),
-                cpus=os.cpu_count(), n_workers=n_workers, date=time.strftime('%Y-%m-%d'))
+                cpus=os.cpu_count(), date=time.strftime('%Y-%m-%d'),
+                # workers mode runs its own counts; --n-workers is for the other modes
+                n_workers=list(worker_counts) if mode == 'workers' else n_workers)
     meta['gpu'] = _gpu_name() if gpu == 'yes' else None
     if mode == 'table':
         results = []

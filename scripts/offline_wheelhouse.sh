@@ -25,11 +25,14 @@ pin() {  # the constraints.txt line of a package, e.g. "cma==3.3.0"
     grep -i "^$1==" constraints.txt || { echo "constraints.txt has no pin for $1" >&2; exit 1; }
 }
 
-# No wheels upstream for these: build pure-Python ones.
+# No wheels upstream for these: build pure-Python ones, in pip's isolated build
+# environment (it fetches its own setuptools and wheel: without it, a Python whose
+# setuptools predates bdist_wheel and that lacks the wheel package fails with
+# "invalid command 'bdist_wheel'").
 for p in akro dowel gym; do
-    "${PIP[@]}" wheel -q --no-deps --no-build-isolation -w "$DIR" "$(pin "$p")"
+    "${PIP[@]}" wheel -q --no-deps -w "$DIR" "$(pin "$p")"
 done
-"${PIP[@]}" wheel -q --no-deps --no-build-isolation -w "$DIR" garage==2021.3.0
+"${PIP[@]}" wheel -q --no-deps -w "$DIR" garage==2021.3.0
 if [ "$BUILT_ONLY" = "--built-only" ]; then
     exit 0
 fi

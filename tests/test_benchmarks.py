@@ -53,6 +53,22 @@ def test_throughput_table_quick(tmp_path):
     assert '| PointEnvCorner | quick | LVC-TRPO |' in table.split('Update breakdown')[1]
 
 
+@pytest.mark.slow
+def test_throughput_workers_mode_quick(tmp_path):
+    """Workers mode: one row per count, each with its own raw rate; the meta names the counts."""
+    proc = _run_benchmark('throughput.py', '--mode', 'workers', '--quick', '--worker-counts', '1',
+                          '--out', str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = json.loads((tmp_path / 'workers.json').read_text())
+    assert saved['meta']['n_workers'] == [1]  # not --n-workers, which this mode does not read
+    (row, ) = saved['results']
+    assert row['n_workers'] == 1 and row['what'] == 'ProMP'
+    assert len(row['raw_before_after']) == 2 and row['raw_steps_per_s'] == pytest.approx(
+        sum(row['raw_before_after']) / 2)
+    assert row['meta_test_steps'] > 0 and row['meta_test_s'] > 0
+    assert '| PointEnvCorner | 1 | 2×2×100×2 |' in proc.stdout
+
+
 def test_throughput_table_formats_ratios():
     sys.path.insert(0, str(ROOT / 'benchmarks'))
     try:
