@@ -41,6 +41,7 @@ from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS
 from garage_promp.validation import (
     OUTPUT_DIR,
+    SECONDS,
     WORKERS,
     CommaList,
     check_device,
@@ -229,12 +230,49 @@ def _gpu_name():
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
+class Deadline:
+    """``--time-limit``: measurements not started within the limit are skipped, and listed."""
+
+    def __init__(self, seconds):
+        self.end = None if seconds is None else time.monotonic() + seconds
+        self.skipped = []
+
+    def skip(self, spec) -> bool:
+        """Whether ``spec`` must be skipped (and then it is recorded as skipped)."""
+        if self.end is None or time.monotonic() < self.end:
+            return False
+        self.skipped.append(spec)
+        return True
+
+    def report(self):
+        if self.skipped:
+            click.echo(f'time limit: {len(self.skipped)} measurement(s) not started: '
+                       + '; '.join(json.dumps(spec) for spec in self.skipped), err=True)
+
+
+def summarize_file(path) -> str:
+    """The tables of a saved ``throughput.json`` (table mode) or ``workers.json``."""
+    try:
+        saved = json.loads(pathlib.Path(path).read_text())
+        results = saved['results']
+        workers = any('raw_before_after' in r for r in results)
+        if workers:
+            return format_worker_table(results)
+        return (format_table(results) + '\n\nUpdate breakdown (seconds, share of the update):\n\n'
+                + format_breakdown(results))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise click.BadParameter(f'{path} is not a saved throughput.json or workers.json '
+                                 f'({type(error).__name__}: {error})',
+                                 param_hint='--summarize') from None
+
+
 # ------------------------------------------------------------------ tables
 def table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps, gpu=False):
     """Every measurement of the table mode, in run order.
 
     With ``gpu``, every garage_promp algorithm is measured a second time with
-    its meta-update on the GPU (``device='cuda'``), for the GPU column.
+    its meta-update on the GPU (``device='cuda'``), for the GPU column, right
+    after its CPU measurement (a run stopped at its time limit leaves whole rows).
     """
     specs = []
     for env in envs:
@@ -243,9 +281,10 @@ def table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps,
             common = dict(env=env, batch=batch, n_workers=n_workers, **BATCHES[batch])
             if garage_iters:
                 specs.append(dict(what='garage-MAMLTRPO', iters=garage_iters, **common))
-            specs += [dict(what=a, iters=iters, **common) for a in algos]
-            if gpu:
-                specs += [dict(what=a, iters=iters, device='cuda', **common) for a in algos]
+            for a in algos:
+                specs.append(dict(what=a, iters=iters, **common))
+                if gpu:
+                    specs.append(dict(what=a, iters=iters, device='cuda', **common))
         # Again at the end: the raw rate is the mean of the two, so that load
         # from other tenants during the run moves both sides of the ratio.
         specs.append(dict(what='raw', env=env, n_workers=n_workers, n_steps=raw_steps))
@@ -270,8 +309,9 @@ def format_table(results):
         head += ' GPU: update s | GPU: update share | GPU: speed-up vs garage |'
     lines = [head, '|' + '---|' * (head.count('|') - 1)]
     for env, rate in raw.items():
-        spread = ' – '.join(f'{r:,.0f}' for r in raw_runs[env])
-        lines.append(f'| {env} | random actions (before – after: {spread}) | raw env steps | | | '
+        spread = (f"before – after: {' – '.join(f'{r:,.0f}' for r in raw_runs[env])}"
+                  if len(raw_runs[env]) > 1 else 'measured once')
+        lines.append(f'| {env} | random actions ({spread}) | raw env steps | | | '
                      f'| | {rate:,.0f} | 1.00 | | |' + (' | | |' if on_gpu else ''))
     for r in results:
         if r['what'] == 'raw' or r.get('device', 'cpu') != 'cpu' or 'iter_s' not in r:
@@ -352,11 +392,14 @@ def _workers_batch(env, quick):
                 episodes_per_task=cfg.get('episodes_per_task', 20), n_test_tasks=10)
 
 
-def measure_worker_scaling(envs, counts, algo, iters, raw_steps, quick):
-    """Sampling (and meta-test) steps/s against the raw rate of as many processes."""
+def measure_worker_scaling(envs, counts, algo, iters, raw_steps, quick, deadline=None):
+    """Sampling (and meta-test) steps/s against the raw rate of as many processes; the
+    ``(env, workers)`` pairs not started by ``deadline`` (a :class:`Deadline`) are left out."""
     results = []
     for env in envs:
         for workers in counts:
+            if deadline is not None and deadline.skip(dict(env=env, n_workers=workers)):
+                continue
             raw_spec = dict(what='raw', env=env, n_workers=workers, n_steps=raw_steps)
             before = run_isolated(raw_spec)['steps_per_s']
             spec = dict(what=algo, env=env, batch='default', n_workers=workers, iters=iters,
@@ -407,7 +450,8 @@ def _check_batches_fit(mode, envs, batches, memory_env, quick):
 #: The modes each option is read in (an option not named here is read in every mode).
 OPTION_MODES = {'check_pairs': ('checks', ), 'worker_counts': ('workers', ),
                 'batches': ('table', 'checks'), 'garage_iters': ('table', ),
-                'memory_env': ('table', ), 'gpu': ('table', )}
+                'memory_env': ('table', ), 'gpu': ('table', ),
+                'time_limit': ('table', 'workers')}
 #: What --quick sets itself.
 QUICK_SETS = ('batches', 'iters', 'raw_steps', 'memory_env')
 
@@ -467,11 +511,26 @@ def _refuse_unused_options(ctx, mode: str, quick: bool) -> None:
 @click.option('--quick', is_flag=True, help='Tiny batches, point env only: a smoke run.')
 @click.option('--out', type=OUTPUT_DIR, default=None,
               help='Directory for the JSON (and PNG) [default: data/benchmarks].')
+@click.option('--time-limit', type=SECONDS, default=None,
+              help='Table and workers modes: seconds after which no new measurement starts; '
+                   'the tables show what was measured and the skipped ones are listed (also '
+                   'in the JSON, as meta.skipped).')
+@click.option('--summarize', type=click.Path(exists=True, dir_okay=False), default=None,
+              help='Print the tables of a saved throughput.json or workers.json; measures '
+                   'nothing.')
 @click.pass_context
 def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers, iters,
-         garage_iters, raw_steps, memory_env, gpu, quick, out):
+         garage_iters, raw_steps, memory_env, gpu, quick, out, time_limit, summarize):
     """Measure and print the throughput table (or the scaling plot)."""
     if ctx.invoked_subcommand is not None:
+        return
+    if summarize is not None:
+        others = [p.opts[0] for p in ctx.command.params if p.name != 'summarize'
+                  and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+        if others:
+            raise click.UsageError(f'--summarize prints a saved file and measures nothing: '
+                                   f'{", ".join(others)} would not be read')
+        click.echo(summarize_file(summarize))
         return
     _refuse_unused_options(ctx, mode, quick)
     algos = list(algos) or list(ALGOS)
@@ -497,26 +556,29 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
                 # workers mode runs its own counts; --n-workers is for the other modes
                 n_workers=list(worker_counts) if mode == 'workers' else n_workers)
     meta['gpu'] = _gpu_name() if gpu == 'yes' else None
+    deadline = Deadline(time_limit)
+    meta['skipped'] = deadline.skipped  # the same list: filled as measurements are skipped
     if mode == 'table':
         results = []
-        for spec in table_specs(envs, batches, algos, n_workers, iters, garage_iters,
-                                raw_steps, gpu=gpu == 'yes'):
+        specs = table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps,
+                            gpu=gpu == 'yes')
+        if memory_env:
+            spec = dict(what='ProMP', env=memory_env, batch='paper', n_workers=n_workers,
+                        iters=1, **BATCHES['paper'])
+            specs += [spec] + ([{**spec, 'device': 'cuda'}] if gpu == 'yes' else [])
+        for spec in specs:
+            if deadline.skip(spec):
+                continue
             click.echo(f'measuring {spec}', err=True)
             results.append(run_isolated(spec))
             (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
                                                             indent=1))
-        if memory_env:
-            spec = dict(what='ProMP', env=memory_env, batch='paper', n_workers=n_workers,
-                        iters=1, **BATCHES['paper'])
-            click.echo(f'measuring peak memory {spec}', err=True)
-            results.append(run_isolated(spec))
-            if gpu == 'yes':
-                results.append(run_isolated({**spec, 'device': 'cuda'}))
         click.echo(format_table(results))
         click.echo('\nUpdate breakdown (seconds, share of the update):\n')
         click.echo(format_breakdown(results))
         (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
                                                         indent=1))
+        deadline.report()
     elif mode == 'checks':
         from bench_io import write_results  # pylint: disable=import-outside-toplevel
         import checks_cost  # pylint: disable=import-outside-toplevel
@@ -527,9 +589,11 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
         click.echo(table)
         write_results(str(out), 'checks_cost', results, table, **batch)
     elif mode == 'workers':
-        results = measure_worker_scaling(envs, worker_counts, algos[0], iters, raw_steps, quick)
+        results = measure_worker_scaling(envs, worker_counts, algos[0], iters, raw_steps, quick,
+                                         deadline)
         click.echo(format_worker_table(results))
         (out / 'workers.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
+        deadline.report()
     else:
         env = envs[0]
         results = []

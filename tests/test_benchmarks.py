@@ -69,6 +69,46 @@ def test_throughput_workers_mode_quick(tmp_path):
     assert '| PointEnvCorner | 1 | 2×2×100×2 |' in proc.stdout
 
 
+def test_throughput_time_limit_skips_what_it_cannot_start(tmp_path):
+    """Past --time-limit no measurement starts: the skipped ones are printed and saved."""
+    proc = _run_benchmark('throughput.py', '--quick', '--algo', 'ProMP', '--gpu', 'no',
+                          '--time-limit', '1e-9', '--out', str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = json.loads((tmp_path / 'throughput.json').read_text())
+    assert saved['results'] == []
+    assert [s['what'] for s in saved['meta']['skipped']] == ['raw', 'garage-MAMLTRPO', 'ProMP',
+                                                             'raw']
+    assert 'time limit: 4 measurement(s) not started' in proc.stderr
+
+
+def test_throughput_gpu_rows_follow_their_cpu_rows():
+    """Each algorithm's GPU measurement right after its CPU one: a stopped run keeps whole rows."""
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    try:
+        import throughput
+    finally:
+        sys.path.remove(str(ROOT / 'benchmarks'))
+    specs = throughput.table_specs(['PointEnvCorner'], ['quick'], ['ProMP', 'LVC-VPG'], 1, 2, 2,
+                                   100, gpu=True)
+    assert [(s['what'], s.get('device', 'cpu')) for s in specs] == [
+        ('raw', 'cpu'), ('garage-MAMLTRPO', 'cpu'), ('ProMP', 'cpu'), ('ProMP', 'cuda'),
+        ('LVC-VPG', 'cpu'), ('LVC-VPG', 'cuda'), ('raw', 'cpu')]
+
+
+def test_committed_device_tables_are_their_json_summarized():
+    """The 16-core / H200 tables in benchmarks/results are --summarize of the committed JSON."""
+    results = ROOT / 'benchmarks' / 'results'
+    page = (results / 'throughput_h200_2026-11-27.md').read_text()
+    for name, row in (('throughput_h200_2026-11-27.json',
+                       '| HalfCheetahFwdBack | paper (40×20×100×2) | ProMP | 1.21 |'),
+                      ('workers_h200_2026-11-27.json',
+                       '| HalfCheetahFwdBack | 14 | 40×20×100×2 | 1.35 |')):
+        proc = _run_benchmark('throughput.py', '--summarize', str(results / name))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert row in proc.stdout
+        assert proc.stdout.strip() in page
+
+
 def test_throughput_table_formats_ratios():
     sys.path.insert(0, str(ROOT / 'benchmarks'))
     try:

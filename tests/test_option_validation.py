@@ -101,6 +101,8 @@ def _cases():
             # ML10 / ML45 cannot sample a meta-batch of 2 (--quick's); repeated values.
             ('--env', 'ML10'), ('--env', 'ML45'), ('--worker-counts', '1,1'),
             ('--env', ['PointEnvCorner', '--env', 'PointEnvCorner']),
+            *[('--time-limit', v) for v in BAD_RATE],
+            ('--summarize', FILE), ('--summarize', '{tmp}/missing.json'),
         ],
         'benchmarks/physics.py': [
             *[(opt, v) for opt in ['--meta-batch-size', '--episodes-per-task', '--workers',
