@@ -251,19 +251,35 @@ class Deadline:
 
 
 def summarize_file(path) -> str:
-    """The tables of a saved ``throughput.json`` (table mode) or ``workers.json``."""
+    """The tables of a saved ``throughput.json`` (table mode) or ``workers.json``, and the
+    measurements a time limit skipped."""
     try:
         saved = json.loads(pathlib.Path(path).read_text())
-        results = saved['results']
-        workers = any('raw_before_after' in r for r in results)
-        if workers:
-            return format_worker_table(results)
-        return (format_table(results) + '\n\nUpdate breakdown (seconds, share of the update):\n\n'
-                + format_breakdown(results))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        meta, results = saved['meta'], saved['results']
+        if not (isinstance(meta, dict) and isinstance(results, list)
+                and all(isinstance(r, dict) and 'what' in r for r in results)):
+            raise ValueError('no meta and results of measurements')
+    except (OSError, ValueError, KeyError, TypeError) as error:
         raise click.BadParameter(f'{path} is not a saved throughput.json or workers.json '
                                  f'({type(error).__name__}: {error})',
                                  param_hint='--summarize') from None
+    # workers mode saves its worker counts as a list; table mode one count
+    workers = isinstance(meta.get('n_workers'), list) or any('raw_before_after' in r
+                                                              for r in results)
+    if not results:
+        text = 'no measurements'
+    elif workers:
+        text = format_worker_table(results)
+    else:
+        text = format_table(results)
+        if any(r.get('update_parts') for r in results):
+            text += ('\n\nUpdate breakdown (seconds, share of the update):\n\n'
+                     + format_breakdown(results))
+    skipped = meta.get('skipped') or []
+    if skipped:
+        text += (f'\n\nNot measured (time limit): {len(skipped)}\n'
+                 + '\n'.join(f'- {json.dumps(spec)}' for spec in skipped))
+    return text
 
 
 # ------------------------------------------------------------------ tables
@@ -392,9 +408,11 @@ def _workers_batch(env, quick):
                 episodes_per_task=cfg.get('episodes_per_task', 20), n_test_tasks=10)
 
 
-def measure_worker_scaling(envs, counts, algo, iters, raw_steps, quick, deadline=None):
+def measure_worker_scaling(envs, counts, algo, iters, raw_steps, quick, deadline=None,
+                           save=None):
     """Sampling (and meta-test) steps/s against the raw rate of as many processes; the
-    ``(env, workers)`` pairs not started by ``deadline`` (a :class:`Deadline`) are left out."""
+    ``(env, workers)`` pairs not started by ``deadline`` (a :class:`Deadline`) are left out,
+    and ``save(results)`` is called after each pair."""
     results = []
     for env in envs:
         for workers in counts:
@@ -409,6 +427,8 @@ def measure_worker_scaling(envs, counts, algo, iters, raw_steps, quick, deadline
             after = run_isolated(raw_spec)['steps_per_s']  # the mean of before and after
             results.append({**result, 'raw_steps_per_s': (before + after) / 2,
                             'raw_before_after': [before, after]})
+            if save is not None:
+                save(results)
     return results
 
 
@@ -522,15 +542,17 @@ def _refuse_unused_options(ctx, mode: str, quick: bool) -> None:
 def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers, iters,
          garage_iters, raw_steps, memory_env, gpu, quick, out, time_limit, summarize):
     """Measure and print the throughput table (or the scaling plot)."""
-    if ctx.invoked_subcommand is not None:
-        return
     if summarize is not None:
         others = [p.opts[0] for p in ctx.command.params if p.name != 'summarize'
                   and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+        if ctx.invoked_subcommand is not None:
+            others.append(ctx.invoked_subcommand)
         if others:
             raise click.UsageError(f'--summarize prints a saved file and measures nothing: '
                                    f'{", ".join(others)} would not be read')
         click.echo(summarize_file(summarize))
+        return
+    if ctx.invoked_subcommand is not None:
         return
     _refuse_unused_options(ctx, mode, quick)
     algos = list(algos) or list(ALGOS)
@@ -560,12 +582,13 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
     meta['skipped'] = deadline.skipped  # the same list: filled as measurements are skipped
     if mode == 'table':
         results = []
-        specs = table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps,
-                            gpu=gpu == 'yes')
-        if memory_env:
+        specs = []
+        if memory_env:  # first, so that --time-limit does not leave out the GPU goal's row
             spec = dict(what='ProMP', env=memory_env, batch='paper', n_workers=n_workers,
                         iters=1, **BATCHES['paper'])
             specs += [spec] + ([{**spec, 'device': 'cuda'}] if gpu == 'yes' else [])
+        specs += table_specs(envs, batches, algos, n_workers, iters, garage_iters, raw_steps,
+                             gpu=gpu == 'yes')
         for spec in specs:
             if deadline.skip(spec):
                 continue
@@ -589,10 +612,14 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
         click.echo(table)
         write_results(str(out), 'checks_cost', results, table, **batch)
     elif mode == 'workers':
+        def save(results):
+            (out / 'workers.json').write_text(json.dumps(dict(meta=meta, results=results),
+                                                         indent=1))
+
         results = measure_worker_scaling(envs, worker_counts, algos[0], iters, raw_steps, quick,
-                                         deadline)
+                                         deadline, save)
         click.echo(format_worker_table(results))
-        (out / 'workers.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
+        save(results)
         deadline.report()
     else:
         env = envs[0]

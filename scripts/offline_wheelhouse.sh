@@ -25,14 +25,19 @@ pin() {  # the constraints.txt line of a package, e.g. "cma==3.3.0"
     grep -i "^$1==" constraints.txt || { echo "constraints.txt has no pin for $1" >&2; exit 1; }
 }
 
-# No wheels upstream for these: build pure-Python ones, in pip's isolated build
-# environment (it fetches its own setuptools and wheel: without it, a Python whose
-# setuptools predates bdist_wheel and that lacks the wheel package fails with
-# "invalid command 'bdist_wheel'").
+# No wheels upstream for these: build pure-Python ones, in a throw-away virtual
+# environment with the build tools pinned: every rebuild uses the same setuptools,
+# whatever the Python's own (one that predates bdist_wheel, without the wheel
+# package, fails with "invalid command 'bdist_wheel'").
+BUILD_VENV=$(mktemp -d)
+trap 'rm -rf "$BUILD_VENV"' EXIT
+"${PYTHON:-python3}" -m venv "$BUILD_VENV"
+BUILD_PIP=("$BUILD_VENV/bin/python" -m pip)
+"${BUILD_PIP[@]}" install -q 'setuptools==75.8.2' 'wheel==0.45.1'
 for p in akro dowel gym; do
-    "${PIP[@]}" wheel -q --no-deps -w "$DIR" "$(pin "$p")"
+    "${BUILD_PIP[@]}" wheel -q --no-cache-dir --no-deps --no-build-isolation -w "$DIR" "$(pin "$p")"
 done
-"${PIP[@]}" wheel -q --no-deps -w "$DIR" garage==2021.3.0
+"${BUILD_PIP[@]}" wheel -q --no-cache-dir --no-deps --no-build-isolation -w "$DIR" garage==2021.3.0
 if [ "$BUILT_ONLY" = "--built-only" ]; then
     exit 0
 fi

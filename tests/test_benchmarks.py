@@ -95,6 +95,22 @@ def test_throughput_gpu_rows_follow_their_cpu_rows():
         ('LVC-VPG', 'cpu'), ('LVC-VPG', 'cuda'), ('raw', 'cpu')]
 
 
+def test_throughput_summarize_lists_what_a_time_limit_skipped(tmp_path):
+    """--summarize of a run stopped before any measurement: no table, the skipped ones named;
+    --summarize measures nothing, so any other option (or command) is refused by name."""
+    saved = tmp_path / 'workers.json'
+    saved.write_text(json.dumps(dict(meta=dict(n_workers=[4], skipped=[
+        dict(env='HalfCheetahFwdBack', n_workers=4)]), results=[])))
+    proc = _run_benchmark('throughput.py', '--summarize', str(saved))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith('no measurements')
+    assert 'Not measured (time limit): 1\n- {"env": "HalfCheetahFwdBack", "n_workers": 4}' in \
+        proc.stdout
+    for extra in (['--quick'], ['--mode', 'workers'], ['_one', '{}']):
+        proc = _run_benchmark('throughput.py', '--summarize', str(saved), *extra)
+        assert proc.returncode == 2 and f'{extra[0]} would not be read' in proc.stderr
+
+
 def test_committed_device_tables_are_their_json_summarized():
     """The 16-core / H200 tables in benchmarks/results are --summarize of the committed JSON."""
     results = ROOT / 'benchmarks' / 'results'

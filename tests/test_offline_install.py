@@ -1,8 +1,10 @@
 """The offline wheelhouse builds the packages without upstream wheels; they install offline."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -19,6 +21,13 @@ def test_wheelhouse_builds_and_installs_without_an_index(tmp_path):
     assert build.returncode == 0, build.stderr[-3000:]
     wheels = sorted(p.name.split('-')[0].lower() for p in house.glob('*.whl'))
     assert wheels == ['akro', 'dowel', 'garage', 'gym']
+    # Built by the script's pinned setuptools, not this Python's or the newest.
+    pinned = re.search(r"'setuptools==([^']+)'",
+                       (ROOT / 'scripts' / 'offline_wheelhouse.sh').read_text()).group(1)
+    for wheel in house.glob('*.whl'):
+        with zipfile.ZipFile(wheel) as archive:
+            (meta, ) = [n for n in archive.namelist() if n.endswith('.dist-info/WHEEL')]
+            assert f'Generator: setuptools ({pinned})' in archive.read(meta).decode(), wheel.name
     # --no-index: nothing may come from a package index.
     install = subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '--no-index',
                               '--no-deps', '--target', str(site), *map(str, house.glob('*.whl'))],

@@ -8,6 +8,7 @@ import garage_promp
 from garage_promp.algos import trpo_maml
 from garage_promp.algos.trpo_maml import TRPOMAML
 from garage_promp.experiment.paper_config import ALGOS
+from garage_promp.optimizers import flatten
 
 from click.testing import CliRunner
 import pytest
@@ -114,6 +115,30 @@ def test_gpu_update_equals_the_cpu_update(label):
     # A second update starts from the moved-back state (Adam's moments too).
     _step(algo, 1)
     assert all(torch.isfinite(p).all() for p in algo.policy.parameters())
+
+
+def _trpo_products(label, device):
+    """The meta-gradient and one Hessian-vector product (the label's own damping, 0) of the
+    first update's batches: what CG starts from, compared without CG's amplification."""
+    env, policy, sampler, task_sampler = make_setup(1)
+    algo = garage_promp.make_algo(label, env, policy, sampler, task_sampler, meta_batch_size=3,
+                                  episodes_per_task=2, device=device)
+    batches = algo.sample_meta_batch(0)
+    with algo._on_device():
+        batches = [b.to(algo._learner_device) for b in batches]
+        meta = algo.meta_objective(batches)
+        grad = flatten(torch.autograd.grad(meta.objective, algo.outer_parameters(),
+                                           retain_graph=True))
+        v = torch.randn(grad.shape, generator=torch.Generator().manual_seed(0)).to(grad)
+        product = algo.hvp_function(batches, meta)(v)
+    return grad.cpu(), product.cpu()
+
+
+@needs_gpu
+@pytest.mark.parametrize('label', sorted(label for label in ALGOS if _label_kwargs(label)))
+def test_gpu_trpo_products_equal_the_cpu_ones_undamped(label):
+    for on_gpu, on_cpu in zip(_trpo_products(label, 'cuda'), _trpo_products(label, 'cpu')):
+        assert float((on_gpu - on_cpu).norm() / on_cpu.norm()) < 1e-4
 
 
 @needs_gpu
