@@ -26,6 +26,11 @@ case "$BUDGET$WORKERS" in *[!0-9]*) echo "$usage (SECONDS and WORKERS: whole num
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
 cd "$(dirname "$0")/.." || exit 2
 PY=${PYTHON:-python3}
+if ! "$PY" -c 'import garage_promp, garage' 2>/dev/null; then
+    echo "garage_promp does not import with $PY: install it first (scripts/install.sh, or the" \
+         "exports printed by scripts/offline_install.sh), or name the Python in PYTHON=" >&2
+    exit 2
+fi
 T0=$(date +%s)
 left() { local t=$(( BUDGET - ($(date +%s) - T0) )); echo $(( t > 1 ? t : 1 )); }
 export PYTHONUNBUFFERED=1
