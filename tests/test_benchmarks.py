@@ -147,9 +147,10 @@ def test_throughput_table_formats_ratios():
     # vs raw: 80 / mean(1000, 3000)
     assert cells[2:] == ['ProMP', '2.00', '1.50', '0.50', '25%', '80', '0.04', '5.0×', '1 / 2']
     assert '1,000 – 3,000' in table
-    # With a GPU measurement, its update goes into the GPU columns of the CPU row.
-    results.append(dict(what='ProMP', device='cuda', iter_s=1.6, sample_s=1.5, update_s=0.1,
-                        sample_steps_per_s=80., **common))
+    # With a GPU measurement, its update goes into the GPU columns of the CPU row, with the
+    # CPU row's sampling (1.5 + 0.1 s), not the GPU run's own, faster window (1.0 s).
+    results.append(dict(what='ProMP', device='cuda', iter_s=1.1, sample_s=1.0, update_s=0.1,
+                        sample_steps_per_s=120., **common))
     table = throughput.format_table(results)
     rows = [line for line in table.splitlines() if '| ProMP |' in line]
     assert len(rows) == 1
