@@ -250,22 +250,18 @@ class Deadline:
                        + '; '.join(json.dumps(spec) for spec in self.skipped), err=True)
 
 
-def summarize_file(path) -> str:
-    """The tables of a saved ``throughput.json`` (table mode) or ``workers.json``, and the
-    measurements a time limit skipped."""
-    try:
-        saved = json.loads(pathlib.Path(path).read_text())
-        meta, results = saved['meta'], saved['results']
-        if not (isinstance(meta, dict) and isinstance(results, list)
-                and all(isinstance(r, dict) and 'what' in r for r in results)):
-            raise ValueError('no meta and results of measurements')
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise click.BadParameter(f'{path} is not a saved throughput.json or workers.json '
-                                 f'({type(error).__name__}: {error})',
-                                 param_hint='--summarize') from None
-    # workers mode saves its worker counts as a list; table mode one count
-    workers = isinstance(meta.get('n_workers'), list) or any('raw_before_after' in r
-                                                              for r in results)
+def _saved_runs(saved) -> list:
+    """``(title, meta, results)`` of a saved file: one run, or several under ``runs``."""
+    if isinstance(saved, dict) and isinstance(saved.get('runs'), dict):
+        return [(name, run.get('meta') or {}, run['results'])
+                for name, run in saved['runs'].items()]
+    return [(None, saved.get('meta') or {}, saved['results'])]
+
+
+def _summary(meta, results) -> str:
+    # workers mode: rows with their own raw rate (and its worker counts as a list)
+    workers = isinstance(meta.get('n_workers'), list) or any(
+        'raw_steps_per_s' in r for r in results if r['what'] != 'raw')
     if not results:
         text = 'no measurements'
     elif workers:
@@ -280,6 +276,25 @@ def summarize_file(path) -> str:
         text += (f'\n\nNot measured (time limit): {len(skipped)}\n'
                  + '\n'.join(f'- {json.dumps(spec)}' for spec in skipped))
     return text
+
+
+def summarize_file(path) -> str:
+    """The tables of a saved ``throughput.json`` (table mode) or ``workers.json`` (or of
+    several such runs kept under ``runs``), and the measurements a time limit skipped."""
+    try:
+        runs = _saved_runs(json.loads(pathlib.Path(path).read_text()))
+        for _, meta, results in runs:
+            if not (isinstance(meta, dict) and isinstance(results, list)
+                    and all(isinstance(r, dict) and 'what' in r for r in results)):
+                raise ValueError('no meta and results of measurements')
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise click.BadParameter(f'{path} is not a saved throughput.json or workers.json '
+                                 f'({type(error).__name__}: {error})',
+                                 param_hint='--summarize') from None
+    if len(runs) == 1:
+        return _summary(*runs[0][1:])
+    return '\n\n'.join(f'## {title}\n\n{_summary(meta, results)}'
+                         for title, meta, results in runs)
 
 
 # ------------------------------------------------------------------ tables

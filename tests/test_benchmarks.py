@@ -111,6 +111,25 @@ def test_throughput_summarize_lists_what_a_time_limit_skipped(tmp_path):
         assert proc.returncode == 2 and f'{extra[0]} would not be read' in proc.stderr
 
 
+@pytest.mark.parametrize('name', sorted(
+    p.name for p in (ROOT / 'benchmarks' / 'results').glob('*.json')
+    if p.name.startswith(('throughput', 'workers'))))
+def test_every_committed_throughput_file_summarizes(name):
+    """Every committed throughput / workers JSON prints its tables (older layouts included),
+    each row with its ratios."""
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    try:
+        import throughput
+    finally:
+        sys.path.pop(0)
+    text = throughput.summarize_file(ROOT / 'benchmarks' / 'results' / name)
+    rows = [line for line in text.splitlines() if line.startswith('| ') and '---' not in line
+            and not line.startswith('| env |')]
+    assert rows and 'nan' not in text
+    if name.startswith('workers'):  # sampling / raw on every row
+        assert all(float(row.split('|')[7]) > 0 for row in rows)
+
+
 def test_committed_device_tables_are_their_json_summarized():
     """The 16-core / H200 tables in benchmarks/results are --summarize of the committed JSON."""
     results = ROOT / 'benchmarks' / 'results'
