@@ -549,7 +549,8 @@ def _refuse_unused_options(ctx, mode: str, quick: bool) -> None:
 @click.option('--gpu', type=click.Choice(['auto', 'yes', 'no']), default='auto', show_default=True,
               help='Table mode: also time every update with device=cuda (auto: where a GPU '
                    'exists), for the GPU columns.')
-@click.option('--quick', is_flag=True, help='Tiny batches, point env only: a smoke run.')
+@click.option('--quick', is_flag=True,
+              help='Tiny batches, on the point env unless --env is given: a smoke run.')
 @click.option('--out', type=OUTPUT_DIR, default=None,
               help='Directory for the JSON (and PNG) [default: data/benchmarks].')
 @click.option('--time-limit', type=SECONDS, default=None,

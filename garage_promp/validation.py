@@ -35,7 +35,9 @@ def _fail(name: str, requirement: str, value: Any):
 
 def check_int(value: Any, name: str, minimum: int | None = None,
               maximum: int | None = None) -> int:
-    """``value`` as an int in [minimum, maximum]."""
+    """``value`` as an int in [minimum, maximum]; with no ``maximum``, at most
+    :data:`MAX_COUNT` (no count, size or index is larger: beyond it a loop never ends, or an
+    allocation or a C integer overflows)."""
     bounds = _bounds(minimum, maximum, closed=(True, True))
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         _fail(name, f'an int{bounds}', value)
@@ -43,6 +45,8 @@ def check_int(value: Any, name: str, minimum: int | None = None,
     if (minimum is not None and value < minimum) or (maximum is not None
                                                     and value > maximum):
         _fail(name, f'an int{bounds}', value)
+    if maximum is None and value > MAX_COUNT:
+        _fail(name, f'an int{bounds} and at most {MAX_COUNT:,}', value)
     return value
 
 

@@ -168,7 +168,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
          overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
     if resume_dir:
-        given = [name for name in click_ctx.params
+        flags = {p.name: p.opts[0] for p in click_ctx.command.params}
+        given = [flags.get(name, name) for name in click_ctx.params
                  if name not in ('resume_dir', 'epochs', 'max_env_steps', 'full_table',
                                  'snapshot_mode')
                  and click_ctx.get_parameter_source(name)
@@ -176,7 +177,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         if given:
             raise click.UsageError('--resume continues the run as configured in its '
                                    'variant.json; it takes only --epochs, --max-env-steps, '
-                                   f'--snapshot-mode and --full-table (got {given})')
+                                   f'--snapshot-mode and --full-table (got {", ".join(given)})')
         epochs_given = click_ctx.get_parameter_source(
             'epochs') == click.core.ParameterSource.COMMANDLINE
         # Not about the command line (no run there, a corrupt snapshot, another

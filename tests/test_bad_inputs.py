@@ -212,6 +212,9 @@ LAUNCHER_CASES = [
     (['--algo', 'MAML-TRPO', '--set', 'max_kl_step=inf'], 'max_kl_step'),
     (['--algo', 'MAML-TRPO', '--set', 'exploration="no"'], 'exploration'),
     (['--set', 'reward_type="nope"'], 'reward_type'),
+    # A count with no upper bound of its own: at most MAX_COUNT (the run would never end).
+    (['--set', 'num_promp_steps=1000000001'], 'num_promp_steps'),
+    (['--algo', 'MAML-TRPO', '--set', 'cg_iters=100000000000000000000'], 'cg_iters'),
     (['--task', 'reach-v3'], 'Meta-World options'),
 ]
 

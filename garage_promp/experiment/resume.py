@@ -220,6 +220,11 @@ def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> N
             raise ValueError(f'the snapshot in {log_dir} has a log-std of shape '
                              f"{tuple(have.shape)}, its variant.json log_std={log_std!r}: not "
                              "this run's snapshot")
+    hidden = variant.get('hidden_sizes')
+    have = getattr(module, '_hidden_sizes', None)
+    if ours and isinstance(hidden, list) and have is not None and list(have) != hidden:
+        raise ValueError(f'the snapshot in {log_dir} has hidden_sizes={list(have)}, its '
+                         f"variant.json {hidden}: not this run's snapshot")
     horizon = variant.get('max_episode_length')
     if horizon is not None and getattr(algo, '_horizon', horizon) != horizon:
         raise ValueError(f'the snapshot in {log_dir} has max_episode_length='
@@ -291,8 +296,8 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
 
     Raises:
         ValueError: If ``log_dir`` is not a directory holding a snapshot
-            (``params.pkl`` or ``itr_N.pkl``), naming it; nothing is written
-            there (not even the lock file).
+            (``params.pkl`` or ``itr_N.pkl``) and the run's ``variant.json``,
+            naming it; nothing is written there (not even the lock file).
         TypeError, ValueError: For a bad ``n_epochs``, ``max_env_steps``,
             ``snapshot_mode`` or ``full_table``, naming it, also before the lock.
         RunDirBusy: If another process is writing to ``log_dir``
@@ -308,6 +313,11 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
     if snapshot_mode is not None:
         snapshot_mode = check_choice(snapshot_mode, 'snapshot_mode', SNAPSHOT_MODES)
     full_table = check_bool(full_table, 'full_table')
+    if not os.path.isfile(os.path.join(log_dir, 'variant.json')):
+        # The run's options: without them no check can tell this run's snapshot from another's.
+        raise ValueError(f'{log_dir} has no variant.json (the options launchers/train.py records '
+                         'for the run): the snapshot cannot be checked against the run, so it is '
+                         'not resumed; restore variant.json from a copy of the run')
     with owned_run_dir(log_dir):
         snapshot_mode = _run_snapshot_mode(log_dir, snapshot_mode)
         return _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps)

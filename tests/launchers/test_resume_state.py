@@ -148,6 +148,7 @@ def test_a_log_that_cannot_be_opened_leaves_no_noise_behind(tmp_path, monkeypatc
 @pytest.mark.parametrize('key, value, named', [
     ('env', 'PointEnvMomentum', 'PointEnvCorner'),
     ('seed', 7, 'seed 1'),
+    ('hidden_sizes', [7], 'hidden_sizes='),
 ])
 def test_a_snapshot_of_another_env_or_seed_is_refused_first(promp_run, tmp_path, key, value,
                                                             named):
@@ -170,6 +171,19 @@ def test_a_snapshot_of_another_env_or_seed_is_refused_first(promp_run, tmp_path,
     # The Python API refuses it too.
     with pytest.raises(ValueError, match="not this run's snapshot"):
         _python_restore(log_dir, tmp_path)
+
+
+def test_a_run_without_its_variant_is_not_resumed(promp_run, tmp_path):
+    """No variant.json: the snapshot cannot be told from another run's, so --resume refuses,
+    naming the file, and changes nothing (as meta_test.py refuses it)."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    (log_dir / 'variant.json').unlink()
+    before = {p.name: p.read_bytes() for p in log_dir.iterdir() if p.is_file()}
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode != 0
+    assert 'has no variant.json' in proc.stderr and 'Traceback' not in proc.stderr
+    assert {p.name: p.read_bytes() for p in log_dir.iterdir() if p.is_file()} == before
 
 
 def test_a_snapshot_whose_entries_are_not_garages_is_refused(promp_run, tmp_path):

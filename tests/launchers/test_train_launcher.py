@@ -339,3 +339,12 @@ def test_epochs_and_a_budget_both_given_say_the_first_reached_ends_the_run(tmp_p
             'first') in result.output
     with open(tmp_path / 'log' / 'progress.csv') as f:
         assert len(list(csv.DictReader(f))) == 1  # the epochs, here
+
+
+def test_resume_refuses_other_options_by_their_flags(tmp_path):
+    """--resume takes its options from variant.json: any other option is refused by its flag."""
+    launcher = load_script(LAUNCHER, 'train_launcher_resume_flags')
+    result = CliRunner().invoke(launcher.main, ['--resume', str(tmp_path), '--env',
+                                                'PointEnvCorner', '--seed', '3'])
+    assert result.exit_code == 2
+    assert '(got --env, --seed)' in result.output, result.output
