@@ -41,6 +41,7 @@ import time
 from garage_promp.experiment.env_names import EnvName
 from garage_promp.validation import (
     OUTPUT_DIR,
+    StrictCommand,
     count,
 )
 
@@ -172,7 +173,7 @@ def measure(envs, repeats, meta_batch_size, episodes_per_task):
     return results
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True), default=DEFAULT_ENVS,
               show_default=True,
               help='A paper env, or ML1:<task> for a Meta-World ML1 task (wrapped path only).')

@@ -41,7 +41,7 @@ from garage_promp._garage_compat import check_training_snapshot
 from garage_promp.envs._tasks import CORNERS
 from garage_promp.envs.point_env_momentum import PointMomentumGym
 from garage_promp.experiment.env_setup import KwargsSetTaskSampler, _KwargsSetTaskUpdate
-from garage_promp.validation import OUTPUT_DIR, SEED, count, positive, user_errors
+from garage_promp.validation import OUTPUT_DIR, SEED, StrictCommand, count, positive, user_errors
 
 import click
 from garage.experiment import Snapshotter
@@ -288,7 +288,7 @@ def _parse_runs(values: Sequence[str]) -> List[tuple]:
     return runs
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--run', 'runs', multiple=True, metavar='LABEL=RUN_DIR',
               help='A train.py run (repeatable; one figure row each, in this order).')
 @click.option('--from-json', 'from_json', type=click.Path(exists=True, dir_okay=False),

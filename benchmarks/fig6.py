@@ -87,6 +87,7 @@ from garage_promp.validation import (
     SEED,
     WORKERS,
     OutputPath,
+    StrictCommand,
     check_batch_steps,
     count,
     positive,
@@ -357,7 +358,7 @@ def plot(panels, path):
 
 
 # ------------------------------------------------------------------ CLI
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--out', required=True, type=OutputPath(path_type=pathlib.Path),
               help='Directory for fig6.png and fig6.json.')
 @click.option('--iters', type=count(), default=ITERS, show_default=True,

@@ -29,6 +29,7 @@ from garage_promp.experiment.resume import resume_run
 from garage_promp.validation import (
     OUTPUT_DIR,
     SEED,
+    StrictCommand,
     check_batch_steps,
     check_output_path,
     check_run_dir,
@@ -95,7 +96,7 @@ def garage_maml_trpo(ctxt, env, seed, epochs, meta_batch_size, episodes_per_task
                   batch_size=episodes_per_task * train_env.spec.max_episode_length)
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--env', type=EnvName(ml1_task=True), default='HalfCheetahFwdBack',
               show_default=True, help='A paper env, ML10, ML45 or ML1:<task>.')
 @click.option('--seed', type=SEED, default=1, show_default=True)

@@ -37,6 +37,7 @@ from garage_promp.validation import (
     OUTPUT_DIR,
     SECONDS,
     WORKERS,
+    StrictCommand,
     check_batch_steps,
     check_set_agrees,
     count,
@@ -368,7 +369,7 @@ def _check_runs(env, algos, meta_batch_size, episodes_per_task, overrides):
                                  'v2' if family in METAWORLD else None))
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--env', type=EnvName(ml1_task=True), default='HalfCheetahFwdBack',
               show_default=True, help='A paper env, ML10, ML45 or ML1:<task>.')
 @click.option('--algo', 'algos', multiple=True, type=click.Choice(sorted(ALGOS) + [GARAGE_PEER]),

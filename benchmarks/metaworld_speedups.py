@@ -20,6 +20,7 @@ import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp.envs import MetaWorldTaskSampler, _metaworld_speedups, make_benchmark
+from garage_promp.validation import StrictCommand
 
 import click
 import mujoco
@@ -90,7 +91,7 @@ def table(rows) -> str:
     return '\n'.join(lines)
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--env', 'envs', multiple=True, default=DEFAULT_ENVS, show_default=True,
               help='Meta-World v3 env names.')
 @click.option('--steps', type=click.IntRange(min=100), default=2000, show_default=True)

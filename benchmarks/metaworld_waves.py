@@ -29,6 +29,7 @@ import time
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp.envs import MetaWorldTaskSampler, _metaworld_batch, make_benchmark
 from garage_promp.envs.metaworld import MetaWorldEnv
+from garage_promp.validation import StrictCommand
 
 import click
 import mujoco
@@ -140,7 +141,7 @@ def table(rows) -> str:
     return '\n'.join(lines)
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--env', 'names', multiple=True, default=DEFAULT_ENVS, show_default=True,
               help='Meta-World v3 env names.')
 @click.option('--envs', 'n_envs', type=click.IntRange(min=1, max=200), default=40,

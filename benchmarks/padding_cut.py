@@ -18,13 +18,13 @@ import time
 
 from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS
-from garage_promp.validation import count, usage_errors
+from garage_promp.validation import StrictCommand, count, usage_errors
 
 from bench_io import update_restorer
 import click
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--algo', type=click.Choice(sorted(ALGOS)), default='MAML-TRPO', show_default=True,
               help='A paper label.')
 @click.option('--env', type=EnvName(metaworld=False), default='HumanoidRandDirec',

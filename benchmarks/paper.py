@@ -108,6 +108,7 @@ from garage_promp.validation import (  # noqa: E402
     INPUT_DIR,
     OUTPUT_DIR,
     WORKERS,
+    StrictGroup,
     check_input_dir,
     check_output_path,
     distinct,
@@ -1550,7 +1551,7 @@ def common(writes_runs: bool, writes_results: bool = True):
     return decorate
 
 
-class _Commands(click.Group):
+class _Commands(StrictGroup):
     """The subcommands; a damaged run log or a file system error found on the way is one
     ``Error:`` line naming the file."""
 

@@ -59,6 +59,7 @@ from garage_promp.experiment.env_names import EnvName
 from garage_promp.validation import (
     OUTPUT_DIR,
     WORKERS,
+    StrictCommand,
     count,
 )
 
@@ -539,7 +540,7 @@ def _check_mujoco_envs(envs):
                                  'paper MuJoCo env or ML1:<task>', param_hint='--env')
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--env', 'envs', multiple=True, type=EnvName(ml1_task=True), default=DEFAULT_ENVS,
               show_default=True, help="Paper MuJoCo env, or ML1:<task> for a Meta-World ML1 task.")
 @click.option('-M', '--meta-batch-size', type=count(), default=20, show_default=True)

@@ -13,13 +13,13 @@ import time
 
 from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS, METAWORLD
-from garage_promp.validation import count, usage_errors
+from garage_promp.validation import StrictCommand, count, usage_errors
 
 from bench_io import update_restorer
 import click
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--algo', type=click.Choice(sorted(ALGOS)), default='ProMP', show_default=True,
               help='A paper label.')
 @click.option('--env', type=EnvName(ml1_task=True), default='HalfCheetahFwdBack',

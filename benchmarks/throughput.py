@@ -44,6 +44,7 @@ from garage_promp.validation import (
     SECONDS,
     WORKERS,
     CommaList,
+    StrictGroup,
     check_device,
     check_output_path,
     count,
@@ -516,7 +517,7 @@ def _refuse_unused_options(ctx, mode: str, quick: bool) -> None:
                 raise click.UsageError(f'--quick sets {flag(name)} itself: give one or the other')
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=StrictGroup, invoke_without_command=True)
 @click.option('--mode', type=click.Choice(['table', 'scaling', 'workers', 'checks']),
               default='table', show_default=True,
               help="checks: what the sampler's checks of env output and the watchdog cost "

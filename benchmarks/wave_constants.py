@@ -21,6 +21,7 @@ import time
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp.envs import _mujoco
 from garage_promp.experiment.env_names import ENVS
+from garage_promp.validation import StrictCommand
 
 from bench_io import write_results
 import click
@@ -80,7 +81,7 @@ def format_table(rows) -> str:
     return '\n'.join(lines)
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--env', 'envs', multiple=True, type=click.Choice(DEFAULT_ENVS),
               default=DEFAULT_ENVS, show_default=True)
 @click.option('--envs', 'n_envs', type=click.IntRange(1, 2000), default=200, show_default=True,

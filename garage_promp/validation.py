@@ -564,6 +564,61 @@ def _translated(expected, translate):
         raise translate(_message(error), click.get_current_context(silent=True)) from error
 
 
+def _repeated_option(command: click.Command, args, stop=()):
+    """The first option of ``command`` that ``args`` give twice (``(first, second)`` as given),
+    among those that hold one value or one flag (not ``multiple``, not ``count``); the scan
+    stops at ``--`` and at a token in ``stop`` (a group's subcommand)."""
+    single, takes_value = {}, set()
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.multiple and not param.count:
+            for opt in (*param.opts, *param.secondary_opts):
+                single[opt] = param.name
+                if not param.is_flag:
+                    takes_value.add(opt)
+    seen, i = {}, 0
+    while i < len(args):
+        token = args[i]
+        if token == '--' or token in stop:
+            break
+        name = token.split('=', 1)[0] if token.startswith('--') else token
+        if name in single:
+            if single[name] in seen:
+                return seen[single[name]], name
+            seen[single[name]] = name
+            if name in takes_value and '=' not in token:
+                i += 1  # its value, whatever it looks like
+        i += 1
+    return None
+
+
+def _refuse_repeated(command, ctx, args, stop=()):
+    repeated = _repeated_option(command, args, stop)
+    if repeated is not None:
+        first, second = repeated
+        also = '' if first == second else f' (as {first})'
+        raise click.UsageError(f'{second} is given twice{also}: give it once (the second would '
+                               'silently replace the first)', ctx=ctx)
+
+
+class StrictCommand(click.Command):
+    """A command that refuses an option given twice, where click keeps the last silently
+    (``--seed 1 --seed 2`` would run seed 2, ``--out A --out B`` write to B)."""
+
+    def parse_args(self, ctx, args):
+        _refuse_repeated(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+class StrictGroup(click.Group):
+    """:class:`StrictCommand`'s rule for a group's own options and for its subcommands."""
+
+    command_class = StrictCommand
+
+    def parse_args(self, ctx, args):
+        _refuse_repeated(self, ctx, args, stop=set(self.commands))
+        return super().parse_args(ctx, args)
+
+
 @contextlib.contextmanager
 def usage_errors(param_hint: str | None = None, expected=(ValueError, ),
                  hints: dict | None = None):

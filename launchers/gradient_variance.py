@@ -23,6 +23,7 @@ from garage_promp.experiment.paper_config import ENVS, env_config
 from garage_promp.validation import (
     OUTPUT_DIR,
     SEED,
+    StrictCommand,
     check_batch_steps,
     check_output_path,
     count,
@@ -93,7 +94,7 @@ def gradient_variance(ctxt, env_name, seed, epochs, n_rounds, meta_batch_size,
     return float(np.mean(defined))
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--env', 'env_name', type=click.Choice(sorted(ENVS)),
               default='HalfCheetahFwdBack', show_default=True)
 @click.option('--preset', type=click.Choice(sorted(PRESETS)), default='paper', show_default=True,

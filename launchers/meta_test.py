@@ -32,6 +32,7 @@ from garage_promp.validation import (
     OUTPUT_FILE,
     SEED,
     WORKERS,
+    StrictCommand,
     check_batch_steps,
     check_output_path,
     check_run_dir,
@@ -225,7 +226,7 @@ def _load_snapshot(log_dir, itr):
     return snapshot
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.argument('log_dir', type=click.Path(exists=True, file_okay=False))
 @click.option('--itr', default='last', show_default=True, callback=_check_itr,
               help="Snapshot epoch, 'last' or 'first'.")

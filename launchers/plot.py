@@ -17,7 +17,7 @@ import os
 import pathlib
 
 from garage_promp.experiment.plotting import group_runs, plot_bands, read_progress
-from garage_promp.validation import OUTPUT_FILE, run_command, user_errors
+from garage_promp.validation import OUTPUT_FILE, StrictCommand, run_command, user_errors
 
 import click
 
@@ -50,7 +50,7 @@ def _image_path(ctx, param, out):
     return out
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.argument('run_dirs', nargs=-1, required=True,
                 type=click.Path(exists=True, file_okay=False), callback=_distinct_runs)
 @click.option('--key', 'keys', multiple=True, default=('post', 'pre'), show_default=True,

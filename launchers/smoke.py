@@ -7,7 +7,14 @@ layer (no TensorFlow, torch 2, numpy 1.26).
 import os
 
 import garage_promp  # noqa: F401  (applies the garage compat layer)
-from garage_promp.validation import SEED, check_output_path, count, run_command, usage_errors
+from garage_promp.validation import (
+    SEED,
+    StrictCommand,
+    check_output_path,
+    count,
+    run_command,
+    usage_errors,
+)
 
 import click
 from garage import wrap_experiment
@@ -54,7 +61,7 @@ def smoke(ctxt, seed, epochs):
     trainer.train(n_epochs=epochs, batch_size=2 * max_episode_length)
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--seed', type=SEED, default=1, show_default=True)
 @click.option('--epochs', type=count(), default=2, show_default=True)
 def main(seed, epochs):

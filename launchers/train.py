@@ -35,6 +35,7 @@ from garage_promp.validation import (
     SIZE_OPTIONS,
     WORKERS,
     FiniteFloat,
+    StrictCommand,
     check_batch_steps,
     check_output_path,
     check_run_dir,
@@ -100,7 +101,7 @@ def _key(options):
     return repr(sorted((k, v) for k, v in options.items() if k != 'epochs'))
 
 
-@click.command()
+@click.command(cls=StrictCommand)
 @click.option('--preset', type=click.Choice(sorted(PRESETS)), default=None,
               help='A named configuration (options given explicitly still win).')
 @click.option('--algo', type=click.Choice(sorted(ALGOS)), default='ProMP', show_default=True)

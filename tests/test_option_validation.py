@@ -16,6 +16,7 @@ import textwrap
 
 import garage_promp.experiment.builder
 
+import click
 from click.testing import CliRunner
 import pytest
 
@@ -199,6 +200,49 @@ def test_a_bad_option_is_refused_by_name_before_any_work(scripts, monkeypatch, t
     assert option in result.output, result.output
     assert _listing(tmp_path) == before
     assert (tmp_path / 'a_file').read_text() == 'keep me'
+
+
+def _single_option(command, base):
+    """An option of ``command`` that takes one value (not ``multiple``), with a value it
+    accepts: the base command's, else the option's default."""
+    for param in command.params:
+        if (isinstance(param, click.Option) and not param.multiple and not param.is_flag
+                and not param.count):
+            for flag in param.opts:
+                if flag in base:
+                    return flag, base[base.index(flag) + 1]
+    for param in command.params:
+        if (isinstance(param, click.Option) and not param.multiple and not param.is_flag
+                and not param.count and param.default not in (None, '')
+                and not callable(param.default)):
+            return param.opts[0], str(param.default)
+    return None
+
+
+@pytest.mark.parametrize('script', sorted(SCRIPTS))
+def test_an_option_given_twice_is_refused_before_any_work(scripts, monkeypatch, tmp_path,
+                                                          script):
+    """click keeps the last of a repeated option silently (``--seed 1 --seed 2`` runs seed 2);
+    every script refuses it instead, naming it, before any work."""
+    base = SCRIPTS[script][1]
+    option, value = _single_option(scripts[script].main, base)
+    before = _listing(tmp_path)
+    copies = 1 if option in base else 2  # the base command's own, or two here
+    for once in ([option, value], [f'{option}={value}']):
+        result = _invoke(scripts, monkeypatch, tmp_path, script, [*base, *once * copies])
+        assert not isinstance(result.exception, WorkStarted), f'work started: {result.output}'
+        assert result.exit_code == 2 and f'{option} is given twice' in result.output, \
+            result.output
+    assert _listing(tmp_path) == before
+
+
+def test_a_subcommands_option_given_twice_is_refused(tmp_path):
+    paper = load_script(ROOT / 'benchmarks' / 'paper.py', 'option_check_paper_twice')
+    result = CliRunner().invoke(paper.cli, ['status', '--results-dir', str(tmp_path / 'a'),
+                                            '--results-dir', str(tmp_path / 'b')])
+    assert result.exit_code == 2 and '--results-dir is given twice' in result.output, \
+        result.output
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_case_count():
