@@ -74,11 +74,20 @@ def _run_command(algo, env, seed, steps, batch, run_dir, resume, extra):
         return [sys.executable, str(TRAIN), '--resume', str(run_dir),
                 '--max-env-steps', str(steps)]
     family, _, task = env.partition(':')  # train.py: --env ML1 --task reach-v3
-    return [sys.executable, str(TRAIN), '--algo', algo, '--env', family,
-            *(['--task', task] if task else []), '--seed', str(seed),
-            '--max-env-steps', str(steps), '--meta-batch-size', str(batch[0]),
-            '--episodes-per-task', str(batch[1]), '--evaluate-every', str(10 ** 6),
-            '--n-test-tasks', '2', '--log-dir', str(run_dir), *extra]
+    options = {'--algo': algo, '--env': family, **({'--task': task} if task else {}),
+               '--seed': str(seed), '--max-env-steps': str(steps),
+               '--meta-batch-size': str(batch[0]), '--episodes-per-task': str(batch[1]),
+               '--evaluate-every': str(10 ** 6), '--n-test-tasks': '2', '--log-dir': str(run_dir)}
+    if len(extra) % 2:
+        raise ValueError(f'a run\'s options come in flag-value pairs, got {extra!r}')
+    repeated = []  # --set, given once per key
+    for flag, value in zip(extra[::2], extra[1::2]):  # a run's own options win (train.py
+        if flag == '--set':                           # refuses an option given twice)
+            repeated += [flag, value]
+        else:
+            options[flag] = value
+    return [sys.executable, str(TRAIN), *(a for pair in options.items() for a in pair),
+            *repeated]
 
 
 def _env_config(env):

@@ -424,3 +424,38 @@ def test_throughput_refuses_an_option_its_run_would_not_read(tmp_path, args, mes
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (tmp_path / 'out').exists()
+
+
+def test_every_campaign_command_gives_each_option_once(tmp_path):
+    """train.py refuses an option given twice: each figure's runs (quick ones too) pass their
+    own options in place of the defaults (ML10's --n-test-tasks 10 for the default 2)."""
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    try:
+        import learning
+        import paper
+    finally:
+        sys.path.pop(0)
+    from garage_promp.validation import _repeated_option
+    train = load_script(ROOT / 'launchers' / 'train.py', 'train_launcher_once')
+    commands = 0
+    for fig in paper.FIGURES:
+        for quick in (False, True):
+            for run in paper.runs_of(fig, quick=quick):
+                command = learning._run_command(run.algo, run.env, run.seed, run.steps,
+                                                run.batch, tmp_path / 'run', False,
+                                                list(run.options))
+                args = command[2:]
+                assert _repeated_option(train.main, args) is None, (fig, quick, args)
+                own = dict(zip(run.options[::2], run.options[1::2]))  # the last of each
+                for flag, value in own.items():
+                    if flag != '--set':  # the run's own value, not the default
+                        assert args[args.index(flag) + 1] == value, (fig, flag, args)
+                commands += 1
+    assert commands > 50
+    ml10 = [r for r in paper.runs_of('ml10') if r.env == 'ML10'][0]
+    args = learning._run_command(ml10.algo, ml10.env, ml10.seed, ml10.steps, ml10.batch,
+                                 tmp_path / 'run', False, list(ml10.options))
+    assert args[args.index('--n-test-tasks') + 1] == '10'
+    with pytest.raises(ValueError, match='flag-value pairs'):
+        learning._run_command('ProMP', 'PointEnvCorner', 1, 100, (2, 2), tmp_path, False,
+                              ['--set'])
