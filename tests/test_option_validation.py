@@ -172,6 +172,22 @@ def _invoke(scripts, monkeypatch, tmp_path, script, args):
     return CliRunner().invoke(module.main, [a.format(tmp=tmp_path) for a in args])
 
 
+def _without(base, extra):
+    """``base`` without the options (and their values) that ``extra`` gives: the case's value
+    replaces the base command's, which would otherwise be refused as given twice."""
+    flags = {a for a in extra if a.startswith('-') and a not in ('--set', )}
+    kept, skip = [], False
+    for i, arg in enumerate(base):
+        if skip:
+            skip = False
+            continue
+        if arg in flags:
+            skip = i + 1 < len(base) and not base[i + 1].startswith('--')
+            continue
+        kept.append(arg)
+    return kept
+
+
 def _listing(path):
     return sorted(str(p.relative_to(path)) for p in path.rglob('*'))
 
@@ -192,12 +208,14 @@ def test_a_bad_option_is_refused_by_name_before_any_work(scripts, monkeypatch, t
     (tmp_path / 'dangling').symlink_to(tmp_path / 'missing')
     before = _listing(tmp_path)
     extra = [option, *value] if isinstance(value, list) else [option, value]
-    result = _invoke(scripts, monkeypatch, tmp_path, script, [*SCRIPTS[script][1], *extra])
+    result = _invoke(scripts, monkeypatch, tmp_path, script,
+                     [*_without(SCRIPTS[script][1], extra), *extra])
     assert not isinstance(result.exception, WorkStarted), f'work started: {result.output}'
     assert isinstance(result.exception, SystemExit), (
         f'traceback: {result.exception!r}\n{result.output}')
     assert result.exit_code == 2, result.output  # click's usage error
     assert option in result.output, result.output
+    assert 'given twice' not in result.output, result.output  # refused for its value
     assert _listing(tmp_path) == before
     assert (tmp_path / 'a_file').read_text() == 'keep me'
 
