@@ -91,3 +91,19 @@ def load_script(path, name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def with_options(base, extra):
+    """``base`` command-line arguments with ``extra`` appended, an option that both give
+    taking ``extra``'s value: the launchers refuse an option given twice."""
+    flags = {a for a in extra if a.startswith('--') and a != '--set'}
+    kept, skip = [], False
+    for i, arg in enumerate(base):
+        if skip:
+            skip = False
+            continue
+        if arg in flags:
+            skip = i + 1 < len(base) and not str(base[i + 1]).startswith('--')
+            continue
+        kept.append(arg)
+    return [*kept, *extra]

@@ -4,8 +4,8 @@ Every fenced ``bash``, ``sh`` or ``python`` block carries a marker on the line
 right above its opening fence, so that no block goes unchecked by accident:
 
 - ``<!-- doc-test: run -->``: executed, page by page in page order in one
-  scratch directory per page, with tiny settings (:data:`TINY` options appended
-  to launcher commands, :data:`SHRINK` applied to Python keyword arguments);
+  scratch directory per page, with tiny settings (:data:`TINY` options in place of
+  the launcher commands' own, :data:`SHRINK` applied to Python keyword arguments);
 - ``<!-- doc-test: check -->``: every ``python <script>`` command's options are
   parsed by the script's own click command (a renamed option or a wrong choice
   fails), Python blocks are compiled;
@@ -27,12 +27,14 @@ from typing import List
 import click
 import pytest
 
+from tests.helpers import with_options
+
 ROOT = pathlib.Path(__file__).parents[1]
 PAGES = [ROOT / 'README.md'] + sorted((ROOT / 'docs').glob('*.md'))
 LANGUAGES = ('bash', 'sh', 'python')
 MARKER = re.compile(r'<!-- (doc-test: (run|check|skip: \S.*)|ci: (install-and-run|test)) -->$')
 
-#: Options appended to a run block's launcher commands (click: the last wins).
+#: Options that replace a run block's own in its launcher commands (or are appended).
 TINY = {
     'launchers/train.py': ['--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '1',
                            '--max-episode-length', '10', '--n-test-tasks', '1',
@@ -227,7 +229,7 @@ def run_block(block: Block, scratch: pathlib.Path):
         for word in words[2:]:
             matches = sorted(scratch.glob(word)) if any(c in word for c in '*?[') else None
             expanded += [str(m.relative_to(scratch)) for m in matches] if matches else [word]
-        _run([sys.executable, words[1], *expanded, *TINY[words[1]]], scratch, block)
+        _run([sys.executable, words[1], *with_options(expanded, TINY[words[1]])], scratch, block)
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ import click
 from click.testing import CliRunner
 import pytest
 
-from tests.helpers import load_script
+from tests.helpers import load_script, with_options
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BIG = '9' * 24  # absurdly large: overflows C integers, never ends a loop
@@ -172,22 +172,6 @@ def _invoke(scripts, monkeypatch, tmp_path, script, args):
     return CliRunner().invoke(module.main, [a.format(tmp=tmp_path) for a in args])
 
 
-def _without(base, extra):
-    """``base`` without the options (and their values) that ``extra`` gives: the case's value
-    replaces the base command's, which would otherwise be refused as given twice."""
-    flags = {a for a in extra if a.startswith('-') and a not in ('--set', )}
-    kept, skip = [], False
-    for i, arg in enumerate(base):
-        if skip:
-            skip = False
-            continue
-        if arg in flags:
-            skip = i + 1 < len(base) and not base[i + 1].startswith('--')
-            continue
-        kept.append(arg)
-    return kept
-
-
 def _listing(path):
     return sorted(str(p.relative_to(path)) for p in path.rglob('*'))
 
@@ -209,7 +193,7 @@ def test_a_bad_option_is_refused_by_name_before_any_work(scripts, monkeypatch, t
     before = _listing(tmp_path)
     extra = [option, *value] if isinstance(value, list) else [option, value]
     result = _invoke(scripts, monkeypatch, tmp_path, script,
-                     [*_without(SCRIPTS[script][1], extra), *extra])
+                     with_options(SCRIPTS[script][1], extra))
     assert not isinstance(result.exception, WorkStarted), f'work started: {result.output}'
     assert isinstance(result.exception, SystemExit), (
         f'traceback: {result.exception!r}\n{result.output}')

@@ -11,7 +11,7 @@ from garage_promp.experiment.paper_config import ALGOS, ENVS, algo_kwargs
 from click.testing import CliRunner
 import pytest
 
-from tests.helpers import load_script
+from tests.helpers import load_script, with_options
 
 LAUNCHER = pathlib.Path(__file__).parents[2] / 'launchers' / 'train.py'
 
@@ -176,9 +176,9 @@ def _refused(tmp_path, *args):
     sizes = [a for key, value in (('meta_batch_size', '2'), ('episodes_per_task', '2'))
              if not any(arg.startswith(key + '=') for arg in args)
              for a in ('--' + key.replace('_', '-'), value)]
-    result = CliRunner().invoke(_load_launcher().main, [
+    result = CliRunner().invoke(_load_launcher().main, with_options([
         '--epochs', '1', *sizes, '--max-episode-length', '4', '--n-test-tasks', '1',
-        '--hidden-sizes', '4', '--log-dir', str(log_dir), *args])
+        '--hidden-sizes', '4', '--log-dir', str(log_dir)], list(args)))
     assert 'Traceback' not in result.output
     return result.exit_code, result.output, log_dir.exists()
 
