@@ -149,6 +149,8 @@ def read_variant(run_dir) -> dict:
     """
     path = pathlib.Path(run_dir) / 'variant.json'
     if not path.is_file():
+        if os.path.lexists(path):  # a directory, a dangling link: not "none"
+            raise DamagedRunFile(f'{path} is not a file: not the options of a run (move it away)')
         return {}
     try:
         variant = json.loads(path.read_text(encoding='utf-8'))

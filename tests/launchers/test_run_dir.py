@@ -236,3 +236,11 @@ def test_read_variant_refuses_what_is_not_an_object_of_options(tmp_path, text, m
         read_variant(tmp_path)
     (tmp_path / 'variant.json').write_text('{"algo": "ProMP"}')
     assert read_variant(tmp_path) == {'algo': 'ProMP'}
+
+
+def test_read_variant_refuses_a_variant_that_is_not_a_file(tmp_path):
+    from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
+    assert read_variant(tmp_path) == {}  # none: a run made without the launcher
+    (tmp_path / 'variant.json').mkdir()
+    with pytest.raises(DamagedRunFile, match='variant.json is not a file'):
+        read_variant(tmp_path)
