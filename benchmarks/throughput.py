@@ -49,6 +49,7 @@ from garage_promp.validation import (
     check_output_path,
     count,
     distinct,
+    given_flags,
     usage_errors,
 )
 
@@ -566,8 +567,7 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
          garage_iters, raw_steps, memory_env, gpu, quick, out, time_limit, summarize):
     """Measure and print the throughput table (or the scaling plot)."""
     if summarize is not None:
-        others = [p.opts[0] for p in ctx.command.params if p.name != 'summarize'
-                  and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+        others = given_flags(ctx, exclude=('summarize', ))
         if ctx.invoked_subcommand is not None:
             others.append(ctx.invoked_subcommand)
         if others:
@@ -603,6 +603,10 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
     meta['gpu'] = _gpu_name() if gpu == 'yes' else None
     deadline = Deadline(time_limit)
     meta['skipped'] = deadline.skipped  # the same list: filled as measurements are skipped
+
+    def save(name, results):
+        (out / name).write_text(json.dumps(dict(meta=meta, results=results), indent=1))
+
     if mode == 'table':
         results = []
         specs = []
@@ -617,13 +621,11 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
                 continue
             click.echo(f'measuring {spec}', err=True)
             results.append(run_isolated(spec))
-            (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
-                                                            indent=1))
+            save('throughput.json', results)
         click.echo(format_table(results))
         click.echo('\nUpdate breakdown (seconds, share of the update):\n')
         click.echo(format_breakdown(results))
-        (out / 'throughput.json').write_text(json.dumps(dict(meta=meta, results=results),
-                                                        indent=1))
+        save('throughput.json', results)  # with the skipped measurements, or none measured
         deadline.report()
     elif mode == 'checks':
         from bench_io import write_results  # pylint: disable=import-outside-toplevel
@@ -635,14 +637,10 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
         click.echo(table)
         write_results(str(out), 'checks_cost', results, table, **batch)
     elif mode == 'workers':
-        def save(results):
-            (out / 'workers.json').write_text(json.dumps(dict(meta=meta, results=results),
-                                                         indent=1))
-
         results = measure_worker_scaling(envs, worker_counts, algos[0], iters, raw_steps, quick,
-                                         deadline, save)
+                                         deadline, lambda rows: save('workers.json', rows))
         click.echo(format_worker_table(results))
-        save(results)
+        save('workers.json', results)
         deadline.report()
     else:
         env = envs[0]

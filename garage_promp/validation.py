@@ -564,6 +564,13 @@ def _translated(expected, translate):
         raise translate(_message(error), click.get_current_context(silent=True)) from error
 
 
+def given_flags(ctx: click.Context, exclude=()) -> list:
+    """The flags (``--env``) of ``ctx``'s options given on the command line, in the
+    command's order, but those whose parameter names are in ``exclude``."""
+    return [p.opts[0] for p in ctx.command.params if p.name not in exclude
+            and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+
+
 def _repeated_option(command: click.Command, args, stop=()):
     """The first option of ``command`` that ``args`` give twice (``(first, second)`` as given),
     among those that hold one value or one flag (not ``multiple``, not ``count``); the scan

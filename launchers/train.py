@@ -41,6 +41,7 @@ from garage_promp.validation import (
     check_run_dir,
     check_set_agrees,
     count,
+    given_flags,
     parse_overrides,
     run_command,
     usage_errors,
@@ -169,12 +170,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
          overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
     if resume_dir:
-        flags = {p.name: p.opts[0] for p in click_ctx.command.params}
-        given = [flags.get(name, name) for name in click_ctx.params
-                 if name not in ('resume_dir', 'epochs', 'max_env_steps', 'full_table',
-                                 'snapshot_mode')
-                 and click_ctx.get_parameter_source(name)
-                 == click.core.ParameterSource.COMMANDLINE]
+        given = given_flags(click_ctx, exclude=('resume_dir', 'epochs', 'max_env_steps',
+                                                'full_table', 'snapshot_mode'))
         if given:
             raise click.UsageError('--resume continues the run as configured in its '
                                    'variant.json; it takes only --epochs, --max-env-steps, '

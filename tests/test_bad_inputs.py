@@ -20,7 +20,7 @@ import psutil
 import pytest
 import torch
 
-from tests.helpers import ALGOS, LongPointEnv, load_script, make_algo, make_setup
+from tests.helpers import ALGOS, LongPointEnv, load_script, make_algo, make_setup, with_options
 
 INF, NAN = math.inf, math.nan
 
@@ -227,12 +227,11 @@ def _launcher():
                          ids=[' '.join(a) for a, _ in LAUNCHER_CASES])
 def test_launcher_refuses_before_creating_anything(tmp_path, args, culprit):
     log_dir = tmp_path / 'log'
-    base = {'--env': 'PointEnvCorner', '--epochs': '1', '--meta-batch-size': '2',
-            '--episodes-per-task': '2', '--max-episode-length': '4', '--n-test-tasks': '1',
-            '--log-dir': str(log_dir)}
     # The case's own value replaces the base's (an option given twice is refused as such).
-    result = CliRunner().invoke(_launcher().main, [
-        *(a for flag, value in base.items() if flag not in args for a in (flag, value)), *args])
+    result = CliRunner().invoke(_launcher().main, with_options([
+        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--log-dir', str(log_dir)], args))
     assert result.exit_code != 0
     assert culprit in result.output, result.output
     assert 'given twice' not in result.output, result.output

@@ -44,12 +44,11 @@ replaces the step, its simulation, the observation or the action; a model with a
 number of controls or mocap bodies; an episode past its end; an unstable simulation;
 action rows that do not match the envs, or an env listed twice) is left to the
 env-by-env loop, which raises Meta-World's own errors; a class whose reward or objects
-are patched keeps the wave but computes them with its own methods; its reward, too, a
-class whose kernel would read an attribute that is not ``float64`` (Meta-World's
-arithmetic on it would round otherwise), and every class while one of the
-``reward_utils`` helpers a kernel computes itself (``tolerance``, ``rect_prism_tolerance``)
-is patched. An error in
-a kernel (Meta-World's checks of bounds and margins, its assertions) is raised again by
+are patched keeps the wave but computes them with its own methods; so does, for its reward,
+a class whose kernel would read an attribute that is not ``float64`` (Meta-World's
+arithmetic on it would round otherwise), and every class while one of the ``reward_utils``
+helpers a kernel computes itself (``tolerance``, ``rect_prism_tolerance``) is patched. An
+error in a kernel (Meta-World's checks of bounds and margins, its assertions) is raised again by
 the env's own ``evaluate_state``, from the env it is about.
 """
 from __future__ import annotations
