@@ -55,13 +55,25 @@ def group_runs(run_dirs) -> Dict[str, List[pathlib.Path]]:
     Returns:
         dict: label -> run directories (seeds), in the order first seen.
 
+    Raises:
+        ValueError: If two runs have the same configuration and the same seed
+            (a copy of a run, or one run resumed into another directory):
+            averaged as two seeds, they would narrow the band.
+
     """
-    configs = {}
+    configs, seeds = {}, {}
     for run in map(pathlib.Path, run_dirs):
         variant = read_variant(run)
         key = json.dumps({k: v for k, v in variant.items() if k not in NOT_CONFIGURATION},
                          sort_keys=True)
         configs.setdefault(key, []).append(run)
+        seed = variant.get('seed')
+        if seed is not None:  # a copy of a run (same configuration, same seed) is not a second seed
+            first = seeds.setdefault((key, json.dumps(seed)), run)
+            if first != run:
+                raise ValueError(f'{str(first)!r} and {str(run)!r} are the same configuration with '
+                                 f'the same seed ({seed!r}): the same run, which would count as two '
+                                 'seeds; give one of them')
     parsed = {key: json.loads(key) for key in configs}
     fields = sorted({k for p in parsed.values() for k in p})
     differing = [k for k in fields

@@ -91,3 +91,23 @@ def test_plot_writes_into_a_directory_it_makes(runs, tmp_path):
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert out.read_bytes().startswith(b'%PDF')
+
+
+def test_plot_refuses_a_copy_of_a_run_as_a_second_seed(runs, tmp_path):
+    """Two directories of one configuration and one seed are one run (the sampler
+    gives the same episodes for any worker count): averaged as two seeds they would
+    narrow the band, so the plot names both and draws nothing."""
+    import shutil
+    copy = tmp_path / 'copy'
+    shutil.copytree(runs[('ProMP', 1)], copy)
+    out = tmp_path / 'x.png'
+    result = CliRunner().invoke(_main('plot'), [str(runs[('ProMP', 1)]), str(runs[('ProMP', 2)]),
+                                                str(copy), '--out', str(out)])
+    assert result.exit_code == 1, result.output
+    assert 'the same seed (1)' in result.output and str(copy) in result.output
+    assert str(runs[('ProMP', 1)]) in result.output
+    assert not out.exists()
+    # The same seed in another configuration is another run.
+    result = CliRunner().invoke(_main('plot'), [str(runs[('ProMP', 1)]),
+                                                str(runs[('MAML-TRPO', 1)]), '--out', str(out)])
+    assert result.exit_code == 0, result.output
