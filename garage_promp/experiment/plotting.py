@@ -71,9 +71,9 @@ def group_runs(run_dirs) -> Dict[str, List[pathlib.Path]]:
         if seed is not None:  # a copy of a run (same configuration, same seed) is not a second seed
             first = seeds.setdefault((key, json.dumps(seed)), run)
             if first != run:
-                raise ValueError(f'{str(first)!r} and {str(run)!r} are the same configuration with '
-                                 f'the same seed ({seed!r}): the same run, which would count as two '
-                                 'seeds; give one of them')
+                raise ValueError(f'{str(first)!r} and {str(run)!r} are the same configuration '
+                                 f'with the same seed ({seed!r}): the same run, which would '
+                                 'count as two seeds; give one of them')
     parsed = {key: json.loads(key) for key in configs}
     fields = sorted({k for p in parsed.values() for k in p})
     differing = [k for k in fields
