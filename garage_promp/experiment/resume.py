@@ -149,6 +149,26 @@ def _count_rows(path: str) -> int | None:
     return len(rows)
 
 
+def _check_logged_steps(path: str, done: int, steps: int):
+    """Row ``done`` of the log (the snapshot's epoch) must count the snapshot's env steps.
+
+    The resumed rows continue from the snapshot's count, so a log whose row says otherwise
+    (another run's ``progress.csv``, or an edited one) would show the count jump or fall
+    back where the rows join.
+
+    Raises:
+        DamagedRunFile: Naming the file, the row and both counts.
+
+    """
+    logged = read_progress(os.path.dirname(path) or '.')[done - 1].get('TotalEnvSteps')
+    if logged in (None, '') or float(logged) != steps:
+        raise DamagedRunFile(
+            f'{path}: the row of epoch {done - 1} counts {logged or "no"} env steps but the '
+            f'snapshot, at the end of that epoch, {steps}: the log is not this snapshot\'s '
+            '(another run\'s progress.csv, or an edited one). Restore the run\'s own '
+            'progress.csv, or start the run again')
+
+
 def _env_differs(variant: dict, env) -> str | None:
     """What makes ``env`` (a snapshot's) another env than ``variant``'s, or None."""
     # pylint: disable=import-outside-toplevel
@@ -372,6 +392,8 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
                 f'{done}: rows {rows + 1}..{done} are missing, so the log would skip them. '
                 'Continue from a copy of the run whose progress.csv is complete, or start '
                 'the run again')
+        if rows is not None and rows >= done >= 1:
+            _check_logged_steps(progress, done, trainer.total_env_steps)
         if max_env_steps is not None:
             algo.max_env_steps = max_env_steps
         budget = getattr(algo, 'max_env_steps', None)

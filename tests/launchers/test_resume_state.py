@@ -246,3 +246,30 @@ def test_a_meta_world_snapshot_must_be_of_the_variants_benchmark_and_task():
     assert 'HalfCheetahFwdBack' in _env_differs({'env': 'HalfCheetahFwdBack'},
                                                 Wrapped(point(), None))
     assert _env_differs({}, reach) is None  # a variant without an env (the Python API)
+
+
+def test_a_log_whose_env_steps_are_not_the_snapshots_is_refused(promp_run, tmp_path):
+    """The resumed rows count on from the snapshot's env steps: a log whose row of the
+    snapshot's epoch says another count (another run's log, an edited one) is refused,
+    naming both counts, and left as it was."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    rows = _rows(log_dir)
+    steps = int(float(rows[-1]['TotalEnvSteps']))
+    assert steps > 0
+    text = (log_dir / 'progress.csv').read_text()
+    lines = text.splitlines(keepends=True)
+    header = next(csv.reader(lines[:1]))
+    last = next(csv.reader(lines[-1:]))
+    last[header.index('TotalEnvSteps')] = str(steps + 1000)
+    edited = ''.join(lines[:-1]) + ','.join(last) + '\n'
+    (log_dir / 'progress.csv').write_text(edited)
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f'counts {steps + 1000} env steps' in proc.stderr
+    assert f'snapshot, at the end of that epoch, {steps}' in proc.stderr
+    assert (log_dir / 'progress.csv').read_text() == edited
+    # The run's own log resumes.
+    (log_dir / 'progress.csv').write_text(text)
+    _run('--resume', str(log_dir), '--epochs', '3')
+    assert len(_rows(log_dir)) == 3
