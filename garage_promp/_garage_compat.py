@@ -386,12 +386,13 @@ def _patch_snapshotter():
                 load_dir)
         errors = []
         loaded = {}
-        for file_name in candidates:
+        for position, file_name in enumerate(candidates):
             try:
                 loaded[file_name] = _load_snapshot_file(os.path.join(load_dir, file_name))
             except CorruptSnapshotError as e:
                 errors.append(str(e))
-                warnings.warn(f'{e}; trying an older snapshot')
+                if position + 1 < len(candidates):  # else the error below says it all
+                    warnings.warn(f'{e}; trying {candidates[position + 1]}')
                 continue
             if file_name != 'params.pkl' or itr != 'last':
                 break
@@ -400,12 +401,14 @@ def _patch_snapshotter():
             held = _held_epoch(loaded[file_name])
             newer = [f for f in candidates[1:]
                      if held is not None and _snapshot_epoch(f) > held]
-            for newer_file in newer:
+            for position, newer_file in enumerate(newer):
                 try:
                     return _load_snapshot_file(os.path.join(load_dir, newer_file))
                 except CorruptSnapshotError as e:
                     errors.append(str(e))
-                    warnings.warn(f'{e}; trying an older snapshot')
+                    fallback = (newer[position + 1] if position + 1 < len(newer)
+                                else f'{file_name} (epoch {held})')
+                    warnings.warn(f'{e}; trying {fallback}')
             return loaded[file_name]
         if loaded:
             return next(iter(loaded.values()))

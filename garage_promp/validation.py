@@ -24,7 +24,7 @@ import numbers
 import os
 import re
 import tempfile
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import click
 
@@ -686,12 +686,13 @@ def check_run_dir(path: Any) -> str:
 INTERRUPTED_STATUS = 128 + 2
 
 
-def run_command(command: click.Command, interrupted: str = '') -> None:
+def run_command(command: click.Command, interrupted: str | Callable[[], str] = '') -> None:
     """Run a launcher's click ``command`` as click's standalone mode does, but for Ctrl-C.
 
     Click turns Ctrl-C into ``Aborted!`` and exit status 1, the status of an error.
     Here it is one ``Interrupted`` line (with ``interrupted``, e.g. where the run's
-    snapshot is kept) and status 130 (128 + SIGINT, what a shell reports), as
+    snapshot is kept; a callable is asked at the interrupt, so that it can say what
+    the run left behind) and status 130 (128 + SIGINT, what a shell reports), as
     ``benchmarks/learning.py`` and ``paper.py`` end. Usage errors, ``Error:`` lines,
     ``--help``, an end of input (``Aborted!``) and the command's return (status 0,
     whatever it returns) are click's own.
@@ -700,8 +701,8 @@ def run_command(command: click.Command, interrupted: str = '') -> None:
         command.main(standalone_mode=False)
     except click.exceptions.Abort as abort:
         if isinstance(abort.__cause__, KeyboardInterrupt):  # Ctrl-C
-            click.echo('Interrupted' + (f': {interrupted}' if interrupted else '.'),
-                       err=True)
+            note = interrupted() if callable(interrupted) else interrupted
+            click.echo('Interrupted' + (f': {note}' if note else '.'), err=True)
             raise SystemExit(INTERRUPTED_STATUS) from None
         click.echo('Aborted!', err=True)  # end of input at a prompt, as click says it
         raise SystemExit(1) from None

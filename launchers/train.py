@@ -77,6 +77,7 @@ def meta_train(ctxt, epochs, full_table=False, max_env_steps=None, **options):
     experiment = _BUILT.pop(_key(options), None) or build_experiment(**options)
     logger.log(experiment.setup.description)
     experiment.algo.max_env_steps = max_env_steps
+    _RUN_DIR.append(ctxt.snapshot_dir)
     with owned_run_dir(ctxt.snapshot_dir):
         trainer = Trainer(ctxt)
         trainer.setup(experiment.algo, experiment.env)
@@ -95,6 +96,23 @@ def _parse_overrides(pairs):
 #: The experiment ``main`` built (and so checked) before creating its
 #: directory; ``meta_train`` trains it rather than building it twice.
 _BUILT = {}
+#: The directory of the run this process trains (set as the run starts), for the
+#: line printed at Ctrl-C.
+_RUN_DIR = []
+
+
+def _interrupted_note() -> str:
+    """What a Ctrl-C leaves: the run's snapshot and how to continue, or that there is none."""
+    if not _RUN_DIR:
+        return ''  # stopped before a run began: nothing was written
+    log_dir = _RUN_DIR[-1]
+    try:
+        check_run_dir(log_dir)
+    except ValueError:
+        return (f'no snapshot in {log_dir} (--snapshot-mode none, or stopped before the first '
+                'epoch ended): there is nothing to continue from')
+    return (f'the newest snapshot in {log_dir} stays; --resume {log_dir} '
+            'continues from it')
 
 
 def _key(options):
@@ -184,6 +202,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         with user_errors('--resume'):
             check_run_dir(resume_dir)  # before its lock file is written there
             check_output_path(resume_dir, 'the run directory')
+            _RUN_DIR.append(resume_dir)
             with user_errors(expected=RUN_ERRORS):
                 mode_given = click_ctx.get_parameter_source(
                     'snapshot_mode') == click.core.ParameterSource.COMMANDLINE
@@ -277,5 +296,4 @@ if __name__ == '__main__':
     # `kill -USR1 <pid>` prints every thread's stack, then every sampler worker's:
     # what a run that seems stuck is doing.
     dump_stacks_on_usr1(live_worker_pids)
-    run_command(main, "the snapshot the run last wrote (per --snapshot-mode) stays in its log "
-                      'dir; --resume LOG_DIR continues from it')
+    run_command(main, _interrupted_note)

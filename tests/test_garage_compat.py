@@ -210,10 +210,43 @@ def test_corrupt_snapshot_names_file_and_falls_back(tmp_path):
     snap.save_itr_params(2, {'epoch': 2})
     with open(tmp_path / 'itr_2.pkl', 'r+b') as f:
         f.truncate(5)
-    with pytest.warns(UserWarning, match='itr_2.pkl'):
+    with pytest.warns(UserWarning, match='itr_2.pkl.*; trying itr_1.pkl$'):
         assert snap.load(str(tmp_path), 'last')['epoch'] == 1
     with pytest.raises(_garage_compat.CorruptSnapshotError, match='itr_2.pkl'):
         snap.load(str(tmp_path), 2)
+
+
+def test_a_fallback_is_announced_only_where_there_is_one(tmp_path):
+    """Each corrupt snapshot's warning names the file tried next; the last one has no
+    warning of its own (the error names every file), and a newer itr_N.pkl that is
+    corrupt falls back to params.pkl, named with its epoch."""
+    import types
+    import warnings
+    snap = _snapshotter(tmp_path, mode='all')
+    snap.save_itr_params(1, {'epoch': 1})
+    (tmp_path / 'itr_2.pkl').write_bytes(b'\x80\x04garbage')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        assert snap.load(str(tmp_path), 'first')['epoch'] == 1
+    assert not caught  # the first file loaded: nothing to say
+    (tmp_path / 'itr_1.pkl').write_bytes(b'\x80\x04garbage')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with pytest.raises(_garage_compat.CorruptSnapshotError, match='no intact snapshot'):
+            snap.load(str(tmp_path), 'last')
+    assert [str(w.message).rsplit('; ', 1)[1] for w in caught] == ['trying itr_1.pkl']
+    # params.pkl holds epoch 1 (a run continued in 'all' mode), itr_3 and itr_2 are newer.
+    for name in ('itr_1.pkl', 'itr_2.pkl'):
+        (tmp_path / name).unlink()
+    stats = types.SimpleNamespace(total_epoch=1)
+    _snapshotter(tmp_path).save_itr_params(1, {'epoch': 1, 'stats': stats})
+    for epoch in (2, 3):
+        (tmp_path / f'itr_{epoch}.pkl').write_bytes(b'\x80\x04garbage')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        assert snap.load(str(tmp_path), 'last')['epoch'] == 1
+    assert [str(w.message).rsplit('; ', 1)[1] for w in caught] == [
+        'trying itr_2.pkl', 'trying params.pkl (epoch 1)']
 
 
 @pytest.mark.parametrize('length', [2**64 - 1, 2**62], ids=['OverflowError', 'MemoryError'])

@@ -151,7 +151,8 @@ def test_ctrl_c_stops_every_worker_and_keeps_the_snapshot(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()  # reap it: a zombie would count as a left-over child
     assert proc.returncode == 130, output.read_text()[-3000:]  # 128 + SIGINT, as a shell says
-    assert 'Interrupted: the snapshot the run last wrote' in output.read_text()
+    assert f'Interrupted: the newest snapshot in {log_dir} stays; --resume {log_dir}' in (
+        output.read_text())
     _assert_none_left(tag)
     with open(log_dir / 'params.pkl', 'rb') as f:
         assert 'algo' in pickle.load(f)

@@ -348,3 +348,21 @@ def test_resume_refuses_other_options_by_their_flags(tmp_path):
                                                 'PointEnvCorner', '--seed', '3'])
     assert result.exit_code == 2
     assert '(got --env, --seed)' in result.output, result.output
+
+
+def test_the_ctrl_c_line_says_what_the_run_left(tmp_path, monkeypatch):
+    """Interrupted, a run names its newest snapshot and the --resume that continues it;
+    with none written (``--snapshot-mode none``, or stopped in its first epoch) it says
+    there is nothing to continue from; before any run began, nothing."""
+    launcher = _load_launcher()
+    monkeypatch.setattr(launcher, '_RUN_DIR', [])
+    assert launcher._interrupted_note() == ''
+    run = tmp_path / 'run'
+    run.mkdir()
+    (run / 'progress.csv').write_text('TotalEnvSteps\n')
+    launcher._RUN_DIR.append(str(run))
+    note = launcher._interrupted_note()
+    assert note.startswith(f'no snapshot in {run} (--snapshot-mode none') and 'nothing' in note
+    (run / 'itr_3.pkl').write_bytes(b'')
+    assert launcher._interrupted_note() == (f'the newest snapshot in {run} stays; '
+                                            f'--resume {run} continues from it')
