@@ -382,11 +382,10 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
                 f'{progress} is missing but the snapshot in {log_dir} is at epoch {done}: '
                 f'a new log would lack rows 1..{done}. Restore the run\'s progress.csv, or '
                 'start the run again')
-        if rows is not None and rows == done - 1:
-            # Interrupted between garage's snapshot and its log row of that epoch.
-            warnings.warn(f'{progress} lacks the row of epoch {done - 1}, whose snapshot was '
-                          'saved just before the run stopped: that row stays missing')
-        elif rows is not None and rows < done:
+        # Interrupted between garage's snapshot and its log row of that epoch: said once the
+        # run is sure to continue (below), not before a refusal of its options.
+        row_lost = rows is not None and rows == done - 1
+        if rows is not None and rows < done and not row_lost:
             raise ValueError(
                 f'{progress} has {rows} epoch rows but the snapshot in {log_dir} is at epoch '
                 f'{done}: rows {rows + 1}..{done} are missing, so the log would skip them. '
@@ -411,6 +410,9 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
         if n_epochs <= done:
             raise ValueError(f'the run in {log_dir} has done {done} epochs; '
                              f'--epochs must be more, got {n_epochs}')
+        if row_lost:
+            warnings.warn(f'{progress} lacks the row of epoch {done - 1}, whose snapshot was '
+                          'saved just before the run stopped: that row stays missing')
         logger.add_output(dowel.StdOutput())
         logger.log(f'Resuming {log_dir}: {done} epochs and {trainer.total_env_steps} env steps '
                    f'done, training to {n_epochs} epochs')

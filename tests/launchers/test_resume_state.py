@@ -84,6 +84,10 @@ def test_a_row_lost_between_snapshot_and_log_is_only_warned_about(promp_run, tmp
     shutil.copytree(promp_run, log_dir)
     lines = (log_dir / 'progress.csv').read_text().splitlines(keepends=True)
     (log_dir / 'progress.csv').write_text(lines[0] + lines[1])  # epoch 1's row lost
+    # A refused --epochs is the one thing said: no warning about a run that does not go on.
+    proc = _run('--resume', str(log_dir), '--epochs', '2', check=False)
+    assert proc.returncode == 2 and '--epochs must be more' in proc.stderr, proc.stderr
+    assert 'lacks the row' not in proc.stderr + proc.stdout
     proc = _run('--resume', str(log_dir), '--epochs', '3')
     assert 'lacks the row of epoch 1' in proc.stderr + proc.stdout
     assert len(_rows(log_dir)) == 2
