@@ -1056,3 +1056,17 @@ def test_deterministic_rounds_act_with_the_mean(kind, n_workers):
     _assert_identical([plain[0]], [mixed[0]])
     np.testing.assert_allclose(mixed[1].actions, mixed[1].agent_infos['mean'], atol=1e-6)
     assert not np.allclose(plain[1].actions, plain[1].agent_infos['mean'], atol=1e-3)
+
+
+def test_episode_seed_sequences_are_the_spawned_children():
+    """The sampler builds an episode's two seed sequences directly; they are the
+    children ``spawn(2)`` of its seed sequence gives, so every stream is unchanged."""
+    from garage_promp.sampler.rollout import episode_seed_sequence, episode_seed_sequences
+    for seed, key, task, episode in ((1, (0, 1), 3, 7), (2**31 - 1, (5, 0, 2), 0, 0),
+                                     (0, (), 19, 9)):
+        direct = episode_seed_sequences(seed, key, task, episode)
+        spawned = episode_seed_sequence(seed, key, task, episode).spawn(2)
+        for a, b in zip(direct, spawned):
+            assert a.spawn_key == b.spawn_key and a.entropy == b.entropy
+            np.testing.assert_array_equal(a.generate_state(8), b.generate_state(8))
+        assert direct[0].spawn_key != direct[1].spawn_key

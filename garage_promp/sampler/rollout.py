@@ -91,6 +91,24 @@ def episode_seed_sequence(seed: int, key: Sequence[int], task: int,
                                              int(episode)))
 
 
+def episode_seed_sequences(seed: int, key: Sequence[int], task: int, episode: int
+                           ) -> Tuple[np.random.SeedSequence, np.random.SeedSequence]:
+    """The seed material of an episode's env (reset noise) and of its action noise.
+
+    The two children ``episode_seed_sequence(seed, key, task, episode).spawn(2)``
+    gives, built directly: a child is its parent's entropy with its index appended to
+    the spawn key, so hashing the parent (done at every episode) is not needed.
+
+    Returns:
+        tuple[numpy.random.SeedSequence, numpy.random.SeedSequence]: The env's and
+            the action noise's.
+
+    """
+    spawn_key = (*map(int, key), int(task), int(episode))
+    return tuple(np.random.SeedSequence(int(seed), spawn_key=(*spawn_key, child))
+                 for child in (0, 1))
+
+
 @dataclasses.dataclass
 class TaskShare:
     """Episodes ``first .. first + count - 1`` of one task, for one worker.
@@ -418,9 +436,8 @@ class RolloutWorker:
             share = shares[s]
             episode = share.first + j
             self._where = (env, share, j, 0)
-            env_seq, noise_seq = episode_seed_sequence(self._seed, job.key,
-                                                       share.task,
-                                                       episode).spawn(2)
+            env_seq, noise_seq = episode_seed_sequences(self._seed, job.key, share.task,
+                                                        episode)
             seed_fn = getattr(env, 'seed', None)
             if callable(seed_fn):
                 seed_fn(int(env_seq.generate_state(1)[0]))

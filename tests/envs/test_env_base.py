@@ -2,7 +2,7 @@
 import itertools
 
 import garage_promp  # noqa: F401
-from garage_promp.envs import DEFAULT_SEED, PointEnv1D, PointEnvCorner, base
+from garage_promp.envs import DEFAULT_SEED, PointCornerGym, PointEnv1D, PointEnvCorner, base
 
 from dowel import tabular
 from garage import EpisodeBatch, StepType
@@ -161,3 +161,28 @@ def test_log_diagnostics_keeps_its_keys_without_episodes(read_tabular):
     assert sorted(logged) == ['X/AverageGoalDist', 'X/MaxGoalDist',
                               'X/MinGoalDist', 'X/StdGoalDist']
     assert all(np.isnan(v) for v in logged.values())
+
+
+@pytest.mark.parametrize('seed', [0, 7, 2**32 + 5, None])
+def test_the_generators_are_those_of_the_spawned_seed_sequence(seed, monkeypatch):
+    """Task and reset-noise streams: PCG64 of children 0 and 1 of the env's seed
+    sequence (``SeedSequence(seed).spawn(2)``; for no seed, garage's seed with the
+    construction index as spawn key), whether the task generator is made at once or
+    only when tasks are first sampled, and across a pickle either way."""
+    import pickle
+    monkeypatch.setattr(deterministic, 'seed_', 5)
+    _fresh_counter(monkeypatch)
+    parent = (np.random.SeedSequence(seed) if seed is not None
+              else np.random.SeedSequence(5, spawn_key=(0,)))
+    task_seq, reset_seq = parent.spawn(2)
+    env = PointCornerGym(seed=seed)
+    copy = pickle.loads(pickle.dumps(env))  # before any task was sampled
+    expected_reset = np.random.Generator(np.random.PCG64(reset_seq)).uniform(-2, 2, 4)
+    expected_tasks = PointCornerGym(seed=0)._sample_tasks(
+        np.random.Generator(np.random.PCG64(task_seq)), 6)
+    for e in (env, copy):
+        np.testing.assert_array_equal(e.np_random.uniform(-2, 2, 4), expected_reset)
+        np.testing.assert_array_equal(np.array(e.sample_tasks(3)), np.array(expected_tasks[:3]))
+    resumed = pickle.loads(pickle.dumps(env))  # mid-stream: the generator's state travels
+    np.testing.assert_array_equal(np.array(resumed.sample_tasks(3)),
+                                  np.array(expected_tasks[3:]))
