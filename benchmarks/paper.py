@@ -624,7 +624,10 @@ def final_evaluation_table(campaign: Campaign, runs: Sequence[Run]) -> List[str]
 def _alive(pid_file: pathlib.Path) -> bool:
     """Whether the pid in ``pid_file`` is a live ``train.py`` process."""
     try:
-        pid = int(pid_file.read_text())
+        if not pid_file.is_file():  # a named pipe would block the read, a device never end it
+            return False
+        with open(pid_file, 'rb') as f:
+            pid = int(f.read(32))
         cmdline = pathlib.Path(f'/proc/{pid}/cmdline').read_bytes()
     except (OSError, ValueError):
         return False

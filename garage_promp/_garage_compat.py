@@ -77,6 +77,7 @@ import importlib.machinery
 import importlib.util
 import numbers
 import os
+import stat
 import sys
 import types
 import warnings
@@ -236,8 +237,42 @@ def atomic_cloudpickle_dump(obj, file_name):
         raise
 
 
+def file_kind(path: str) -> str:
+    """What ``path`` is, in words, for a message about a file that should be a plain one
+    (``'a named pipe'``, ``'a symbolic link to a device'``, ``'a symbolic link loop'``...)."""
+    def kind(mode):
+        for test, word in ((stat.S_ISREG, 'a file'), (stat.S_ISDIR, 'a directory'),
+                           (stat.S_ISFIFO, 'a named pipe'), (stat.S_ISSOCK, 'a socket'),
+                           (stat.S_ISCHR, 'a device'), (stat.S_ISBLK, 'a device')):
+            if test(mode):
+                return word
+        return 'not a regular file'
+
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as error:
+        return f'unreadable: {error.strerror}'
+    if not stat.S_ISLNK(mode):
+        return kind(mode)
+    try:
+        return f'a symbolic link to {kind(os.stat(path).st_mode)}'
+    except OSError as error:
+        return ('a symbolic link loop' if error.errno == errno.ELOOP
+                else 'a symbolic link to nothing')
+
+
 def _load_snapshot_file(file_name):
     import cloudpickle
+    try:  # a named pipe would block the read, a device never end it
+        regular = stat.S_ISREG(os.stat(file_name).st_mode)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise OSError(e.errno, f'could not read the snapshot {file_name} '
+                          f'({e.strerror or e})', file_name) from e
+        regular = False
+    if not regular:
+        raise CorruptSnapshotError(f'snapshot file {file_name} is not a file '
+                                   f'({file_kind(file_name)})')
     try:
         with open(file_name, 'rb') as file:
             snapshot = cloudpickle.load(file)
@@ -351,7 +386,7 @@ def _patch_snapshotter():
         del self
         if isinstance(itr, int) or (isinstance(itr, str) and itr.isdigit()):
             file_name = os.path.join(load_dir, f'itr_{itr}.pkl')
-            if not os.path.isfile(file_name):
+            if not os.path.lexists(file_name):  # one that is there but no file: named below
                 kept = sorted(int(e) for e in (_snapshot_epoch(f) for f in os.listdir(load_dir))
                               if e is not None) if os.path.isdir(load_dir) else []
                 last = os.path.isfile(os.path.join(load_dir, 'params.pkl'))
@@ -372,7 +407,7 @@ def _patch_snapshotter():
         candidates = [f for _, f in numbered]
         if itr == 'last':
             candidates.reverse()
-        if os.path.isfile(os.path.join(load_dir, 'params.pkl')):
+        if os.path.lexists(os.path.join(load_dir, 'params.pkl')):  # (a non-file: named below)
             # 'last': params.pkl first (then any newer itr_N.pkl, below); 'first':
             # the oldest itr_N.pkl, params.pkl only when there is none.
             if itr == 'last':

@@ -411,3 +411,32 @@ def test_normalize_refuses_an_action_of_another_shape_before_scaling_it():
             env.step(action)
     steps = [env.step(np.zeros(2)) for _ in range(3)]  # no step was used up
     assert [s.last for s in steps] == [False, False, True]
+
+
+def test_a_snapshot_that_is_not_a_file_is_named_not_read(tmp_path):
+    """A named pipe would block the read and a device never end it: a snapshot name
+    that is not a file is refused by what it is (and 'last' falls back past it), and a
+    params.pkl that is a directory or a link loop is named, not 'no snapshot'."""
+    import os
+    snap = _snapshotter(tmp_path, mode='all')
+    snap.save_itr_params(1, {'epoch': 1})
+    os.mkfifo(tmp_path / 'itr_9.pkl')
+    with pytest.warns(UserWarning, match=r'itr_9.pkl is not a file \(a named pipe\); trying'):
+        assert snap.load(str(tmp_path), 'last')['epoch'] == 1
+    with pytest.raises(_garage_compat.CorruptSnapshotError, match='not a file .a named pipe.'):
+        snap.load(str(tmp_path), 9)
+    (tmp_path / 'itr_9.pkl').unlink()
+    (tmp_path / 'itr_9.pkl').symlink_to('/dev/zero')
+    with pytest.raises(_garage_compat.CorruptSnapshotError,
+                       match=r'itr_9.pkl is not a file \(a symbolic link to a device\)'):
+        snap.load(str(tmp_path), 9)
+    for name in ('itr_1.pkl', 'itr_9.pkl'):
+        (tmp_path / name).unlink()
+    (tmp_path / 'params.pkl').mkdir()
+    with pytest.raises(_garage_compat.CorruptSnapshotError,
+                       match=r'params.pkl is not a file \(a directory\)'):
+        snap.load(str(tmp_path))
+    (tmp_path / 'params.pkl').rmdir()
+    (tmp_path / 'params.pkl').symlink_to('params.pkl')
+    with pytest.raises(_garage_compat.CorruptSnapshotError, match='a symbolic link loop'):
+        snap.load(str(tmp_path))

@@ -1064,3 +1064,22 @@ def test_fig8_claim_compares_the_update_and_the_iteration(paper, tmp_path):
     write((20., float('nan')), (20., 20.))
     with pytest.raises(paper.DamagedRunFile, match="ProMP's update_s is nan"):
         paper.fig8_claims(tmp_path)
+
+
+def test_a_pid_file_that_is_not_a_file_is_not_read(paper, tmp_path):
+    """A run's pid or lock file that is a named pipe (whose read would block) or a link
+    to a device (whose read would not end) names no live run; a real one does."""
+    import os
+    os.mkfifo(tmp_path / 'fifo')
+    (tmp_path / 'zero').symlink_to('/dev/zero')
+    assert not paper._alive(tmp_path / 'fifo') and not paper._alive(tmp_path / 'zero')
+    assert not paper._alive(tmp_path / 'missing')
+    (tmp_path / 'pid').write_text(f'{os.getpid()}\n')
+    assert not paper._alive(tmp_path / 'pid')  # this process is pytest, not train.py
+    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', 'train.py'])
+    try:
+        (tmp_path / 'pid').write_text(f'{proc.pid}\n')
+        assert paper._alive(tmp_path / 'pid')
+    finally:
+        proc.kill()
+        proc.wait()

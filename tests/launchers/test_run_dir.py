@@ -244,3 +244,34 @@ def test_read_variant_refuses_a_variant_that_is_not_a_file(tmp_path):
     (tmp_path / 'variant.json').mkdir()
     with pytest.raises(DamagedRunFile, match='variant.json is not a file'):
         read_variant(tmp_path)
+
+
+def test_a_lock_that_is_not_a_file_is_refused_and_nothing_is_written_through_it(tmp_path):
+    """The lock records the writer's pid: through a symbolic link that would overwrite
+    what the link points to (a snapshot, a file outside the run). A link, a named pipe
+    (whose open would block) or a directory is refused by name, and its target kept."""
+    import os
+
+    from garage_promp.experiment.run_dir import DamagedRunFile, owned_run_dir
+    run = tmp_path / 'run'
+    run.mkdir()
+    snapshot = run / 'params.pkl'
+    snapshot.write_bytes(b'snapshot bytes')
+    (run / '.lock').symlink_to('params.pkl')
+    with pytest.raises(DamagedRunFile, match=r'\.lock is not a file \(a symbolic link to a file\)'):
+        with owned_run_dir(str(run)):
+            pass
+    assert snapshot.read_bytes() == b'snapshot bytes'
+    (run / '.lock').unlink()
+    os.mkfifo(run / '.lock')
+    with pytest.raises(DamagedRunFile, match=r'not a file \(a named pipe\)'):
+        with owned_run_dir(str(run)):
+            pass
+    (run / '.lock').unlink()
+    (run / '.lock').mkdir()
+    with pytest.raises(DamagedRunFile, match=r'not a file \(a directory\)'):
+        with owned_run_dir(str(run)):
+            pass
+    (run / '.lock').rmdir()
+    with owned_run_dir(str(run)):  # a plain lock file is made and holds the pid
+        assert (run / '.lock').read_text() == f'{os.getpid()}\n'
