@@ -114,7 +114,11 @@ def main(env_name, preset, seed, epochs, n_rounds, meta_batch_size, episodes_per
     settings = {k: v if v is not None else PRESETS[preset][k] for k, v in given.items()}
     cfg = env_config(env_name)
     with usage_errors():
-        check_batch_steps(cfg['H'], meta_batch_size=settings['meta_batch_size'],
+        # Every sampling round of a meta-batch is kept for the meta-gradient (as the
+        # algorithms check it, but before the log directory exists).
+        check_batch_steps(cfg['H'], cfg['K'] + 1,
+                          factor_name='sampling rounds (num_inner_grad_steps + 1)',
+                          meta_batch_size=settings['meta_batch_size'],
                           episodes_per_task=settings['episodes_per_task'])
     if not log_dir:  # --log-dir itself is checked while parsing (OUTPUT_DIR)
         with usage_errors('--log-dir'):

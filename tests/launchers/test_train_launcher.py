@@ -101,6 +101,21 @@ def test_gradient_variance_launcher_logs_rstd_for_both_arms(tmp_path):
                                                       for i in range(2)]
 
 
+def test_gradient_variance_refuses_a_batch_over_the_limit_before_its_log_dir(tmp_path):
+    """Every sampling round is kept: (K + 1) x M x R x H env steps at once. Just under
+    the limit without the rounds and over it with them is refused naming the option,
+    before the log directory exists."""
+    module = load_script(LAUNCHER.parent / 'gradient_variance.py', 'gv_launcher_limit')
+    log_dir = tmp_path / 'gv'
+    result = CliRunner().invoke(module.main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--n-rounds', '2',
+        '--meta-batch-size', '900000', '--episodes-per-task', '1', '--log-dir', str(log_dir)])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--meta-batch-size'" in result.output
+    assert 'sampling rounds (num_inner_grad_steps + 1) = 2 x' in result.output
+    assert not log_dir.exists()
+
+
 def test_gradient_variance_says_the_ratio_is_undefined_where_lvc_does_not_vary(tmp_path):
     # One episode per task on PointEnvCorner: LVC's meta-gradient is the same every round
     # (relative std 0), so DiCE's over LVC's is undefined: NaN, said so, not a crash.
