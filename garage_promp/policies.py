@@ -94,8 +94,16 @@ def distribution_params(policy: torch.nn.Module, params: Params | None,
             :math:`(N, A)`.
 
     """
-    out = policy(observations) if params is None else functional_call(policy, params,
-                                                                      (observations, ))
+    # Without torch's argument validation of the distribution: non-finite parameters
+    # (a step size that diverged) give a NaN loss or action, which the algorithms and the
+    # sampler name (the step sizes, the episode), not a ValueError from inside torch.
+    validate = torch.distributions.Distribution._validate_args  # pylint: disable=protected-access
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        out = policy(observations) if params is None else functional_call(policy, params,
+                                                                          (observations, ))
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(validate)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError('garage_promp algorithms need a Gaussian policy, whose forward returns '
                         f'(distribution, info); {type(policy).__name__} returned '

@@ -27,6 +27,7 @@ import tempfile
 from typing import Any, Callable, Iterable
 
 import click
+import numpy as np
 
 
 def _fail(name: str, requirement: str, value: Any):
@@ -52,10 +53,15 @@ def check_int(value: Any, name: str, minimum: int | None = None,
 
 def check_float(value: Any, name: str, low: float | None = None,
                 high: float | None = None, *, low_open: bool = False,
-                high_open: bool = False) -> float:
-    """``value`` as a finite float in the interval between low and high."""
+                high_open: bool = False, float32: bool = False) -> float:
+    """``value`` as a finite float in the interval between low and high.
+
+    ``float32``: the value enters float32 arithmetic (a step size on the policy's
+    parameters), so it must also be finite there, and an open bound must still hold
+    once rounded to float32: 1e39 would be inf, and a step size of 1e-60 zero.
+    """
     bounds = _bounds(low, high, closed=(not low_open, not high_open))
-    requirement = f'a finite number{bounds}'
+    requirement = f'a finite number{bounds}' + (' in float32' if float32 else '')
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         _fail(name, requirement, value)
     value = float(value)
@@ -65,7 +71,16 @@ def check_float(value: Any, name: str, low: float | None = None,
         _fail(name, requirement, value)
     if high is not None and (value > high or (high_open and value == high)):
         _fail(name, requirement, value)
+    if float32:
+        single = float(np.float32(value)) if abs(value) <= _FLOAT32_MAX else math.inf
+        if not math.isfinite(single) or (low_open and single == low) or (
+                high_open and single == high):
+            _fail(name, requirement, value)
     return value
+
+
+#: The largest finite float32.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_bool(value: Any, name: str) -> bool:

@@ -323,7 +323,12 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         spec = self._env_spec
         check_batches(batches, self._num_inner_grad_steps + 1,
                       spec.observation_space.flat_dim, spec.action_space.flat_dim)
-        self._optimize(itr, without_trailing_padding(batches))
+        # Where an outer step's policy is checked (_adam_step): each task's first step.
+        self._probe = (batches[0].observations[:, 0, 0], batches[0].actions[:, 0, 0])
+        try:
+            self._optimize(itr, without_trailing_padding(batches))
+        finally:
+            self._probe = None
 
     def _optimize(self, itr: int, batches: List[MetaBatch]):
         """:meth:`optimize` on checked arguments: each algorithm's outer step.

@@ -22,6 +22,7 @@ from garage_promp._console import phase
 from garage_promp._threads import learner_threads
 from garage_promp.algos._batch import MetaBatch, without_trailing_padding
 from garage_promp.objectives import discount_cumsum, masked_mean
+from garage_promp.policies import distribution_params
 
 from dowel import tabular
 from garage import EpisodeBatch, log_performance
@@ -212,6 +213,24 @@ class EpochLoop:
                 tabular.record(f'InnerStepSize/{name}/{stat.capitalize()}',
                                float(getattr(values, stat)()))
 
+    def _policy_finite_at_probe(self) -> bool:
+        """Whether the policy gives the probe's actions a finite log-likelihood.
+
+        The probe is the first step of every task's first episode of the meta-batch
+        being optimised (set by ``optimize``); without one, True. Parameters that are
+        finite but huge (a learning rate of 1e30) give means whose distance to any
+        action overflows float32: every likelihood ratio and KL of the next loss would be
+        NaN, and the sampler's actions inf.
+        """
+        probe = getattr(self, '_probe', None)
+        if probe is None:
+            return True
+        obs, actions = probe
+        with torch.no_grad():
+            mean, log_std = distribution_params(self._policy, None, obs)
+            log_likelihood = -0.5 * ((actions - mean) * torch.exp(-log_std)) ** 2 - log_std
+        return bool(torch.isfinite(log_likelihood).all())
+
     def _adam_step(self, optimizer: torch.optim.Optimizer,
                    loss: torch.Tensor) -> bool:
         """One optimiser step on ``loss``; skipped if loss or grads are NaN."""
@@ -232,12 +251,18 @@ class EpochLoop:
         before = [p.detach().clone() for p in self.outer_parameters()]
         state = copy.deepcopy(optimizer.state_dict())  # its moments would keep the overflow
         optimizer.step()
-        if not all(bool(torch.isfinite(p).all()) for p in self.outer_parameters()):
+        # Finite parameters can still be so large that the policy's mean is useless (a
+        # learning rate of 1e30): the policy is evaluated at a few of the batch's steps
+        # too, so that such a step is undone here, not met as NaN losses later.
+        finite = all(bool(torch.isfinite(p).all()) for p in self.outer_parameters())
+        if not finite or not self._policy_finite_at_probe():
             with torch.no_grad():
                 for p, old in zip(self.outer_parameters(), before):
                     p.copy_(old)
             optimizer.load_state_dict(state)
-            self._skip_non_finite_step('the outer step (the parameters it gave)')
+            self._skip_non_finite_step('the outer step (the parameters it gave)' if not finite
+                                       else "the outer step (the policy's likelihood of "
+                                            'sampled actions at the parameters it gave)')
             return False
         self._consecutive_nan_steps = 0
         return True

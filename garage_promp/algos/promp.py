@@ -78,16 +78,16 @@ class ProMP(MetaPolicySearch):
                  **kwargs):
         refuse_fixed_options(type(self), kwargs)
         learning_rate = check_float(learning_rate, 'learning_rate', 0.,
-                                    low_open=True)
+                                    low_open=True, float32=True)
         num_promp_steps = check_int(num_promp_steps, 'num_promp_steps', 1)
         num_minibatches = check_int(num_minibatches, 'num_minibatches', 1)
         # ε in (0, 1]: the lower clip bound 1 - ε below 0 would never bind (ratios are > 0).
         clip_eps = check_float(clip_eps, 'clip_eps', 0., 1., low_open=True)
         target_inner_step = check_float(target_inner_step,
                                         'target_inner_step', 0.,
-                                        low_open=True)
+                                        low_open=True, float32=True)
         init_inner_kl_penalty = check_float(init_inner_kl_penalty,
-                                            'init_inner_kl_penalty', 0.)
+                                            'init_inner_kl_penalty', 0., float32=True)
         adaptive_inner_kl_penalty = check_bool(adaptive_inner_kl_penalty,
                                                'adaptive_inner_kl_penalty')
         anneal_factor = check_float(anneal_factor, 'anneal_factor', 0., 1.,

@@ -110,14 +110,14 @@ class TRPOMAML(MetaPolicySearch):
                  hvp_subsample: float = 1.,
                  **kwargs):
         max_kl_step = check_float(max_kl_step, 'max_kl_step', 0.,
-                                  low_open=True)
+                                  low_open=True, float32=True)
         cg_iters = check_int(cg_iters, 'cg_iters', 1)
         backtrack_ratio = check_float(backtrack_ratio, 'backtrack_ratio', 0.,
                                       1., low_open=True, high_open=True)
         max_backtracks = check_int(max_backtracks, 'max_backtracks', 1)
         check_choice(hvp_approach, 'hvp_approach', HVP_APPROACHES)
-        fd_eps = check_float(fd_eps, 'fd_eps', 0., low_open=True)
-        cg_damping = check_float(cg_damping, 'cg_damping', 0.)
+        fd_eps = check_float(fd_eps, 'fd_eps', 0., low_open=True, float32=True)
+        cg_damping = check_float(cg_damping, 'cg_damping', 0., float32=True)
         hvp_subsample = check_float(hvp_subsample, 'hvp_subsample', 0., 1., low_open=True)
         super().__init__(env, policy, sampler, task_sampler,
                          inner_estimator=inner_estimator,

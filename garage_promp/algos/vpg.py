@@ -39,7 +39,7 @@ class MetaVPG(MetaPolicySearch):
     def __init__(self, env, policy, sampler, task_sampler, *,
                  learning_rate: float = 1e-3, **kwargs):
         learning_rate = check_float(learning_rate, 'learning_rate', 0.,
-                                    low_open=True)
+                                    low_open=True, float32=True)
         super().__init__(env, policy, sampler, task_sampler, **kwargs)
         self._learning_rate = learning_rate
         self._optimizer = torch.optim.Adam(self.outer_parameters(),

@@ -19,14 +19,17 @@ COMMON_BAD = [
     ('learner_threads', 0), ('learner_threads', True), ('learner_threads', 1.5),
 ]
 ALGO_BAD = {
-    'ProMP': [('learning_rate', 0.), ('num_promp_steps', 0), ('num_minibatches', 0),
+    'ProMP': [('learning_rate', 0.), ('learning_rate', 1e39), ('learning_rate', 1e-50),
+              ('target_inner_step', 1e39), ('init_inner_kl_penalty', 1e39),
+              ('num_promp_steps', 0), ('num_minibatches', 0),
               ('num_minibatches', 4), ('clip_eps', 0.), ('target_inner_step', 0.),
               ('init_inner_kl_penalty', -1.), ('anneal_factor', 0.),
               ('anneal_factor', 1.5)],
     'TRPOMAML': [('max_kl_step', 0.), ('inner_estimator', 'magic'), ('cg_iters', 0),
                  ('backtrack_ratio', 1.), ('max_backtracks', 0),
-                 ('hvp_approach', 'guess'), ('fd_eps', 0.), ('cg_damping', -1.)],
-    'LVCVPG': [('learning_rate', -1.)],
+                 ('hvp_approach', 'guess'), ('fd_eps', 0.), ('cg_damping', -1.),
+                 ('max_kl_step', 1e39), ('fd_eps', 1e-50), ('cg_damping', 1e39)],
+    'LVCVPG': [('learning_rate', -1.), ('learning_rate', 1e39)],
 }
 CASES = ([('LVCVPG', arg, value) for arg, value in COMMON_BAD] +
          [(algo, arg, value) for algo, bad in ALGO_BAD.items() for arg, value in bad])
@@ -129,7 +132,8 @@ def test_nan_meta_loss_skips_steps_then_raises():
 def test_an_outer_step_that_overflows_the_parameters_is_undone_then_blamed():
     """A finite gradient times a huge learning rate gives inf parameters: the step is
     undone and counted, and after MAX_CONSECUTIVE_NAN_STEPS the error names the rate."""
-    _, algo = make_algo('LVCVPG', learning_rate=1e308)
+    _, algo = make_algo('LVCVPG')  # (the constructor refuses a rate that is inf in float32)
+    _huge_learning_rate(algo, 1e308)
     before = [p.detach().clone() for p in algo.policy.parameters()]
     loss = sum((p ** 2).sum() for p in algo.policy.parameters())  # finite, grads finite
     for _ in range(algo.MAX_CONSECUTIVE_NAN_STEPS - 1):
@@ -140,6 +144,38 @@ def test_an_outer_step_that_overflows_the_parameters_is_undone_then_blamed():
     assert not algo._optimizer.state  # Adam's moments and step count undone too
     with pytest.raises(FloatingPointError, match=r'the outer step .*learning_rate=1e\+308'):
         algo._adam_step(algo._optimizer, loss)
+
+
+def _huge_learning_rate(algo, value):
+    """Set the optimiser's rate as a Python caller can, past the constructor's check."""
+    for group in algo._optimizer.param_groups:
+        group['lr'] = value
+    algo._learning_rate = value
+
+
+def test_an_outer_step_whose_policy_overflows_its_likelihoods_is_undone_then_blamed():
+    """Finite but huge parameters (a rate of 1e30) give means whose distance to the
+    sampled actions overflows: at the probe (each task's first step of the batch being
+    optimised) the log-likelihood is not finite, so the step is undone and counted like
+    an overflowing one; without the probe the step would stand."""
+    _, algo = make_algo('LVCVPG')
+    _huge_learning_rate(algo, 1e30)
+    batch = algo.sample_meta_batch(0)[0]
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    loss = sum((p ** 2).sum() for p in algo.policy.parameters())
+    algo._probe = (batch.observations[:, 0, 0], batch.actions[:, 0, 0])
+    for _ in range(algo.MAX_CONSECUTIVE_NAN_STEPS - 1):
+        assert not algo._adam_step(algo._optimizer, loss.clone())
+        loss = sum((p ** 2).sum() for p in algo.policy.parameters())
+    for p, b in zip(algo.policy.parameters(), before):
+        assert torch.equal(p.detach(), b)
+    with pytest.raises(FloatingPointError, match="likelihood of sampled actions.*1e\\+30"):
+        algo._adam_step(algo._optimizer, loss)
+    algo._probe = None
+    algo._consecutive_nan_steps = 0
+    loss = sum((p ** 2).sum() for p in algo.policy.parameters())
+    assert algo._adam_step(algo._optimizer, loss)  # finite parameters: taken
+    assert max(float(p.abs().max()) for p in algo.policy.parameters()) > 1e29
 
 
 def test_baseline_rejects_bad_reg_coeff_and_nan_fit():
@@ -178,3 +214,17 @@ def test_a_meta_batch_too_large_for_memory_is_refused_by_the_constructor(sizes, 
     together are refused over MAX_BATCH_STEPS, before anything is sampled."""
     with pytest.raises(ValueError, match=culprit + '.*fit in memory'):
         make_algo('LVCVPG', **sizes)
+
+
+def test_check_float_in_float32_refuses_what_float32_cannot_hold():
+    """A value that enters float32 arithmetic must be finite there, and keep an open
+    bound once rounded: 1e39 is inf in float32 and 1e-50 is 0, so > 0 fails."""
+    from garage_promp.validation import check_float
+    assert check_float(1e38, 'x', 0., low_open=True, float32=True) == 1e38
+    assert check_float(1e-40, 'x', 0., low_open=True, float32=True) == 1e-40  # subnormal > 0
+    assert check_float(0., 'x', 0., float32=True) == 0.
+    for value in (1e39, -1e39, 1e-50):
+        with pytest.raises(ValueError, match='x must be a finite number.* in float32'):
+            check_float(value, 'x', None if value < 0 else 0., low_open=value > 0,
+                        float32=True)
+    assert check_float(1e39, 'x', 0., low_open=True) == 1e39  # float64 work: allowed

@@ -243,9 +243,24 @@ def test_set_and_an_option_of_its_own_give_one_value(tmp_path):
 
 
 def test_a_diverging_step_size_ends_the_run_with_one_error_line_naming_it(tmp_path):
-    code, output, made = _refused(tmp_path, '--epochs', '8', '--set', 'learning_rate=1e308')
+    code, output, made = _refused(tmp_path, '--epochs', '8', '--set', 'learning_rate=1e37')
     assert code == 1 and 'Error: the outer step' in output, output
-    assert 'learning_rate=1e+308' in output and made  # the epochs done keep their snapshot
+    assert 'learning_rate=1e+37' in output and made  # the epochs done keep their snapshot
+    # One that is inf in float32 (Adam's step on the parameters) is refused before any work,
+    # and so is one that is zero there.
+    # Finite parameters so large that the policy's likelihoods overflow (learning rate 1e30:
+    # the first step makes them about 1e30) are undone like non-finite ones and counted;
+    # the run ends naming the step sizes, not with torch's error about a NaN scale.
+    for algo in ('ProMP', 'LVC-VPG'):
+        code, output, made = _refused(tmp_path / f'huge{algo}', '--algo', algo, '--epochs', '8',
+                                      '--set', 'learning_rate=1e30')
+        assert code == 1 and "Error: the outer step (the policy's likelihood" in output, output
+        assert 'in 5 consecutive epochs' in output and 'learning_rate=1e+30' in output
+    for value in ('1e39', '1e-60'):
+        code, output, made = _refused(tmp_path / f'lr{value}', '--set', f'learning_rate={value}')
+        assert code == 2 and 'learning_rate must be a finite number > 0.0 in float32' in output, (
+            output)
+        assert not made
     # An inner step size that is inf as stored (float32) is refused before any work; one that
     # diverges inside an inner step is named there (tests/algos/test_algos.py).
     code, output, made = _refused(tmp_path / 'b', '--set', 'inner_lr=1e308')
