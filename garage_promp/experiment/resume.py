@@ -220,8 +220,11 @@ def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> N
         if differs:
             raise ValueError(f'the snapshot in {log_dir} holds {differs}: not this run\'s snapshot')
     want_seed = variant.get('seed')
-    if (ours and seed is not None and isinstance(want_seed, int)
-            and not isinstance(want_seed, bool) and seed != want_seed):
+    if ours and 'seed' in variant and (not isinstance(want_seed, int)
+                                       or isinstance(want_seed, bool) or want_seed < 0):
+        raise DamagedRunFile(f'{os.path.join(log_dir, "variant.json")}: its seed is '
+                             f'{want_seed!r}, not the whole number >= 0 a run records')
+    if ours and seed is not None and 'seed' in variant and seed != want_seed:
         raise ValueError(f'the snapshot in {log_dir} has seed {seed}, its variant.json '
                          f"{want_seed}: not this run's snapshot")
     for option, attribute in (('meta_batch_size', '_meta_batch_size'),

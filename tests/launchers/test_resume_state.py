@@ -277,3 +277,19 @@ def test_a_log_whose_env_steps_are_not_the_snapshots_is_refused(promp_run, tmp_p
     (log_dir / 'progress.csv').write_text(text)
     _run('--resume', str(log_dir), '--epochs', '3')
     assert len(_rows(log_dir)) == 3
+
+
+@pytest.mark.parametrize('seed', ['1e400', '"one"', 'true', '-3'])
+def test_a_variant_whose_seed_no_run_records_is_damaged(promp_run, tmp_path, seed):
+    """variant.json's seed is what the snapshot is checked against: one that is not a
+    whole number >= 0 (inf, a string, a bool) is damage, named, not a check skipped."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    variant = json.loads((log_dir / 'variant.json').read_text())
+    variant['seed'] = '@SEED@'
+    (log_dir / 'variant.json').write_text(json.dumps(variant).replace('"@SEED@"', seed))
+    before = (log_dir / 'progress.csv').read_text()
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert 'variant.json: its seed is' in proc.stderr and 'not the whole number' in proc.stderr
+    assert (log_dir / 'progress.csv').read_text() == before
