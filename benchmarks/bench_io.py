@@ -18,6 +18,51 @@ def write_results(out, stem: str, results, table: str, **settings) -> None:
     (out / f'{stem}.md').write_text(table + '\n')
 
 
+#: The largest saved results file a ``--summarize`` reads (the committed ones are < 1 MiB).
+MAX_RESULTS_BYTES = 64 * 2 ** 20
+
+
+def read_saved_results(path) -> dict:
+    """A saved results JSON (``physics.json``, ``throughput.json``, ``workers.json``), checked
+    as what a benchmark writes: a plain file of at most :data:`MAX_RESULTS_BYTES` (a named
+    pipe or ``/dev/zero`` is not read), a JSON object whose ``results`` rows hold no null,
+    and every number in it finite and >= 0 (times, rates, ratios and counts are; ``meta``
+    may hold nulls for what was not given).
+
+    Raises:
+        ValueError: Naming what is wrong and where (``results[2].sampler_lean``).
+
+    """
+    import math  # pylint: disable=import-outside-toplevel
+    import stat  # pylint: disable=import-outside-toplevel
+    status = os.stat(path)
+    if not stat.S_ISREG(status.st_mode):
+        from garage_promp._garage_compat import file_kind  # pylint: disable=import-outside-toplevel
+        raise ValueError(f'not a file ({file_kind(path)})')
+    if status.st_size > MAX_RESULTS_BYTES:
+        raise ValueError(f'{status.st_size:,} bytes, more than any saved results '
+                         f'({MAX_RESULTS_BYTES:,})')
+    saved = json.loads(pathlib.Path(path).read_text(encoding='utf-8'))
+    if not isinstance(saved, dict):
+        raise ValueError(f'a JSON {type(saved).__name__}, not the object a benchmark writes')
+
+    def check(value, where, nulls):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                check(item, f'{where}.{key}' if where else str(key), nulls and key != 'results')
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                check(item, f'{where}[{i}]', nulls)
+        elif value is None and not nulls:
+            raise ValueError(f'{where} is null')
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+                math.isfinite(value) and value >= 0):
+            raise ValueError(f'{where} is {value!r}: no benchmark measures that')
+
+    check(saved, '', True)
+    return saved
+
+
 def check_metaworld_names(names) -> None:
     """Load Meta-World (the package's set-up) and check each of ``names`` is a Meta-World
     v3 env name, else ``click.BadParameter`` naming ``--env`` and the name."""

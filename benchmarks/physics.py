@@ -61,13 +61,20 @@ from garage_promp.validation import (
     WORKERS,
     StrictCommand,
     count,
+    given_flags,
 )
 
 import click
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_io import check_env_batches, env_setup, promp_experiment, write_results  # noqa: E402  pylint: disable=wrong-import-position
+from bench_io import (  # noqa: E402  pylint: disable=wrong-import-position
+    check_env_batches,
+    env_setup,
+    promp_experiment,
+    read_saved_results,
+    write_results,
+)
 from throughput import at_barrier  # noqa: E402  pylint: disable=wrong-import-position
 
 DEFAULT_ENVS = ('HalfCheetahFwdBack', 'HopperRandParams', 'WalkerFwdBack', 'AntRandDirec',
@@ -511,15 +518,17 @@ SUMMARY_KEYS = ('env', 'physics', 'wrapped', 'sampler_lean', 'ratio_raw', 'ratio
 def read_results(paths) -> list:
     """The rows of saved ``physics*.json`` files, in order; an unreadable file or a row without
     one of :data:`SUMMARY_KEYS` (the timed pass's columns) is a usage error naming it."""
-    import json  # pylint: disable=import-outside-toplevel
     rows = []
     for path in paths:
         try:
-            found = json.loads(pathlib.Path(path).read_text())['results']
+            found = read_saved_results(path)['results']
+            if not isinstance(found, list) or not found:
+                raise ValueError('no rows of results')
             for row in found:
                 missing = [key for key in SUMMARY_KEYS if key not in row]
                 if missing:
                     raise KeyError(', '.join(missing))
+                goals_table([row])  # each value formats as its column's (a number, not text)
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise click.BadParameter(f'{path}: not a one-process physics.json with the timed '
                                      f'pass\'s columns ({type(error).__name__}: {error})',
@@ -558,6 +567,10 @@ def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_ste
          summaries):
     """Print the physics table of ENVS."""
     if summaries:
+        others = given_flags(click.get_current_context(), exclude=('summaries', ))
+        if others:
+            raise click.UsageError(f'--summarize prints saved files and measures nothing: '
+                                   f'{", ".join(others)} would not be read')
         click.echo(goals_table(read_results(summaries)))
         return
     os.environ.setdefault('OMP_NUM_THREADS', '1')

@@ -58,6 +58,7 @@ import click
 HERE = pathlib.Path(__file__).resolve().parent
 # Its sibling modules (bench_io, checks_cost) import by name, also when a test loads this file.
 sys.path.insert(0, str(HERE))
+from bench_io import read_saved_results  # noqa: E402  pylint: disable=wrong-import-position
 
 #: Batches: the paper's (40 tasks × 20 episodes, paper Table 1) and a small one.
 BATCHES = {
@@ -284,19 +285,20 @@ def summarize_file(path) -> str:
     """The tables of a saved ``throughput.json`` (table mode) or ``workers.json`` (or of
     several such runs kept under ``runs``), and the measurements a time limit skipped."""
     try:
-        runs = _saved_runs(json.loads(pathlib.Path(path).read_text()))
+        runs = _saved_runs(read_saved_results(path))
         for _, meta, results in runs:
             if not (isinstance(meta, dict) and isinstance(results, list)
                     and all(isinstance(r, dict) and 'what' in r for r in results)):
                 raise ValueError('no meta and results of measurements')
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        # Formatting reads every value as its column's: text where a time belongs is damage.
+        if len(runs) == 1:
+            return _summary(*runs[0][1:])
+        return '\n\n'.join(f'## {title}\n\n{_summary(meta, results)}'
+                             for title, meta, results in runs)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as error:
         raise click.BadParameter(f'{path} is not a saved throughput.json or workers.json '
                                  f'({type(error).__name__}: {error})',
                                  param_hint='--summarize') from None
-    if len(runs) == 1:
-        return _summary(*runs[0][1:])
-    return '\n\n'.join(f'## {title}\n\n{_summary(meta, results)}'
-                         for title, meta, results in runs)
 
 
 # ------------------------------------------------------------------ tables
@@ -605,6 +607,11 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
     meta['skipped'] = deadline.skipped  # the same list: filled as measurements are skipped
 
     def save(name, results):
+        if not results:  # a time limit that left nothing: an earlier run's file is kept
+            click.echo(f'nothing was measured: {out / name} '
+                       f'{"is left as it was" if (out / name).exists() else "is not written"}',
+                       err=True)
+            return
         (out / name).write_text(json.dumps(dict(meta=meta, results=results), indent=1))
 
     if mode == 'table':
@@ -625,7 +632,7 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
         click.echo(format_table(results))
         click.echo('\nUpdate breakdown (seconds, share of the update):\n')
         click.echo(format_breakdown(results))
-        save('throughput.json', results)  # with the skipped measurements, or none measured
+        save('throughput.json', results)  # with the skipped measurements
         deadline.report()
     elif mode == 'checks':
         from bench_io import write_results  # pylint: disable=import-outside-toplevel

@@ -70,15 +70,22 @@ def test_throughput_workers_mode_quick(tmp_path):
 
 
 def test_throughput_time_limit_skips_what_it_cannot_start(tmp_path):
-    """Past --time-limit no measurement starts: the skipped ones are printed and saved."""
+    """Past --time-limit no measurement starts: the skipped ones are printed, and a run
+    that measured nothing writes nothing, so an earlier run's file in --out is kept."""
     proc = _run_benchmark('throughput.py', '--quick', '--algo', 'ProMP', '--gpu', 'no',
                           '--time-limit', '1e-9', '--out', str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    saved = json.loads((tmp_path / 'throughput.json').read_text())
-    assert saved['results'] == []
-    assert [s['what'] for s in saved['meta']['skipped']] == ['raw', 'garage-MAMLTRPO', 'ProMP',
-                                                             'raw']
+    assert not (tmp_path / 'throughput.json').exists()
+    assert 'nothing was measured' in proc.stderr and 'is not written' in proc.stderr
     assert 'time limit: 4 measurement(s) not started' in proc.stderr
+    for what in ('raw', 'garage-MAMLTRPO', 'ProMP'):
+        assert f'"what": "{what}"' in proc.stderr
+    earlier = (ROOT / 'benchmarks' / 'results' / 'throughput.json').read_text()
+    (tmp_path / 'throughput.json').write_text(earlier)
+    proc = _run_benchmark('throughput.py', '--quick', '--algo', 'ProMP', '--gpu', 'no',
+                          '--time-limit', '1e-9', '--out', str(tmp_path))
+    assert proc.returncode == 0 and 'is left as it was' in proc.stderr, proc.stderr[-3000:]
+    assert (tmp_path / 'throughput.json').read_text() == earlier
 
 
 def test_throughput_gpu_rows_follow_their_cpu_rows():
@@ -459,3 +466,38 @@ def test_every_campaign_command_gives_each_option_once(tmp_path):
     with pytest.raises(ValueError, match='flag-value pairs'):
         learning._run_command('ProMP', 'PointEnvCorner', 1, 100, (2, 2), tmp_path, False,
                               ['--set'])
+
+
+@pytest.mark.parametrize('script', ['physics.py', 'throughput.py'])
+def test_summarize_refuses_what_no_benchmark_writes(tmp_path, script):
+    """--summarize reads a plain file of a benchmark's results: a device or named pipe is
+    not read, and text, null, NaN or a negative number where a measurement belongs is
+    refused naming the field; each benchmark refuses the options it would not read."""
+    import copy
+    import os
+    source = 'physics.json' if script == 'physics.py' else 'workers_2core.json'
+    saved = json.loads((ROOT / 'benchmarks' / 'results' / source).read_text())
+    field = 'physics' if script == 'physics.py' else 'sample_s'
+    cases = {'text': 'fast', 'null': None, 'negative': -1.0}
+    for name, value in cases.items():
+        damaged = copy.deepcopy(saved)
+        damaged['results'][0][field] = value
+        path = tmp_path / f'{name}.json'
+        path.write_text(json.dumps(damaged))
+        proc = _run_benchmark(script, '--summarize', str(path))
+        assert proc.returncode == 2 and str(path) in proc.stderr, (name, proc.stderr)
+        assert 'Traceback' not in proc.stderr
+        if name != 'text':
+            assert f'results[0].{field} is' in proc.stderr, (name, proc.stderr)
+    path = tmp_path / 'nan.json'
+    path.write_text(json.dumps(saved).replace(f'"{field}": ', f'"{field}": NaN, "was": ', 1))
+    proc = _run_benchmark(script, '--summarize', str(path))
+    assert proc.returncode == 2 and f'results[0].{field} is nan' in proc.stderr, proc.stderr
+    os.mkfifo(tmp_path / 'pipe')
+    for path in ('/dev/zero', str(tmp_path / 'pipe')):
+        proc = _run_benchmark(script, '--summarize', path)
+        assert proc.returncode == 2 and 'not a file (a' in proc.stderr, proc.stderr
+    extra = ['--repeats', '2'] if script == 'physics.py' else ['--iters', '2']
+    proc = _run_benchmark(script, '--summarize', str(ROOT / 'benchmarks' / 'results' / source),
+                          *extra)
+    assert proc.returncode == 2 and f'{extra[0]} would not be read' in proc.stderr, proc.stderr
