@@ -22,7 +22,7 @@ from garage_promp.experiment.builder import build_experiment, check_overrides, o
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs, env_config
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import SNAPSHOT_MODES, resume_run
-from garage_promp.experiment.run_dir import LOCK_NAME, RunDirBusy, owned_run_dir
+from garage_promp.experiment.run_dir import LOCK_NAME, DamagedRunFile, RunDirBusy, owned_run_dir
 from garage_promp.policies import LOG_STD_KINDS
 from garage_promp.sampler.backends import SamplerWorkerError, live_worker_pids
 from garage_promp.validation import (
@@ -99,6 +99,21 @@ _BUILT = {}
 #: The directory of the run this process trains (set as the run starts), for the
 #: line printed at Ctrl-C.
 _RUN_DIR = []
+
+
+def _check_sibling_fits(log_dir: str) -> None:
+    """garage puts a run whose ``--log-dir`` holds files beside it, as ``<name>_1``,
+    ``_2``...: refuse a name too long for that, before anything is written."""
+    parent, name = os.path.split(os.path.abspath(log_dir))
+    try:
+        limit = os.pathconf(parent, 'PC_NAME_MAX')
+    except (OSError, ValueError):
+        limit = 255
+    if len(os.fsencode(name + '_1')) > limit:
+        raise click.BadParameter(f'{log_dir} already holds files, and a directory beside it '
+                                 f"({name[:20]}..._1) would need a name over the file system's "
+                                 f'{limit} bytes: give a shorter --log-dir, or --resume '
+                                 f'{log_dir} to continue the run there', param_hint='--log-dir')
 
 
 def _interrupted_note() -> str:
@@ -268,10 +283,12 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         # Another run writing there: not about the command line (one line, no
         # usage text); checked before garage's wrap_experiment touches its files.
         if os.path.exists(os.path.join(log_dir, LOCK_NAME)):  # (a run writing there has one;
-            with user_errors(expected=(RunDirBusy, )):    # none is made in a foreign dir)
+            with user_errors(expected=(RunDirBusy, DamagedRunFile)):  # (none is made in a
+                # foreign dir; one that is no plain file is refused, not written through)
                 with owned_run_dir(log_dir, record_pid=False):  # this run may go beside it
                     pass
         if any(name != LOCK_NAME for name in os.listdir(log_dir)):
+            _check_sibling_fits(log_dir)
             click.echo(f'{log_dir} already holds files: this run goes to a new directory beside '
                        "it (garage's wrap_experiment adds _1, _2, ...; its 'Logging to' line "
                        f'names it). To continue the run in {log_dir}: --resume {log_dir}',

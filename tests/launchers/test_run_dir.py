@@ -275,3 +275,14 @@ def test_a_lock_that_is_not_a_file_is_refused_and_nothing_is_written_through_it(
     (run / '.lock').rmdir()
     with owned_run_dir(str(run)):  # a plain lock file is made and holds the pid
         assert (run / '.lock').read_text() == f'{os.getpid()}\n'
+
+
+def test_an_output_path_that_is_a_link_loop_is_named_as_one(tmp_path):
+    """A link to nothing and a link loop are both refused, each said as what it is."""
+    (tmp_path / 'a').symlink_to('b')
+    (tmp_path / 'b').symlink_to('a')
+    (tmp_path / 'dangling').symlink_to('missing')
+    with pytest.raises(ValueError, match=r"'.*/a' is a symbolic link loop \(through 'b'\)"):
+        check_output_path(str(tmp_path / 'a'), '--log-dir')
+    with pytest.raises(ValueError, match="symbolic link to 'missing', which does not exist"):
+        check_output_path(str(tmp_path / 'dangling'), '--log-dir')

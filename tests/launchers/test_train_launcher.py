@@ -396,3 +396,32 @@ def test_the_ctrl_c_line_says_what_the_run_left(tmp_path, monkeypatch):
     (run / 'itr_3.pkl').write_bytes(b'')
     assert launcher._interrupted_note() == (f'the newest snapshot in {run} stays; '
                                             f'--resume {run} continues from it')
+
+
+def test_a_log_dir_with_files_whose_sibling_cannot_be_named_or_a_linked_lock_is_refused(
+        tmp_path):
+    """A --log-dir that holds files sends the run beside it (<name>_1): a name too long
+    for that is refused naming --log-dir (not garage's OSError after the notice), and a
+    .lock there that is a symbolic link is refused, its target untouched."""
+    long_dir = tmp_path / ('f' * 254)
+    long_dir.mkdir()
+    (long_dir / 'keep').write_text('x')
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--hidden-sizes', '4', '--log-dir', str(long_dir)])
+    assert result.exit_code == 2 and 'Invalid value for --log-dir' in result.output, (
+        result.output)
+    assert 'would need a name over' in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [long_dir.name]
+    linked = tmp_path / 'linked'
+    linked.mkdir()
+    (linked / 'keep').write_text('x')
+    (linked / '.lock').symlink_to('keep')
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--hidden-sizes', '4', '--log-dir', str(linked)])
+    assert result.exit_code == 1 and 'is not a file (a symbolic link' in result.output, (
+        result.output)
+    assert (linked / 'keep').read_text() == 'x'
