@@ -1251,6 +1251,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
             'yet; otherwise they are drawn as dotted lines and counted beside the seeds as '
             '"in progress".)', '']
     claims = []
+    damaged_pairs = set()  # (env, algorithm) of runs left out for a damaged log
     for fig in figs:
         if fig == 'fig8':
             text += fig8_report(out / 'fig8', draw=write)
@@ -1268,9 +1269,10 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
         missing = [name for name, (state, _) in states.items() if state != 'done']
         # Not done yet: under way (running, or stopped part-way, its steps so far), or not begun.
         begun = [f'{name} ({done:,.0f} steps)' for name, (state, done) in states.items()
-                 if state != 'done' and done > 0]
+                 if state not in ('done', 'damaged') and done > 0]
         unbegun = [name for name, (state, done) in states.items()
-                   if state != 'done' and done == 0]
+                   if state not in ('done', 'damaged') and done == 0]  # (damaged: named below)
+        damaged_pairs |= {(r.env, r.tag) for r in runs if r.name in campaign.damage}
         title = {'fig2': 'Fig. 2: post-update return (ProMP vs MAML-TRPO vs E-MAML-TRPO)',
                  'fig3': "Fig. 3: VPG with each meta-gradient estimator",
                  'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward',
@@ -1358,6 +1360,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
                 text += ['Trajectories of each algorithm\'s seed-1 policy, pre-update and after '
                          'each inner step, on the four corner tasks (goal regions shaded):', '',
                          '![fig5 trajectories](fig5/fig5_trajectories.png)', '']
+    claims = [_damaged_not_unrun(claim, damaged_pairs) for claim in claims]
     paper = [c for c in claims if c[0].startswith(PAPER_FIGS)]
     own = [c for c in claims if not c[0].startswith(PAPER_FIGS)]
     text += claims_table(paper)
@@ -1376,6 +1379,19 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
 README = HERE.parent / 'README.md'
 CLAIMS_BEGIN = '<!-- claims table: written by benchmarks/paper.py report; do not edit by hand -->'
 CLAIMS_END = '<!-- end of the claims table -->'
+
+
+def _damaged_not_unrun(claim, damaged_pairs):
+    """A claims row without numbers because a compared run's log is damaged says so, not
+    'not run yet' (``damaged_pairs``: the ``(env, algorithm)`` of such runs)."""
+    text, evidence, measured, verdict = claim
+    if measured != 'not run yet' or ': ' not in text or ' > ' not in text:
+        return claim
+    head, pair = text.rsplit(': ', 1)
+    algos = pair.split(' > ')
+    if any(algo in algos and f' {env}' in f' {head}' for env, algo in damaged_pairs):
+        return text, evidence, 'left out: a damaged log (see its figure)', verdict
+    return claim
 
 
 def claims_table(claims) -> List[str]:

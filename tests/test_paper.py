@@ -512,7 +512,7 @@ def test_a_start_that_never_saved_is_cleared_and_foreign_files_set_aside(paper, 
 
 
 def test_a_damaged_log_is_named_by_status_and_report_and_refused_by_run(paper, tmp_path):
-    run = paper.quick_runs('fig5')[0]
+    run = next(r for r in paper.quick_runs('fig5') if r.tag == 'MAML-TRPO')
     campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
     _write_progress(campaign.run_dir(run), [100], run=run)
     with open(campaign.run_dir(run) / 'progress.csv', 'a') as f:
@@ -531,7 +531,18 @@ def test_a_damaged_log_is_named_by_status_and_report_and_refused_by_run(paper, t
                                                                       'variant.json']
     status = _paper('status', 'fig5', *args).stdout
     assert f'damaged  {run.name}' in status and 'line 3' in status
-    assert 'line 3' in paper.report(campaign, ['fig5'])
+    text = paper.report(campaign, ['fig5'])
+    assert 'line 3' in text
+    # Named once, as damaged: not also missing or under way, and the claims comparing its
+    # algorithm say why they have no numbers rather than 'not run yet'.
+    lists = [line for line in text.splitlines() if line.startswith(('Missing:', 'Under way:'))]
+    assert lists and not any(run.name in line for line in lists), lists
+    rows = [line for line in text.splitlines() if line.startswith('| Fig. 5')]
+    assert rows
+    for row in rows:
+        compared = row.split(': ', 1)[1].split(' |')[0].split(' > ')
+        assert ('left out: a damaged log' in row) == (run.tag in compared), row
+    assert any(run.tag not in row for row in rows)  # (both kinds of row are there)
 
 
 @pytest.mark.parametrize('variant, why', [
