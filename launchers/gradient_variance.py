@@ -24,6 +24,7 @@ from garage_promp.validation import (
     OUTPUT_DIR,
     SEED,
     StrictCommand,
+    announce_new_run_beside,
     check_batch_steps,
     check_output_path,
     count,
@@ -127,6 +128,8 @@ def main(env_name, preset, seed, epochs, n_rounds, meta_batch_size, episodes_per
                  * settings['episodes_per_task'] * cfg['H'] * (cfg['K'] + 1))
     click.echo(f'{per_epoch:,} env steps per epoch (both arms), '
                f"{per_epoch * settings['epochs']:,} in all", err=True)
+    if log_dir:
+        announce_new_run_beside(log_dir)
     options = {'log_dir': log_dir} if log_dir else {}
     gradient_variance(options, env_name=env_name, seed=seed, **settings)
 

@@ -36,6 +36,7 @@ from garage_promp.validation import (
     WORKERS,
     FiniteFloat,
     StrictCommand,
+    announce_new_run_beside,
     check_batch_steps,
     check_output_path,
     check_run_dir,
@@ -99,21 +100,6 @@ _BUILT = {}
 #: The directory of the run this process trains (set as the run starts), for the
 #: line printed at Ctrl-C.
 _RUN_DIR = []
-
-
-def _check_sibling_fits(log_dir: str) -> None:
-    """garage puts a run whose ``--log-dir`` holds files beside it, as ``<name>_1``,
-    ``_2``...: refuse a name too long for that, before anything is written."""
-    parent, name = os.path.split(os.path.abspath(log_dir))
-    try:
-        limit = os.pathconf(parent, 'PC_NAME_MAX')
-    except (OSError, ValueError):
-        limit = 255
-    if len(os.fsencode(name + '_1')) > limit:
-        raise click.BadParameter(f'{log_dir} already holds files, and a directory beside it '
-                                 f"({name[:20]}..._1) would need a name over the file system's "
-                                 f'{limit} bytes: give a shorter --log-dir, or --resume '
-                                 f'{log_dir} to continue the run there', param_hint='--log-dir')
 
 
 def _interrupted_note() -> str:
@@ -287,12 +273,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                 # foreign dir; one that is no plain file is refused, not written through)
                 with owned_run_dir(log_dir, record_pid=False):  # this run may go beside it
                     pass
-        if any(name != LOCK_NAME for name in os.listdir(log_dir)):
-            _check_sibling_fits(log_dir)
-            click.echo(f'{log_dir} already holds files: this run goes to a new directory beside '
-                       "it (garage's wrap_experiment adds _1, _2, ...; its 'Logging to' line "
-                       f'names it). To continue the run in {log_dir}: --resume {log_dir}',
-                       err=True)
+        announce_new_run_beside(log_dir, f'To continue the run in {log_dir}: --resume '
+                                         f'{log_dir}')
     if max_env_steps is not None and click_ctx.get_parameter_source(
             'epochs') != click.core.ParameterSource.COMMANDLINE:
         run['epochs'] = built.algo.epochs_for_budget(max_env_steps)

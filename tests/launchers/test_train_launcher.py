@@ -425,3 +425,19 @@ def test_a_log_dir_with_files_whose_sibling_cannot_be_named_or_a_linked_lock_is_
     assert result.exit_code == 1 and 'is not a file (a symbolic link' in result.output, (
         result.output)
     assert (linked / 'keep').read_text() == 'x'
+
+
+def test_gradient_variance_says_where_it_goes_beside_a_log_dir_with_files(tmp_path):
+    """As train.py: a --log-dir that holds files gets the run beside it, said up front."""
+    module = load_script(LAUNCHER.parent / 'gradient_variance.py', 'gv_launcher_beside')
+    log_dir = tmp_path / 'gv'
+    log_dir.mkdir()
+    (log_dir / 'keep').write_text('x')
+    result = CliRunner().invoke(module.main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--n-rounds', '2',
+        '--meta-batch-size', '2', '--episodes-per-task', '1', '--log-dir', str(log_dir)])
+    assert result.exit_code == 0, result.output
+    assert f'{log_dir} already holds files: this run goes to a new directory beside it' in (
+        result.output)
+    assert (tmp_path / 'gv_1' / 'progress.csv').exists()
+    assert sorted(p.name for p in log_dir.iterdir()) == ['keep']
