@@ -628,23 +628,44 @@ def _refuse_repeated(command, ctx, args, stop=()):
                                'silently replace the first)', ctx=ctx)
 
 
+def _refuse_repeated_values(command: click.Command, ctx: click.Context):
+    """A repeatable option given one value twice (``--env X --env X`` would measure X twice,
+    ``--algo A --algo A`` run A twice) is refused, naming the option and the value."""
+    for param in command.params:
+        if not (isinstance(param, click.Option) and param.multiple):
+            continue
+        if ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        seen = []
+        for value in ctx.params.get(param.name) or ():
+            if value in seen:
+                raise click.UsageError(f'{param.opts[0]} {value} is given twice: give each '
+                                       'value once', ctx)
+            seen.append(value)
+
+
 class StrictCommand(click.Command):
     """A command that refuses an option given twice, where click keeps the last silently
-    (``--seed 1 --seed 2`` would run seed 2, ``--out A --out B`` write to B)."""
+    (``--seed 1 --seed 2`` would run seed 2, ``--out A --out B`` write to B), and a
+    repeatable option's value given twice."""
 
     def parse_args(self, ctx, args):
         _refuse_repeated(self, ctx, args)
-        return super().parse_args(ctx, args)
+        rest = super().parse_args(ctx, args)
+        _refuse_repeated_values(self, ctx)
+        return rest
 
 
 class StrictGroup(click.Group):
-    """:class:`StrictCommand`'s rule for a group's own options and for its subcommands."""
+    """:class:`StrictCommand`'s rules for a group's own options and for its subcommands."""
 
     command_class = StrictCommand
 
     def parse_args(self, ctx, args):
         _refuse_repeated(self, ctx, args, stop=set(self.commands))
-        return super().parse_args(ctx, args)
+        rest = super().parse_args(ctx, args)
+        _refuse_repeated_values(self, ctx)
+        return rest
 
 
 @contextlib.contextmanager

@@ -238,6 +238,24 @@ def test_an_option_given_twice_is_refused_before_any_work(scripts, monkeypatch, 
     assert _listing(tmp_path) == before
 
 
+@pytest.mark.parametrize('script, extra', [
+    ('benchmarks/physics.py', ['--env', 'HopperRandParams', '--env', 'HopperRandParams']),
+    ('benchmarks/learning.py', ['--algo', 'ProMP', '--algo', 'ProMP']),
+    ('launchers/plot.py', ['--key', 'post', '--key', 'post']),
+    ('launchers/train.py', ['--set', 'inner_lr=0.1', '--set', 'inner_lr=0.1']),
+    ('benchmarks/checks_cost.py', ['--env', 'HopperRandParams', '--env', 'HopperRandParams'])],
+    ids=lambda v: v if isinstance(v, str) else v[0])
+def test_a_value_given_twice_to_a_repeatable_option_is_refused(scripts, monkeypatch, tmp_path,
+                                                              script, extra):
+    """``--env X --env X`` would measure X twice (``--seeds 2 --seeds 2`` run seed 2 twice):
+    refused naming the option and the value, before any work."""
+    result = _invoke(scripts, monkeypatch, tmp_path, script,
+                     with_options(SCRIPTS[script][1], extra))
+    assert not isinstance(result.exception, WorkStarted), f'work started: {result.output}'
+    assert result.exit_code == 2, result.output
+    assert f'{extra[0]} {extra[1]} is given twice' in result.output, result.output
+
+
 def test_a_subcommands_option_given_twice_is_refused(tmp_path):
     paper = load_script(ROOT / 'benchmarks' / 'paper.py', 'option_check_paper_twice')
     result = CliRunner().invoke(paper.cli, ['status', '--results-dir', str(tmp_path / 'a'),
