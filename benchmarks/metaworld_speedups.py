@@ -20,7 +20,7 @@ import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp.envs import MetaWorldTaskSampler, _metaworld_speedups, make_benchmark
-from garage_promp.validation import StrictCommand
+from garage_promp.validation import IntRange, StrictCommand
 
 import click
 import mujoco
@@ -94,9 +94,9 @@ def table(rows) -> str:
 @click.command(cls=StrictCommand)
 @click.option('--env', 'envs', multiple=True, default=DEFAULT_ENVS, show_default=True,
               help='Meta-World v3 env names.')
-@click.option('--steps', type=click.IntRange(min=100), default=2000, show_default=True)
-@click.option('--repeats', type=click.IntRange(min=1), default=3, show_default=True)
-@click.option('--horizon', type=click.IntRange(min=1, max=500), default=500, show_default=True)
+@click.option('--steps', type=IntRange(min=100), default=2000, show_default=True)
+@click.option('--repeats', type=IntRange(min=1), default=3, show_default=True)
+@click.option('--horizon', type=IntRange(min=1, max=500), default=500, show_default=True)
 @click.option('--out', type=click.Path(file_okay=False), default=None,
               help='Write metaworld_speedups.json and .md here.')
 def main(envs, steps, repeats, horizon, out):

@@ -29,7 +29,7 @@ import time
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp.envs import MetaWorldTaskSampler, _metaworld_batch, make_benchmark
 from garage_promp.envs.metaworld import MetaWorldEnv
-from garage_promp.validation import StrictCommand
+from garage_promp.validation import IntRange, StrictCommand
 
 import click
 import mujoco
@@ -144,12 +144,12 @@ def table(rows) -> str:
 @click.command(cls=StrictCommand)
 @click.option('--env', 'names', multiple=True, default=DEFAULT_ENVS, show_default=True,
               help='Meta-World v3 env names.')
-@click.option('--envs', 'n_envs', type=click.IntRange(min=1, max=200), default=40,
+@click.option('--envs', 'n_envs', type=IntRange(min=1, max=200), default=40,
               show_default=True, help='Envs in the wave.')
-@click.option('--steps', type=click.IntRange(min=1), default=200, show_default=True,
+@click.option('--steps', type=IntRange(min=1), default=200, show_default=True,
               help='Wave steps per timing.')
-@click.option('--repeats', type=click.IntRange(min=1), default=3, show_default=True)
-@click.option('--horizon', type=click.IntRange(min=1, max=500), default=100, show_default=True)
+@click.option('--repeats', type=IntRange(min=1), default=3, show_default=True)
+@click.option('--horizon', type=IntRange(min=1, max=500), default=100, show_default=True)
 @click.option('--out', type=click.Path(file_okay=False), default=None,
               help='Write metaworld_waves.json (with the machine and date) and .md here.')
 def main(names, n_envs, steps, repeats, horizon, out):

@@ -21,7 +21,7 @@ import time
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp.envs import _mujoco
 from garage_promp.experiment.env_names import ENVS
-from garage_promp.validation import StrictCommand
+from garage_promp.validation import IntRange, StrictCommand
 
 from bench_io import write_results
 import click
@@ -84,11 +84,11 @@ def format_table(rows) -> str:
 @click.command(cls=StrictCommand)
 @click.option('--env', 'envs', multiple=True, type=click.Choice(DEFAULT_ENVS),
               default=DEFAULT_ENVS, show_default=True)
-@click.option('--envs', 'n_envs', type=click.IntRange(1, 2000), default=200, show_default=True,
+@click.option('--envs', 'n_envs', type=IntRange(1, 2000), default=200, show_default=True,
               help='Envs in the wave (a worker of the paper-size meta-batch: 20 x 10).')
-@click.option('--steps', type=click.IntRange(1, 100000), default=50, show_default=True,
+@click.option('--steps', type=IntRange(1, 100000), default=50, show_default=True,
               help='Steps of the wave per timing.')
-@click.option('--repeats', type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option('--repeats', type=IntRange(1, 1000), default=10, show_default=True)
 @click.option('--out', type=click.Path(file_okay=False), default=None,
               help='Write wave_constants.json and wave_constants.md here.')
 def main(envs, n_envs, steps, repeats, out):

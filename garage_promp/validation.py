@@ -181,19 +181,29 @@ MAX_SECONDS = 10 ** 8
 MAX_WORKERS = max(32, 8 * (os.cpu_count() or 1))
 
 
+class IntRange(click.IntRange):
+    """click's IntRange written in ASCII digits: Python's ``int`` also reads other scripts'
+    digits ('١٢' is 12), which no other option and no file this package writes accepts."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.isascii():
+            self.fail(f'{value!r} is not an integer written in the digits 0-9.', param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def count(minimum: int = 1, maximum: int = MAX_COUNT) -> click.IntRange:
     """A click type: an int in [minimum, maximum] (default [1, MAX_COUNT])."""
-    return click.IntRange(minimum, maximum)
+    return IntRange(minimum, maximum)
 
 
 #: A click type: a seed in [0, MAX_SEED].
-SEED = click.IntRange(0, MAX_SEED)
+SEED = IntRange(0, MAX_SEED)
 #: A click type: a number of worker processes (or threads), in [1, MAX_WORKERS].
-WORKERS = click.IntRange(1, MAX_WORKERS)
+WORKERS = IntRange(1, MAX_WORKERS)
 #: A click type: a budget of env steps, in [1, MAX_ENV_STEPS].
-ENV_STEPS = click.IntRange(1, MAX_ENV_STEPS)
+ENV_STEPS = IntRange(1, MAX_ENV_STEPS)
 #: A click type: an episode length, in [1, MAX_EPISODE_LENGTH].
-EPISODE_LENGTH = click.IntRange(1, MAX_EPISODE_LENGTH)
+EPISODE_LENGTH = IntRange(1, MAX_EPISODE_LENGTH)
 
 
 class FiniteFloat(click.FloatRange):
@@ -202,6 +212,8 @@ class FiniteFloat(click.FloatRange):
     name = 'finite float'
 
     def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.isascii():  # float() reads other digits too
+            self.fail(f'{value!r} is not a number written in the digits 0-9.', param, ctx)
         value = super().convert(value, param, ctx)
         if not math.isfinite(value):
             self.fail(f'{value} is not a finite number.', param, ctx)
@@ -269,7 +281,7 @@ class CommaList(click.ParamType):
 
 
 #: A click type: a policy's hidden layer sizes, e.g. '64,64'.
-HIDDEN_SIZES = CommaList(click.IntRange(1, MAX_HIDDEN_SIZE), '64,64', MAX_HIDDEN_LAYERS)
+HIDDEN_SIZES = CommaList(IntRange(1, MAX_HIDDEN_SIZE), '64,64', MAX_HIDDEN_LAYERS)
 
 
 def check_hidden_sizes(value: Any, name: str = 'hidden_sizes') -> tuple:

@@ -162,8 +162,8 @@ def _experiment_options(log_dir, cli):
     path = os.path.join(log_dir, 'variant.json')
     try:
         variant = read_variant(log_dir)
-    except DamagedRunFile as error:
-        raise click.UsageError(str(error)) from None
+    except DamagedRunFile as error:  # not about the command line: one Error line, status 1
+        raise click.ClickException(str(error)) from None
     if cli['env'] is not None and cli['env'] != variant.get('env'):
         # Another env family: the experiment's task and horizon do not apply.
         variant = {k: variant[k] for k in ('seed', 'episodes_per_task') if k in variant}

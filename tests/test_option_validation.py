@@ -53,8 +53,8 @@ SCRIPTS = {
     'benchmarks/shared_forwards.py': ([], []),  # its work starts with build_experiment
 }
 
-BAD_COUNT = ['0', '-1', 'abc', '', BIG]
-BAD_RATE = ['0', '-1', 'nan', 'inf', 'abc']
+BAD_COUNT = ['0', '-1', 'abc', '', BIG, '\u0661\u0662']  # (the last: Arabic-Indic 12)
+BAD_RATE = ['0', '-1', 'nan', 'inf', 'abc', '\u0661.\u0665']
 DANGLING = '{tmp}/dangling'  # a symbolic link to nothing
 BAD_OUT = ['/proc/x', FILE, '', FILE + '/sub', DANGLING]
 

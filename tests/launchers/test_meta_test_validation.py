@@ -233,12 +233,15 @@ def _copy_run(snapshot_dir, tmp_path):
 
 
 @pytest.mark.parametrize('variant', ['{"env": ', '[]', '"PointEnvCorner"'])
-def test_a_variant_json_that_is_not_an_object_is_a_usage_error_naming_it(
+def test_a_variant_json_that_is_not_an_object_is_an_error_naming_it(
         snapshot_dir, tmp_path, no_load, variant):
+    """A damaged run file is not about the command line: one Error line, status 1, as
+    for another run's variant.json (no usage text)."""
     run = _copy_run(snapshot_dir, tmp_path)
     (run / 'variant.json').write_text(variant)
     result = _invoke(no_load, run)
-    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.output.startswith('Error: ') and 'Usage:' not in result.output
     assert 'variant.json' in result.output and 'Traceback' not in result.output
 
 
