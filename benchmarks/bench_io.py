@@ -42,7 +42,10 @@ def read_saved_results(path) -> dict:
     if status.st_size > MAX_RESULTS_BYTES:
         raise ValueError(f'{status.st_size:,} bytes, more than any saved results '
                          f'({MAX_RESULTS_BYTES:,})')
-    saved = json.loads(pathlib.Path(path).read_text(encoding='utf-8'))
+    try:
+        saved = json.loads(pathlib.Path(path).read_text(encoding='utf-8'))
+    except RecursionError:
+        raise ValueError('JSON nested deeper than any saved results') from None
     if not isinstance(saved, dict):
         raise ValueError(f'a JSON {type(saved).__name__}, not the object a benchmark writes')
 
@@ -59,7 +62,10 @@ def read_saved_results(path) -> dict:
                 math.isfinite(value) and value >= 0):
             raise ValueError(f'{where} is {value!r}: no benchmark measures that')
 
-    check(saved, '', True)
+    try:
+        check(saved, '', True)
+    except RecursionError:
+        raise ValueError('JSON nested deeper than any saved results') from None
     return saved
 
 

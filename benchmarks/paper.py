@@ -77,6 +77,7 @@ for runs stopped some other way (a runner killed outright).
 """
 import csv
 import dataclasses
+import functools
 import json
 import lzma
 import math
@@ -991,7 +992,8 @@ def at_equal_iterations(data, envs: Sequence[str], first: str, second: str,
 
 
 def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str],
-                    key: str | None = None, what: str = '', paper: bool = True):
+                    key: str | None = None, what: str = '', paper: bool = True,
+                    damaged: frozenset = frozenset()):
     """Claims-table rows ``(claim, the paper's evidence, measured, verdict)``: ``winner``
     beats each loser on ``env`` in ``key`` (default: the post-update return; ``what``
     names another key in the claim); ``paper``: whether the claim is the paper's (see
@@ -1003,7 +1005,12 @@ def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]
         matched, finals = compare(data, env, (winner, loser), key)
         claim = f'{fig} {env}{what}: {winner} > {loser}'
         if winner not in finals or loser not in finals:
-            rows.append((claim, evidence, 'not run yet', '-'))
+            # Without numbers: for a damaged log where every side that lacks them has a run
+            # left out for one (``damaged``: this figure's (env, algorithm) of such runs).
+            lacking = [a for a in (winner, loser) if a not in finals]
+            why = ('left out: a damaged log (see its figure)'
+                   if all((env, a) in damaged for a in lacking) else 'not run yet')
+            rows.append((claim, evidence, why, '-'))
             continue
         a, b = _logged(finals[winner]), _logged(finals[loser])
         if not a or not b:
@@ -1251,7 +1258,6 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
             'yet; otherwise they are drawn as dotted lines and counted beside the seeds as '
             '"in progress".)', '']
     claims = []
-    damaged_pairs = set()  # (env, algorithm) of runs left out for a damaged log
     for fig in figs:
         if fig == 'fig8':
             text += fig8_report(out / 'fig8', draw=write)
@@ -1272,7 +1278,8 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
                  if state not in ('done', 'damaged') and done > 0]
         unbegun = [name for name, (state, done) in states.items()
                    if state not in ('done', 'damaged') and done == 0]  # (damaged: named below)
-        damaged_pairs |= {(r.env, r.tag) for r in runs if r.name in campaign.damage}
+        compare_rows = functools.partial(comparison_rows, damaged=frozenset(
+            (r.env, r.tag) for r in runs if r.name in campaign.damage))
         title = {'fig2': 'Fig. 2: post-update return (ProMP vs MAML-TRPO vs E-MAML-TRPO)',
                  'fig3': "Fig. 3: VPG with each meta-gradient estimator",
                  'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward',
@@ -1322,12 +1329,12 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
             text += along_the_way(data, envs, 'ProMP', 'MAML-TRPO')
             text += at_equal_iterations(data, envs, 'ProMP', 'MAML-TRPO', unfinished)
             for env in envs:
-                claims += comparison_rows(data, 'Fig. 2', env, 'ProMP',
+                claims += compare_rows(data, 'Fig. 2', env, 'ProMP',
                                           [a for a in ('MAML-TRPO', 'E-MAML-TRPO')
                                            if any(r.env == env and r.algo == a for r in runs)])
         elif fig == 'fig3':
             for env in envs:
-                claims += comparison_rows(data, 'Fig. 3', env, 'LVC-VPG',
+                claims += compare_rows(data, 'Fig. 3', env, 'LVC-VPG',
                                           ['DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG'])
             if not quick:
                 claims += fig4_claims(out)
@@ -1336,31 +1343,30 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
             for key, what in (('MetaTest/Average/SuccessRate',
                                ' held-out success (the periodic meta-test)'),
                               ('Step_1-SuccessRate', ' training-class success, post-update')):
-                claims += comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'],
+                claims += compare_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'],
                                           key, what, paper=False)
         elif fig == 'stepsize':
-            claims += comparison_rows(data, 'Learned step sizes', 'HalfCheetahFwdBack',
+            claims += compare_rows(data, 'Learned step sizes', 'HalfCheetahFwdBack',
                                       LEARNED_STEP, ['ProMP'], paper=False)
         elif fig == 'logstd':  # Fig. 2's comparison with the reference's policy structure,
             # and what that structure does to each algorithm
-            claims += comparison_rows(data, 'Log-std per dimension', 'HalfCheetahFwdBack',
+            claims += compare_rows(data, 'Log-std per dimension', 'HalfCheetahFwdBack',
                                       PER_DIM_STD['ProMP'], [PER_DIM_STD['MAML-TRPO'], 'ProMP'],
                                       paper=False)
-            claims += comparison_rows(data, 'Log-std per dimension', 'HalfCheetahFwdBack',
+            claims += compare_rows(data, 'Log-std per dimension', 'HalfCheetahFwdBack',
                                       PER_DIM_STD['MAML-TRPO'], ['MAML-TRPO'], paper=False)
         elif fig == 'fig5':
             claims += fig5_goal_claims(out / 'fig5')
-            claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
+            claims += compare_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
                                       ['MAML-TRPO', 'E-MAML-TRPO'], 'Step_0-AverageReturn',
                                       ' pre-update return (how well the pre-update policy '
                                       'explores, with the sparse reward)')
-            claims += comparison_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
+            claims += compare_rows(data, 'Fig. 5', 'PointEnvMomentum', 'LVC-TRPO',
                                       ['MAML-TRPO', 'E-MAML-TRPO'])
             if (out / 'fig5' / 'fig5_trajectories.png').exists():
                 text += ['Trajectories of each algorithm\'s seed-1 policy, pre-update and after '
                          'each inner step, on the four corner tasks (goal regions shaded):', '',
                          '![fig5 trajectories](fig5/fig5_trajectories.png)', '']
-    claims = [_damaged_not_unrun(claim, damaged_pairs) for claim in claims]
     paper = [c for c in claims if c[0].startswith(PAPER_FIGS)]
     own = [c for c in claims if not c[0].startswith(PAPER_FIGS)]
     text += claims_table(paper)
@@ -1379,19 +1385,6 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
 README = HERE.parent / 'README.md'
 CLAIMS_BEGIN = '<!-- claims table: written by benchmarks/paper.py report; do not edit by hand -->'
 CLAIMS_END = '<!-- end of the claims table -->'
-
-
-def _damaged_not_unrun(claim, damaged_pairs):
-    """A claims row without numbers because a compared run's log is damaged says so, not
-    'not run yet' (``damaged_pairs``: the ``(env, algorithm)`` of such runs)."""
-    text, evidence, measured, verdict = claim
-    if measured != 'not run yet' or ': ' not in text or ' > ' not in text:
-        return claim
-    head, pair = text.rsplit(': ', 1)
-    algos = pair.split(' > ')
-    if any(algo in algos and f' {env}' in f' {head}' for env, algo in damaged_pairs):
-        return text, evidence, 'left out: a damaged log (see its figure)', verdict
-    return claim
 
 
 def claims_table(claims) -> List[str]:

@@ -266,7 +266,7 @@ def _load_snapshot_file(file_name):
     try:  # a named pipe would block the read, a device never end it
         regular = stat.S_ISREG(os.stat(file_name).st_mode)
     except OSError as e:
-        if e.errno != errno.ELOOP:
+        if not os.path.islink(file_name):  # a link loop or a link to nothing: named below
             raise OSError(e.errno, f'could not read the snapshot {file_name} '
                           f'({e.strerror or e})', file_name) from e
         regular = False

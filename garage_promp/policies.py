@@ -7,7 +7,9 @@ respect to the meta-parameters θ (unlike garage's ``DifferentiableSGD``,
 which swaps non-leaf tensors into the module).
 """
 import collections
+import contextlib
 import copy
+import threading
 from typing import Any, Dict, List, Sequence, Tuple
 
 from garage_promp.validation import check_int
@@ -77,6 +79,35 @@ def named_params(policy: torch.nn.Module) -> Params:
     return collections.OrderedDict(policy.named_parameters())
 
 
+_CHECKS_LOCK = threading.Lock()
+_CHECKS_OFF = {'depth': 0, 'saved': None}
+
+
+@contextlib.contextmanager
+def _without_distribution_checks():
+    """torch's argument validation of distributions off within the body.
+
+    Non-finite parameters (a step size that diverged) then give a NaN loss or action,
+    which the algorithms and the sampler name (the step sizes, the episode), not a
+    ValueError from inside torch. The switch is torch's process-wide default: nested or
+    concurrent bodies share one switch, turned back to what it was when the last one
+    leaves.
+    """
+    distribution = torch.distributions.Distribution
+    with _CHECKS_LOCK:
+        if _CHECKS_OFF['depth'] == 0:
+            _CHECKS_OFF['saved'] = distribution._validate_args  # pylint: disable=protected-access
+            distribution.set_default_validate_args(False)
+        _CHECKS_OFF['depth'] += 1
+    try:
+        yield
+    finally:
+        with _CHECKS_LOCK:
+            _CHECKS_OFF['depth'] -= 1
+            if _CHECKS_OFF['depth'] == 0:
+                distribution.set_default_validate_args(_CHECKS_OFF['saved'])
+
+
 def distribution_params(policy: torch.nn.Module, params: Params | None,
                         observations: torch.Tensor
                         ) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -94,16 +125,9 @@ def distribution_params(policy: torch.nn.Module, params: Params | None,
             :math:`(N, A)`.
 
     """
-    # Without torch's argument validation of the distribution: non-finite parameters
-    # (a step size that diverged) give a NaN loss or action, which the algorithms and the
-    # sampler name (the step sizes, the episode), not a ValueError from inside torch.
-    validate = torch.distributions.Distribution._validate_args  # pylint: disable=protected-access
-    torch.distributions.Distribution.set_default_validate_args(False)
-    try:
+    with _without_distribution_checks():
         out = policy(observations) if params is None else functional_call(policy, params,
                                                                           (observations, ))
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(validate)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError('garage_promp algorithms need a Gaussian policy, whose forward returns '
                         f'(distribution, info); {type(policy).__name__} returned '

@@ -720,25 +720,29 @@ def user_errors(subject: str | None = None, expected=(ValueError, OSError)):
 
 
 def announce_new_run_beside(log_dir: str, advice: str = '') -> None:
-    """Where ``log_dir`` already holds files, say that garage's ``wrap_experiment`` puts
-    the new run beside it (``<name>_1``, ``_2``...), with ``advice``; and refuse, naming
-    ``--log-dir``, a name that leaves no room for that suffix. Before anything is written."""
-    from garage_promp.experiment.run_dir import LOCK_NAME  # pylint: disable=import-outside-toplevel
-    if not os.path.isdir(log_dir) or not any(name != LOCK_NAME for name in os.listdir(log_dir)):
+    """Where ``log_dir`` already exists, say that garage's ``wrap_experiment`` puts the new
+    run beside it (it makes ``<name>_1``, ``_2``... for any existing directory, an empty one
+    too), with ``advice``; and refuse, naming ``--log-dir``, a name that leaves no room for
+    the suffix garage will take. Before anything is written."""
+    if not os.path.isdir(log_dir):
         return
     parent, name = os.path.split(os.path.abspath(log_dir))
+    suffix = 1
+    while os.path.lexists(os.path.join(parent, f'{name}_{suffix}')):
+        suffix += 1
     try:
         limit = os.pathconf(parent, 'PC_NAME_MAX')
     except (OSError, ValueError):
         limit = 255
-    if len(os.fsencode(name + '_1')) > limit:
-        raise click.BadParameter(f'{log_dir} already holds files, and a directory beside it '
-                                 f"({name[:20]}..._1) would need a name over the file system's "
-                                 f'{limit} bytes: give a shorter --log-dir'
+    if len(os.fsencode(f'{name}_{suffix}')) > limit:
+        raise click.BadParameter(f'{log_dir} already exists, and the directory beside it '
+                                 f"({name[:20]}..._{suffix}) would need a name over the file "
+                                 f"system's {limit} bytes: give a shorter --log-dir"
                                  + (f'. {advice}' if advice else ''), param_hint='--log-dir')
-    click.echo(f'{log_dir} already holds files: this run goes to a new directory beside it '
-               "(garage's wrap_experiment adds _1, _2, ...; its 'Logging to' line names it)."
-               + (f' {advice}' if advice else ''), err=True)
+    click.echo(f'{log_dir} already exists: this run goes to a new directory beside it, '
+               f"{log_dir}_{suffix} (garage's wrap_experiment does not write into an existing "
+               "one; its 'Logging to' line names it)." + (f' {advice}' if advice else ''),
+               err=True)
 
 
 def check_run_dir(path: Any) -> str:

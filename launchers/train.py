@@ -109,7 +109,7 @@ def _interrupted_note() -> str:
     log_dir = _RUN_DIR[-1]
     try:
         check_run_dir(log_dir)
-    except ValueError:
+    except (ValueError, OSError):  # (OSError: the directory gone or unreadable since)
         return (f'no snapshot in {log_dir} (--snapshot-mode none, or stopped before the first '
                 'epoch ended): there is nothing to continue from')
     return (f'the newest snapshot in {log_dir} stays; --resume {log_dir} '

@@ -186,3 +186,26 @@ def test_one_parameter_set_for_every_share_is_broadcast_with_the_same_numbers(
     plan = RolloutWorker._forward_plan(_Layout(), counts, shares[:4] + [other], firsts)
     assert all(v.stride(0) != 0 for v in plan['stacked'].values())
     assert torch.equal(plan['stacked'][next(iter(theta))][-1], other[next(iter(theta))])
+
+
+def test_policies_are_evaluated_without_torchs_distribution_checks_which_come_back():
+    """Within distribution_params torch's distribution argument checks are off (the package
+    checks finiteness itself and names the culprit); afterwards the default is what it
+    was, also when the forward raises."""
+    from garage_promp.policies import distribution_params
+
+    import akro
+    from garage import EnvSpec
+    from garage.torch.policies import GaussianMLPPolicy
+    spec = EnvSpec(akro.Box(-1., 1., (3, )), akro.Box(-1., 1., (2, )))
+    policy = GaussianMLPPolicy(spec, hidden_sizes=(4, ))
+    before = torch.distributions.Distribution._validate_args
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.fill_(float('nan'))
+    mean, log_std = distribution_params(policy, None, torch.zeros(5, 3))
+    assert torch.isnan(mean).all()  # no ValueError about the NaN scale
+    assert torch.distributions.Distribution._validate_args == before
+    with pytest.raises(RuntimeError):
+        distribution_params(policy, None, torch.zeros(5, 4))  # wrong width: the forward fails
+    assert torch.distributions.Distribution._validate_args == before

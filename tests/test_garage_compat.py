@@ -440,3 +440,10 @@ def test_a_snapshot_that_is_not_a_file_is_named_not_read(tmp_path):
     (tmp_path / 'params.pkl').symlink_to('params.pkl')
     with pytest.raises(_garage_compat.CorruptSnapshotError, match='a symbolic link loop'):
         snap.load(str(tmp_path))
+    # A link to nothing is named too, and 'last' falls back past it to an intact snapshot.
+    (tmp_path / 'params.pkl').unlink()
+    (tmp_path / 'params.pkl').symlink_to('gone.pkl')
+    snap.save_itr_params(4, {'epoch': 4})
+    with pytest.warns(UserWarning, match=r'params.pkl is not a file \(a symbolic link to '
+                                         r'nothing\); trying itr_4.pkl'):
+        assert snap.load(str(tmp_path), 'last')['epoch'] == 4

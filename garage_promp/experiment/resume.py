@@ -165,8 +165,9 @@ def _check_logged_steps(path: str, done: int, steps: int):
         raise DamagedRunFile(
             f'{path}: the row of epoch {done - 1} counts {logged or "no"} env steps but the '
             f'snapshot, at the end of that epoch, {steps}: the log is not this snapshot\'s '
-            '(another run\'s progress.csv, or an edited one). Restore the run\'s own '
-            'progress.csv, or start the run again')
+            '(another run\'s progress.csv, an edited one, or one whose rows shifted when a row '
+            'was lost at an earlier stop). Restore the run\'s own progress.csv, or start the '
+            'run again')
 
 
 def _env_differs(variant: dict, env) -> str | None:

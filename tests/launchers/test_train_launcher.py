@@ -428,7 +428,8 @@ def test_a_log_dir_with_files_whose_sibling_cannot_be_named_or_a_linked_lock_is_
 
 
 def test_gradient_variance_says_where_it_goes_beside_a_log_dir_with_files(tmp_path):
-    """As train.py: a --log-dir that holds files gets the run beside it, said up front."""
+    """As train.py: an existing --log-dir gets the run beside it, said up front (an empty
+    one too: garage does not write into an existing directory)."""
     module = load_script(LAUNCHER.parent / 'gradient_variance.py', 'gv_launcher_beside')
     log_dir = tmp_path / 'gv'
     log_dir.mkdir()
@@ -437,7 +438,23 @@ def test_gradient_variance_says_where_it_goes_beside_a_log_dir_with_files(tmp_pa
         '--env', 'PointEnvCorner', '--epochs', '1', '--n-rounds', '2',
         '--meta-batch-size', '2', '--episodes-per-task', '1', '--log-dir', str(log_dir)])
     assert result.exit_code == 0, result.output
-    assert f'{log_dir} already holds files: this run goes to a new directory beside it' in (
-        result.output)
+    assert (f'{log_dir} already exists: this run goes to a new directory beside it, '
+            f'{log_dir}_1') in result.output
     assert (tmp_path / 'gv_1' / 'progress.csv').exists()
     assert sorted(p.name for p in log_dir.iterdir()) == ['keep']
+
+
+def test_an_existing_empty_log_dir_gets_the_run_beside_it_said_up_front(tmp_path):
+    """garage's wrap_experiment makes <name>_1 for any existing directory: said, with the
+    suffix it will take (the first free one)."""
+    log_dir = tmp_path / 'log'
+    log_dir.mkdir()
+    (tmp_path / 'log_1').mkdir()
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--hidden-sizes', '4', '--log-dir', str(log_dir)])
+    assert result.exit_code == 0, result.output
+    assert f'{log_dir} already exists: this run goes to a new directory beside it, {log_dir}_2' \
+        in result.output
+    assert (tmp_path / 'log_2' / 'progress.csv').exists() and not any(log_dir.iterdir())
