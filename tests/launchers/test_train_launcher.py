@@ -398,6 +398,14 @@ def test_the_ctrl_c_line_says_what_the_run_left(tmp_path, monkeypatch):
                                             f'--resume {run} continues from it')
 
 
+def _tiny_into(log_dir):
+    """train.py's one-epoch point-env run into ``log_dir`` (click's result)."""
+    return CliRunner().invoke(_load_launcher().main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--hidden-sizes', '4', '--log-dir', str(log_dir)])
+
+
 def test_a_log_dir_with_files_whose_sibling_cannot_be_named_or_a_linked_lock_is_refused(
         tmp_path):
     """A --log-dir that holds files sends the run beside it (<name>_1): a name too long
@@ -406,10 +414,7 @@ def test_a_log_dir_with_files_whose_sibling_cannot_be_named_or_a_linked_lock_is_
     long_dir = tmp_path / ('f' * 254)
     long_dir.mkdir()
     (long_dir / 'keep').write_text('x')
-    result = CliRunner().invoke(_load_launcher().main, [
-        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
-        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
-        '--hidden-sizes', '4', '--log-dir', str(long_dir)])
+    result = _tiny_into(long_dir)
     assert result.exit_code == 2 and 'Invalid value for --log-dir' in result.output, (
         result.output)
     assert 'would need a name over' in result.output
@@ -418,10 +423,7 @@ def test_a_log_dir_with_files_whose_sibling_cannot_be_named_or_a_linked_lock_is_
     linked.mkdir()
     (linked / 'keep').write_text('x')
     (linked / '.lock').symlink_to('keep')
-    result = CliRunner().invoke(_load_launcher().main, [
-        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
-        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
-        '--hidden-sizes', '4', '--log-dir', str(linked)])
+    result = _tiny_into(linked)
     assert result.exit_code == 1 and 'is not a file (a symbolic link' in result.output, (
         result.output)
     assert (linked / 'keep').read_text() == 'x'
@@ -450,10 +452,7 @@ def test_an_existing_empty_log_dir_gets_the_run_beside_it_said_up_front(tmp_path
     log_dir = tmp_path / 'log'
     log_dir.mkdir()
     (tmp_path / 'log_1').mkdir()
-    result = CliRunner().invoke(_load_launcher().main, [
-        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
-        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
-        '--hidden-sizes', '4', '--log-dir', str(log_dir)])
+    result = _tiny_into(log_dir)
     assert result.exit_code == 0, result.output
     assert f'{log_dir} already exists: this run goes to a new directory beside it, {log_dir}_2' \
         in result.output
