@@ -35,6 +35,14 @@ def _fail(name: str, requirement: str, value: Any):
     raise ValueError(f'{name} must be {requirement}, got {value!r}')
 
 
+def _scalar_note(value: Any) -> str:
+    """For a refused 0-d array or tensor, whose printed value looks like a fine number."""
+    if getattr(value, 'ndim', None) == 0 or getattr(value, 'shape', None) == ():
+        return (f' (a Python or numpy scalar, not a 0-d {type(value).__name__}: pass '
+                'value.item())')
+    return ''
+
+
 def check_int(value: Any, name: str, minimum: int | None = None,
               maximum: int | None = None) -> int:
     """``value`` as an int in [minimum, maximum]; with no ``maximum``, at most
@@ -42,7 +50,7 @@ def check_int(value: Any, name: str, minimum: int | None = None,
     allocation or a C integer overflows)."""
     bounds = _bounds(minimum, maximum, closed=(True, True))
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        _fail(name, f'an int{bounds}', value)
+        _fail(name, f'an int{bounds}' + _scalar_note(value), value)
     value = int(value)
     if (minimum is not None and value < minimum) or (maximum is not None
                                                     and value > maximum):
@@ -64,7 +72,7 @@ def check_float(value: Any, name: str, low: float | None = None,
     bounds = _bounds(low, high, closed=(not low_open, not high_open))
     requirement = f'a finite number{bounds}' + (' in float32' if float32 else '')
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        _fail(name, requirement, value)
+        _fail(name, requirement + _scalar_note(value), value)
     value = float(value)
     if not math.isfinite(value):
         _fail(name, requirement, value)

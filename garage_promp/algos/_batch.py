@@ -268,7 +268,13 @@ def _postprocess(values, mask, config):
     return values
 
 
-def check_batches(batches, n_rounds: int, obs_dim: int, action_dim: int) -> None:
+#: Each MetaBatch tensor's dimensions beyond the (M, R, T) layout (``mean_std_reward``: M only).
+_FIELD_DIMS = {'observations': 1, 'actions': 1, 'old_mean': 1, 'old_log_std': 1, 'mask': 0,
+               'old_log_probs': 0, 'rewards': 0, 'advantages': 0, 'dice_rewards': 0}
+
+
+def check_batches(batches, n_rounds: int, obs_dim: int, action_dim: int,
+                  dtype: torch.dtype = torch.float32) -> None:
     """Refuse what :meth:`optimize` cannot take as one meta-batch, naming ``batches``.
 
     They must be ``n_rounds`` (K + 1) :class:`MetaBatch`\\ es of the same tasks and
@@ -294,6 +300,22 @@ def check_batches(batches, n_rounds: int, obs_dim: int, action_dim: int) -> None
     if len(set(layouts)) != 1:
         raise ValueError('batches must be rounds of one meta-batch (the same M tasks of R '
                          f'episodes of T steps), got (M, R, T) = {layouts}')
+    for k, b in enumerate(batches):  # every field in the layout of its mask, in the policy's dtype
+        fields = {name: getattr(b, name) for name in (*_FIELD_DIMS, 'mean_std_reward')}
+        for name, value in fields.items():
+            if value is None and name == 'dice_rewards':
+                continue
+            want = (layouts[0][:1] if name == 'mean_std_reward'
+                    else layouts[0] + (None, ) * _FIELD_DIMS[name])
+            if not isinstance(value, torch.Tensor) or value.dim() != len(want) or any(
+                    w is not None and w != have for w, have in zip(want, value.shape)):
+                shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value)
+                raise ValueError(f'batches[{k}].{name} must be a tensor of shape '
+                                 f'{tuple("?" if w is None else w for w in want)} (the layout '
+                                 f'of its mask, (M, R, T) = {layouts[0]}), got {shape}')
+            if value.dtype != dtype:
+                raise ValueError(f'batches[{k}].{name} must be {dtype} (the policy\'s dtype), '
+                                 f'got {value.dtype}')
     sizes = {(b.observations.shape[-1], b.actions.shape[-1]) for b in batches}
     if sizes != {(obs_dim, action_dim)}:
         raise ValueError(f'batches must hold observations of size {obs_dim} and actions of '

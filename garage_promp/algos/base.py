@@ -322,7 +322,8 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         itr = check_int(itr, 'itr', 0)
         spec = self._env_spec
         check_batches(batches, self._num_inner_grad_steps + 1,
-                      spec.observation_space.flat_dim, spec.action_space.flat_dim)
+                      spec.observation_space.flat_dim, spec.action_space.flat_dim,
+                      next(self._policy.parameters()).dtype)
         # Where an outer step's policy is checked (_adam_step): each task's first step.
         self._probe = (batches[0].observations[:, 0, 0], batches[0].actions[:, 0, 0])
         try:

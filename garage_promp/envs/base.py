@@ -21,6 +21,8 @@ import abc
 import itertools
 from typing import Any, Dict, List, Sequence
 
+from garage_promp.validation import MAX_BATCH_STEPS
+
 from dowel import tabular
 from garage import EpisodeBatch
 from garage.experiment import deterministic
@@ -28,6 +30,10 @@ import numpy as np
 
 DEFAULT_SEED = 0
 """Base seed of unseeded envs when garage's process-wide seed is not set."""
+
+#: The most tasks ``sample_tasks`` draws at once: a meta-batch's env steps are capped at
+#: MAX_BATCH_STEPS, so it never holds more tasks.
+MAX_TASKS = MAX_BATCH_STEPS
 
 _instance_counter = itertools.count()
 
@@ -197,13 +203,16 @@ class MetaEnv(abc.ABC):
             list: ``n_tasks`` tasks, each accepted by :meth:`set_task`.
 
         Raises:
-            ValueError: If n_tasks is not a non-negative int.
+            ValueError: If n_tasks is not a non-negative int, or is over MAX_TASKS.
 
         """
         if isinstance(n_tasks, bool) or not isinstance(
                 n_tasks, (int, np.integer)) or n_tasks < 0:
             raise ValueError(
                 f'n_tasks must be a non-negative int, got {n_tasks!r}')
+        if n_tasks > MAX_TASKS:  # before the generator is asked for that many draws
+            raise ValueError(f'n_tasks must be at most {MAX_TASKS:,} (more tasks than a '
+                             f'meta-batch can hold), got {n_tasks:,}')
         if self._task_rng is None:
             self._task_rng = np.random.Generator(np.random.PCG64(self._task_seq))
         return self._sample_tasks(self._task_rng, int(n_tasks))

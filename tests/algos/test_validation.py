@@ -228,3 +228,38 @@ def test_check_float_in_float32_refuses_what_float32_cannot_hold():
             check_float(value, 'x', None if value < 0 else 0., low_open=value > 0,
                         float32=True)
     assert check_float(1e39, 'x', 0., low_open=True) == 1e39  # float64 work: allowed
+
+
+def test_optimize_refuses_batches_whose_fields_do_not_fit_their_layout_or_dtype():
+    """Every tensor of every round must have its mask's (M, R, T) layout and the policy's
+    dtype: a field cut to fewer tasks (an IndexError deep in the batch code before) or in
+    float64 (a torch dtype error in the forward) is refused naming the round and field,
+    θ untouched."""
+    import dataclasses
+    _, algo = make_algo('ProMP')
+    batches = algo.sample_meta_batch(0)
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    cases = [
+        ([batches[0], dataclasses.replace(batches[1], observations=batches[1].observations[:2])],
+         r'batches\[1\].observations must be a tensor of shape \(3, 2, 5, .\?.\)'),
+        ([batches[0], dataclasses.replace(batches[1], advantages=batches[1].advantages[:, :1])],
+         r'batches\[1\].advantages must be a tensor of shape'),
+        ([batches[0], dataclasses.replace(batches[1], mean_std_reward=None)],
+         r'batches\[1\].mean_std_reward must be a tensor'),
+        ([dataclasses.replace(batches[0], observations=batches[0].observations.double()),
+          batches[1]], r'batches\[0\].observations must be torch.float32'),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=message):
+            algo.optimize(0, bad)
+    for p, b in zip(algo.policy.parameters(), before):
+        assert torch.equal(p.detach(), b)
+    algo.optimize(0, batches)  # the sampled rounds themselves pass
+
+
+def test_a_0d_tensor_or_array_is_refused_saying_why():
+    """Its printed value looks like a fine number: the message says it must be a scalar."""
+    for arg, value in (('inner_lr', torch.tensor(0.1)), ('discount', np.array(0.99)),
+                       ('meta_batch_size', np.array(3))):
+        with pytest.raises(ValueError, match=rf'{arg}.*a Python or numpy scalar, not a 0-d'):
+            make_algo('LVCVPG', **{arg: value})

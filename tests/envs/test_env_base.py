@@ -186,3 +186,13 @@ def test_the_generators_are_those_of_the_spawned_seed_sequence(seed, monkeypatch
     resumed = pickle.loads(pickle.dumps(env))  # mid-stream: the generator's state travels
     np.testing.assert_array_equal(np.array(resumed.sample_tasks(3)),
                                   np.array(expected_tasks[3:]))
+
+
+def test_sample_tasks_refuses_more_tasks_than_a_meta_batch_holds():
+    """10^12 tasks would ask numpy for terabytes: refused naming n_tasks, before any draw."""
+    env = PointEnvCorner(seed=1)
+    with pytest.raises(ValueError, match=r'n_tasks must be at most 100,000,000'):
+        env.sample_tasks(10 ** 12)
+    with pytest.raises(ValueError, match='n_tasks must be at most'):
+        env.sample_tasks(base.MAX_TASKS + 1)
+    assert len(env.sample_tasks(3)) == 3
