@@ -419,6 +419,9 @@ def check_env_and_policy(env, policy, need_horizon: bool = True) -> int | None:
         raise ValueError(f'policy must be a garage torch policy (a torch.nn.Module), got '
                          f'{policy!r}')
     spec = getattr(env, 'spec', None)
+    if spec is None or isinstance(env, type):
+        raise ValueError(f'env must be a garage Environment (an instance, with a spec), got '
+                         f'{env!r}')
     obs_space = getattr(spec, 'observation_space', None)
     act_space = getattr(spec, 'action_space', None)
     for name, space in (('observation', obs_space), ('action', act_space)):

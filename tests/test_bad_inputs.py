@@ -329,7 +329,7 @@ def test_make_sampler_checks_policy_and_env_before_any_worker():
     before = psutil.Process().children(recursive=True)
     with pytest.raises(ValueError, match='policy must be a garage torch policy'):
         garage_promp.make_sampler(None, env, kind='multiprocessing')
-    with pytest.raises(ValueError, match='env must have a flat'):
+    with pytest.raises(ValueError, match='env must be a garage Environment'):
         garage_promp.make_sampler(policy, None, kind='multiprocessing')
     one_d = GaussianMLPPolicy(EnvSpec(akro.Box(-1., 1., (1, )), akro.Box(-1., 1., (2, ))),
                               hidden_sizes=(4, ))

@@ -263,3 +263,16 @@ def test_a_0d_tensor_or_array_is_refused_saying_why():
                        ('meta_batch_size', np.array(3))):
         with pytest.raises(ValueError, match=rf'{arg}.*a Python or numpy scalar, not a 0-d'):
             make_algo('LVCVPG', **{arg: value})
+
+
+@pytest.mark.parametrize('env', ['PointEnv', None, garage_promp.envs.PointEnvCorner],
+                         ids=['a name', 'None', 'a class'])
+def test_an_env_that_is_no_environment_is_named_as_such(env):
+    """Not 'must have a flat Box observation space, got None' (the space looked up)."""
+    setup_env, algo = make_algo('LVCVPG')
+    with pytest.raises(ValueError, match='env must be a garage Environment .*, got'):
+        garage_promp.make_sampler(algo.policy, env)
+    from garage_promp.algos import LVCVPG
+    with pytest.raises(ValueError, match='env must be a garage Environment'):
+        LVCVPG(env, algo.policy, algo._sampler, algo._task_sampler, meta_batch_size=3,
+               episodes_per_task=2)
