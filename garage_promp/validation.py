@@ -19,13 +19,14 @@ option, or into one ``Error: ...`` line when they are not about the command
 line.
 """
 import contextlib
-import errno
 import math
 import numbers
 import os
 import re
 import tempfile
 from typing import Any, Callable, Iterable
+
+from garage_promp._garage_compat import file_kind
 
 import click
 import numpy as np
@@ -334,11 +335,8 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
     if os.path.islink(full) and not os.path.exists(full):
         # Writers go different ways here (open() follows it, garage's run naming
         # moves beside it): refused rather than guessed.
-        try:
-            os.stat(full)
-        except OSError as error:
-            if error.errno == errno.ELOOP:
-                return f'{text!r} is a symbolic link loop (through {os.readlink(full)!r})'
+        if file_kind(full) == 'a symbolic link loop':
+            return f'{text!r} is a symbolic link loop (through {os.readlink(full)!r})'
         return f'{text!r} is a symbolic link to {os.readlink(full)!r}, which does not exist'
     if os.path.exists(full) and os.path.isdir(full) != directory:
         return f'{text!r} exists and is not a {what}'

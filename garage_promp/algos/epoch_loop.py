@@ -21,7 +21,7 @@ from garage_promp._allocator import keep_freed_memory
 from garage_promp._console import phase
 from garage_promp._threads import learner_threads
 from garage_promp.algos._batch import MetaBatch, without_trailing_padding
-from garage_promp.objectives import discount_cumsum, masked_mean
+from garage_promp.objectives import discount_cumsum, gaussian_log_likelihood, masked_mean
 from garage_promp.policies import distribution_params
 
 from dowel import tabular
@@ -228,8 +228,7 @@ class EpochLoop:
         obs, actions = probe
         with torch.no_grad():
             mean, log_std = distribution_params(self._policy, None, obs)
-            log_likelihood = -0.5 * ((actions - mean) * torch.exp(-log_std)) ** 2 - log_std
-        return bool(torch.isfinite(log_likelihood).all())
+            return bool(torch.isfinite(gaussian_log_likelihood(actions, mean, log_std)).all())
 
     def _adam_step(self, optimizer: torch.optim.Optimizer,
                    loss: torch.Tensor) -> bool:

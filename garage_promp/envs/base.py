@@ -110,15 +110,17 @@ def stack_step_infos(infos: Sequence[Dict[str, Any]]) -> Dict[str, np.ndarray]:
     return {k: np.asarray([info[k] for info in infos]) for k in keys}
 
 
-def spawned_child(seed_seq: np.random.SeedSequence, index: int) -> np.random.SeedSequence:
-    """Child ``index`` of ``seed_seq.spawn(n)`` (for ``n > index``), without spawning the others.
+def spawned_child(entropy: int, spawn_key: Sequence[int], index: int,
+                  pool_size: int = 4) -> np.random.SeedSequence:
+    """Child ``index`` of ``SeedSequence(entropy, spawn_key=spawn_key, pool_size=...).spawn(n)``
+    (for ``n > index``), without building the parent or the other children.
 
-    numpy's ``spawn`` makes child ``i`` as the parent's entropy and pool size with ``i``
-    appended to its spawn key; building that one directly gives the same seed material
-    and skips hashing the siblings (a few microseconds each, paid at every episode).
+    numpy's ``spawn`` makes child ``i`` as the parent's entropy and pool size (numpy's
+    default 4) with ``i`` appended to its spawn key; building that one directly gives the
+    same seed material and skips hashing the parent and the siblings (a few microseconds
+    each, paid at every episode).
     """
-    return np.random.SeedSequence(seed_seq.entropy, spawn_key=(*seed_seq.spawn_key, index),
-                                  pool_size=seed_seq.pool_size)
+    return np.random.SeedSequence(entropy, spawn_key=(*spawn_key, index), pool_size=pool_size)
 
 
 def default_seed_sequence() -> np.random.SeedSequence:
@@ -187,11 +189,13 @@ class MetaEnv(abc.ABC):
         # The children seed_seq.spawn(2) would give, built directly. The sampler reseeds
         # before every episode and never samples tasks from the env, so the task
         # generator is made when it is first asked for (sample_tasks): the same stream.
-        self._task_seq = spawned_child(seed_seq, 0)
+        task_seq, reset_seq = (spawned_child(seed_seq.entropy, seed_seq.spawn_key, i,
+                                             seed_seq.pool_size) for i in (0, 1))
+        self._task_seq = task_seq
         self._task_rng = None
         # gymnasium's own generator; reset() never reseeds it (we never pass
         # reset(seed=...)), so it is the single source of reset noise.
-        self.np_random = np.random.Generator(np.random.PCG64(spawned_child(seed_seq, 1)))
+        self.np_random = np.random.Generator(np.random.PCG64(reset_seq))
 
     def sample_tasks(self, n_tasks: int) -> List[Any]:
         """Sample tasks from the env's task distribution.

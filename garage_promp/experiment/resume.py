@@ -12,6 +12,7 @@ import csv
 import json
 import numbers
 import os
+from typing import List
 import warnings
 
 from garage_promp._garage_compat import check_training_snapshot
@@ -131,7 +132,7 @@ def _replace_atomically(path: str, write):
     os.replace(tmp, path)
 
 
-def _count_rows(path: str) -> int | None:
+def _logged_rows(path: str) -> List[dict] | None:
     """The complete epoch rows of a run's ``progress.csv`` (None if it has none).
 
     Raises:
@@ -146,11 +147,12 @@ def _count_rows(path: str) -> int | None:
     if lines and 'TotalEnvSteps' not in next(csv.reader(lines[:1])):
         raise DamagedRunFile(f'{path} has no TotalEnvSteps column: not the log of a training '
                              'run, so the resumed epochs cannot be appended to it')
-    return len(rows)
+    return rows
 
 
-def _check_logged_steps(path: str, done: int, steps: int):
-    """Row ``done`` of the log (the snapshot's epoch) must count the snapshot's env steps.
+def _check_logged_steps(path: str, rows: List[dict], done: int, steps: int):
+    """Row ``done`` of the log ``rows`` (the snapshot's epoch) must count the snapshot's env
+    steps.
 
     The resumed rows continue from the snapshot's count, so a log whose row says otherwise
     (another run's ``progress.csv``, or an edited one) would show the count jump or fall
@@ -160,7 +162,7 @@ def _check_logged_steps(path: str, done: int, steps: int):
         DamagedRunFile: Naming the file, the row and both counts.
 
     """
-    logged = read_progress(os.path.dirname(path) or '.')[done - 1].get('TotalEnvSteps')
+    logged = rows[done - 1].get('TotalEnvSteps')
     if logged in (None, '') or float(logged) != steps:
         raise DamagedRunFile(
             f'{path}: the row of epoch {done - 1} counts {logged or "no"} env steps but the '
@@ -380,7 +382,8 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
         # the epoch to start from.
         done = args.start_epoch
         algo = trainer._algo  # pylint: disable=protected-access
-        rows = _count_rows(progress)
+        logged = _logged_rows(progress)
+        rows = None if logged is None else len(logged)
         if rows is None and done >= 1:  # dowel creates it as the run starts: deleted
             raise ValueError(
                 f'{progress} is missing but the snapshot in {log_dir} is at epoch {done}: '
@@ -396,7 +399,7 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
                 'Continue from a copy of the run whose progress.csv is complete, or start '
                 'the run again')
         if rows is not None and rows >= done >= 1:
-            _check_logged_steps(progress, done, trainer.total_env_steps)
+            _check_logged_steps(progress, logged, done, trainer.total_env_steps)
         if max_env_steps is not None:
             algo.max_env_steps = max_env_steps
         budget = getattr(algo, 'max_env_steps', None)

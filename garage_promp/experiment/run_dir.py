@@ -48,17 +48,19 @@ def owned_run_dir(path: str, record_pid: bool = True):
     """
     os.makedirs(path, exist_ok=True)
     lock_path = os.path.join(path, LOCK_NAME)
-    not_a_lock = DamagedRunFile(f'{lock_path} is not a file ({file_kind(lock_path)}): not the '
-                                'lock a run writes; move it away')
+    def not_a_lock():
+        return DamagedRunFile(f'{lock_path} is not a file ({file_kind(lock_path)}): not the '
+                              'lock a run writes; move it away')
+
     try:  # never through a link: writing the pid there would overwrite what it points to
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
-            raise not_a_lock from None
+            raise not_a_lock() from None
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, a device
         os.close(fd)
-        raise not_a_lock
+        raise not_a_lock()
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

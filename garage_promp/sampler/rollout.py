@@ -32,6 +32,7 @@ import dataclasses
 import math
 from typing import Any, Dict, List, Sequence, Tuple
 
+from garage_promp.envs.base import spawned_child
 from garage_promp.envs.gymnasium_env import finiteness_checked_by_caller
 from garage_promp.policies import BatchedGaussianMLP, distribution_params
 from garage_promp.sampler.lean import _TERMINAL, LeanStepper
@@ -105,8 +106,7 @@ def episode_seed_sequences(seed: int, key: Sequence[int], task: int, episode: in
 
     """
     spawn_key = (*map(int, key), int(task), int(episode))
-    return tuple(np.random.SeedSequence(int(seed), spawn_key=(*spawn_key, child))
-                 for child in (0, 1))
+    return tuple(spawned_child(int(seed), spawn_key, child) for child in (0, 1))
 
 
 @dataclasses.dataclass
