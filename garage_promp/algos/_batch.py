@@ -283,7 +283,9 @@ def check_batches(batches, n_rounds: int, obs_dim: int, action_dim: int,
     otherwise update θ on a chain of inner steps that was never taken.
 
     Raises:
-        ValueError: If they are not.
+        ValueError: If they are not, or hold what no sampling gives (a mask not 0/1,
+            with padding before a valid step or no valid step for a task; a NaN or
+            inf value: :func:`_check_values`).
 
     """
     if not isinstance(batches, (list, tuple)) or not all(
@@ -320,4 +322,46 @@ def check_batches(batches, n_rounds: int, obs_dim: int, action_dim: int,
     if sizes != {(obs_dim, action_dim)}:
         raise ValueError(f'batches must hold observations of size {obs_dim} and actions of '
                          f'size {action_dim} (the policy\'s), got {sorted(sizes)}')
+    for k, b in enumerate(batches):
+        _check_values(k, b)
+
+
+def _check_values(k: int, batch: MetaBatch) -> None:
+    """Refuse round ``k``'s values that no sampling gives, naming the first culprit.
+
+    Its mask must be 0/1 with each episode's valid steps first (the time features
+    of the baselines and the inner steps read a step's column as its time), and
+    give every task a step (a task's losses are means over its valid steps); its
+    values must be finite: the sampler refuses NaN/inf from the env, so a
+    non-finite value comes from a hand-built batch, and an outer step on it would
+    only be skipped and counted as if the step sizes had diverged.
+    """
+    mask = batch.mask
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError(f'batches[{k}].mask must hold only 0 and 1, got '
+                         f'{_first(mask[(mask != 0) & (mask != 1)])}')
+    holes = torch.nonzero(mask[..., 1:] > mask[..., :-1])
+    if len(holes):
+        task, episode, step = (int(i) for i in holes[0])
+        raise ValueError(f'batches[{k}].mask must mark each episode\'s steps first, then '
+                         f'padding: task {task}, episode {episode} has a valid step {step + 1} '
+                         f'after padding at step {step}')
+    empty = torch.nonzero(mask.flatten(1).amax(dim=1) == 0)
+    if len(empty):
+        raise ValueError(f'batches[{k}].mask gives task {int(empty[0])} no valid step '
+                         '(every task needs one: its losses are means over them)')
+    for name in (*_FIELD_DIMS, 'mean_std_reward'):
+        value = getattr(batch, name)
+        if value is None or bool(torch.isfinite(value).all()):
+            continue
+        where = tuple(int(i) for i in torch.nonzero(~torch.isfinite(value))[0])
+        place = (f'task {where[0]}' if name == 'mean_std_reward' else
+                 f'task {where[0]}, episode {where[1]}, step {where[2]}')
+        raise ValueError(f'batches[{k}].{name} holds {_first(value[where])} at {place}: '
+                         'optimize takes finite values (sample_meta_batch gives only those)')
+
+
+def _first(values: torch.Tensor) -> str:
+    """The first of ``values`` (any shape), as it prints."""
+    return f'{float(values.flatten()[0]):g}'
 

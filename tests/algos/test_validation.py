@@ -257,6 +257,58 @@ def test_optimize_refuses_batches_whose_fields_do_not_fit_their_layout_or_dtype(
     algo.optimize(0, batches)  # the sampled rounds themselves pass
 
 
+def _with(batch, name, edit):
+    """``batch`` with its field ``name`` replaced by an edited copy."""
+    import dataclasses
+    value = getattr(batch, name).clone()
+    edit(value)
+    return dataclasses.replace(batch, **{name: value})
+
+
+@pytest.mark.parametrize('label, options', [('ProMP', {}), ('LVCVPG', {}),
+                                            ('TRPOMAML', dict(inner_estimator='dice'))],
+                         ids=['ProMP', 'LVC-VPG', 'DiCE-TRPO'])
+def test_optimize_refuses_values_no_sampling_gives_naming_the_first(label, options):
+    """A NaN or inf anywhere in a round (the sampler refuses them from the env), a mask
+    that is not 0/1, has padding before a valid step or gives a task no step: refused
+    naming round, field and place, θ untouched. Before, a NaN was skipped and counted
+    as if the step sizes had diverged, and an empty task gave NaN losses."""
+    _, algo = make_algo(label, **options)
+    batches = algo.sample_meta_batch(0)
+    assert all(bool(b.mask[:, :, :2].all()) for b in batches)  # every episode has steps 0, 1
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+
+    def put(index, value):
+        return lambda tensor: tensor.__setitem__(index, value)
+
+    cases = [
+        (1, 'observations', put((2, 1, 0, 0), float('nan')),
+         r'batches\[1\].observations holds nan at task 2, episode 1, step 0'),
+        (0, 'advantages', put((1, 0, 0), float('-inf')),
+         r'batches\[0\].advantages holds -inf at task 1, episode 0, step 0'),
+        (1, 'old_log_std', put((0, 1, 0, 0), float('inf')),
+         r'batches\[1\].old_log_std holds inf at task 0, episode 1, step 0'),
+        (0, 'mean_std_reward', put(2, float('nan')),
+         r'batches\[0\].mean_std_reward holds nan at task 2:'),
+        (0, 'mask', put((0, 0, 0), 0.5), r'batches\[0\].mask must hold only 0 and 1, got 0.5'),
+        (1, 'mask', put((1, 1, 0), 0.), r'batches\[1\].mask must mark each episode\'s steps '
+         r'first.*task 1, episode 1 has a valid step 1 after padding at step 0'),
+        (0, 'mask', put(2, 0.), r'batches\[0\].mask gives task 2 no valid step'),
+    ]
+    if options:
+        cases.append((1, 'dice_rewards', put((0, 0, 0), float('nan')),
+                      r'batches\[1\].dice_rewards holds nan at task 0, episode 0, step 0'))
+    for k, name, edit, message in cases:
+        bad = list(batches)
+        bad[k] = _with(batches[k], name, edit)
+        with pytest.raises(ValueError, match=message):
+            algo.optimize(0, bad)
+    for p, b in zip(algo.policy.parameters(), before):
+        assert torch.equal(p.detach(), b)
+    assert algo._consecutive_nan_steps == 0  # refused, not counted as a diverged step
+    algo.optimize(0, batches)  # the sampled rounds themselves pass
+
+
 def test_a_0d_tensor_or_array_is_refused_saying_why():
     """Its printed value looks like a fine number: the message says it must be a scalar."""
     for arg, value in (('inner_lr', torch.tensor(0.1)), ('discount', np.array(0.99)),
