@@ -98,3 +98,23 @@ def test_vectorized_training_matches_task_loop():
             algo.optimize(itr, batches)
         results.append(flatten(list(algo.policy.parameters())).detach())
     assert torch.allclose(results[0], results[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('estimator', ['lvc', 'dice'])
+def test_exploration_adds_the_emaml_term_to_any_inner_estimator(estimator):
+    """TRPOMAML(inner_estimator=..., exploration=True) has no paper label but is accepted:
+    its objective is the estimator's own plus the E-MAML term, on the same θ and batches."""
+    from garage_promp.objectives import emaml_objective
+    _, plain = make_algo('TRPOMAML', inner_estimator=estimator)
+    _, explore = make_algo('TRPOMAML', inner_estimator=estimator, exploration=True)
+    explore.policy.load_state_dict(plain.policy.state_dict())
+    batches = explore.sample_meta_batch(0)
+    pre = batches[0]
+    term = torch.stack([emaml_objective(explore._log_probs(
+        garage_promp.algos.meta_objective.expand_params(
+            dict(explore.policy.named_parameters()), 1), pre.task(i)),
+        pre.task(i).mask, batches[-1].task(i).mean_std_reward) for i in range(pre.n_tasks)])
+    with_term = explore.meta_objective(batches).objective
+    without = plain.meta_objective(batches).objective
+    assert float(term.detach().abs().mean()) > 0
+    torch.testing.assert_close(with_term, without + term.mean(), rtol=1e-5, atol=1e-6)
