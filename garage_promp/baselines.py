@@ -44,14 +44,39 @@ class Baseline:
         return self.predict(observations, mask)
 
 
+def check_layout(observations: np.ndarray, mask: np.ndarray,
+                 targets: np.ndarray | None = None) -> None:
+    """Refuse a padded batch whose parts do not fit: observations :math:`(R, T, O)`,
+    a mask :math:`(R, T)` of 0 and 1, targets :math:`(R, T)` where given.
+
+    A mask of 2s would weigh and scale the predictions, a NaN one make them NaN, and
+    shapes that differ fail deep in numpy's indexing; the batches the algorithms
+    process always fit.
+
+    Raises:
+        ValueError: Naming the argument.
+
+    """
+    shapes = {name: np.shape(value) for name, value in (
+        ('observations', observations), ('mask', mask), ('targets', targets))
+        if value is not None}
+    if len(shapes['observations']) != 3 or shapes['mask'] != shapes['observations'][:2] or \
+            shapes.get('targets', shapes['mask']) != shapes['mask']:
+        raise ValueError('a baseline takes observations (R, T, O), a mask (R, T) and targets '
+                         f'(R, T), got shapes {shapes}')
+    values = np.asarray(mask)
+    if not ((values == 0) | (values == 1)).all():
+        raise ValueError(f'the mask must hold only 0 and 1, got {np.unique(values)[:5]}')
+
+
 class ZeroBaseline(Baseline):
     """Predicts 0 everywhere; fitting is a no-op."""
 
     def fit(self, observations, targets, mask):
-        del observations, targets, mask
+        check_layout(observations, mask, targets)
 
     def predict(self, observations, mask):
-        del observations
+        check_layout(observations, mask)
         return np.zeros(mask.shape)
 
 
@@ -88,16 +113,18 @@ class _LinearBaseline(Baseline):
         raise NotImplementedError
 
     def fit(self, observations, targets, mask):
+        check_layout(observations, mask, targets)
         self._fit_on(self._features(observations), targets, mask)
 
     def fit_predict(self, observations, targets, mask):
         own = type(self)
         if own.fit is not _LinearBaseline.fit or own.predict is not _LinearBaseline.predict:
             return super().fit_predict(observations, targets, mask)  # a subclass's own fit/predict
+        check_layout(observations, mask, targets)
         # The features once for both (the same arrays fit and predict would build).
         features = self._features(observations)
         self._fit_on(features, targets, mask)
-        return (features @ self.coeffs) * mask
+        return _on_valid(features @ self.coeffs, mask)
 
     def _fit_on(self, features, targets, mask):
         valid = mask > 0
@@ -126,9 +153,16 @@ class _LinearBaseline(Baseline):
         self.coeffs = coeffs
 
     def predict(self, observations, mask):
+        check_layout(observations, mask)
         if self.coeffs is None:
             return np.zeros(mask.shape)
-        return (self._features(observations) @ self.coeffs) * mask
+        return _on_valid(self._features(observations) @ self.coeffs, mask)
+
+
+def _on_valid(predictions: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The predictions on valid cells, 0 on padding, whatever the padding's observations
+    (a NaN there times a mask of 0 would be NaN)."""
+    return np.where(mask > 0, predictions, 0.)
 
 
 def _time_features(n_episodes: int, horizon: int) -> np.ndarray:

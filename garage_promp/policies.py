@@ -380,10 +380,10 @@ class AdaptedPolicy(Policy):
 def check_params_of(policy: torch.nn.Module, params: Any, refusal: str,
                     others_ok: bool = False) -> None:
     """Refuse ``params`` unless it is a dict of every parameter of ``policy`` by name, each
-    of its shape (and, without ``others_ok``, nothing else).
+    of its shape and dtype (and, without ``others_ok``, nothing else).
 
     Raises:
-        ValueError: ``refusal``, then the names and shapes wanted and got.
+        ValueError: ``refusal``, then the names and shapes (or dtypes) wanted and got.
 
     """
     want = {name: tuple(value.shape) for name, value in policy.named_parameters()}
@@ -393,6 +393,12 @@ def check_params_of(policy: torch.nn.Module, params: Any, refusal: str,
                if not others_ok or name in want}
     if got != want:
         raise ValueError(f'{refusal} {want}, got {got if got is not None else params!r}')
+    dtype = next(policy.parameters()).dtype
+    wrong = {name: str(torch.as_tensor(params[name]).dtype).replace('torch.', '')
+             for name in want if torch.as_tensor(params[name]).dtype != dtype}
+    if wrong:
+        raise ValueError(f'{refusal} in {str(dtype).replace("torch.", "")} (the policy\'s '
+                         f'dtype), got {wrong}')
 
 
 def check_env_and_policy(env, policy, need_horizon: bool = True) -> int | None:
@@ -450,3 +456,62 @@ def check_env_and_policy(env, policy, need_horizon: bool = True) -> int | None:
         raise ValueError(f'policy outputs actions of size {mean.shape[-1]} but the env '
                          f'has {act_dim}')
     return int(horizon) if need_horizon else None
+
+
+def check_trainable(policy: torch.nn.Module) -> None:
+    """Refuse a policy with parameters that do not require grad, naming them.
+
+    The meta-gradient differentiates through every parameter (the inner steps
+    adapt each of them); a frozen one would end the first outer step with
+    autograd's "does not require grad", after a whole meta-batch was sampled.
+    A fixed value belongs in a buffer (garage's ``learn_std=False`` keeps its
+    std out of the parameters).
+    """
+    frozen = [name for name, value in policy.named_parameters() if not value.requires_grad]
+    if frozen:
+        raise ValueError(f'policy has parameters that do not require grad: {frozen}; every '
+                         'parameter is adapted and meta-learned (keep fixed values in buffers)')
+
+
+def check_sampler_policy(policy: torch.nn.Module, sampler_policy: torch.nn.Module,
+                         obs_dim: int) -> None:
+    """Refuse a sampler built for a policy that acts otherwise than ``policy``.
+
+    The sampler runs its own policy module at the parameters the algorithm hands
+    it, so the module must compute what the algorithm's computes: another
+    nonlinearity or std parameterisation would record means and log-stds that are
+    not the algorithm's policy at θ, and every likelihood ratio and KL of the
+    update would be wrong without a word. The same object passes; another one must
+    have the same parameter names and shapes and give the same mean and log-std
+    at ``policy``'s parameters on a fixed probe of observations of both signs.
+
+    Raises:
+        ValueError: Naming what differs.
+
+    """
+    if sampler_policy is policy:
+        return
+    params = named_params(policy)
+    theirs = {name: tuple(value.shape) for name, value in sampler_policy.named_parameters()}
+    ours = {name: tuple(value.shape) for name, value in params.items()}
+    if theirs != ours:
+        raise ValueError('sampler was built for another policy (parameters '
+                         f'{sorted(set(theirs.items()) ^ set(ours.items()))[:4]} differ): build '
+                         "it with make_sampler(policy, env) for the algorithm's policy")
+    dtype = next(iter(params.values())).dtype
+    probe = torch.linspace(-3., 3., 8 * obs_dim, dtype=dtype).reshape(8, obs_dim)
+    with torch.no_grad():
+        try:
+            mine = distribution_params(policy, None, probe)
+            other = distribution_params(sampler_policy, params, probe)
+        except (RuntimeError, TypeError, ValueError) as error:
+            raise ValueError("sampler was built for a policy that does not take the algorithm's "
+                             f'parameters ({error}): build it with make_sampler(policy, env) '
+                             "for the algorithm's policy") from error
+    for what, a, b in zip(('mean', 'log-std'), mine, other):
+        if a.shape != b.shape or not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
+            gap = (float((a - b).abs().max()) if a.shape == b.shape
+                   else f'shapes {tuple(a.shape)} and {tuple(b.shape)}')
+            raise ValueError(f"sampler was built for a policy that computes another {what} than "
+                             f"the algorithm's at the same parameters (largest difference {gap}): "
+                             "build it with make_sampler(policy, env) for the algorithm's policy")

@@ -178,22 +178,41 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
                 dice[i] = _postprocess(disc - b, mask[i], config)
     mean_std_reward = _mean_std_reward(rewards, mask)
 
-    as_t = lambda x: torch.as_tensor(x, dtype=torch.float32)  # noqa: E731
-    actions = as_t(pad(episodes.actions))
-    old_mean = as_t(pad(episodes.agent_infos['mean']))
-    old_log_std = as_t(pad(episodes.agent_infos['log_std']))
+    def as_t(name, values):
+        return _float32(name, values, first_task)
+
+    actions = as_t('actions', pad(episodes.actions))
+    old_mean = as_t('means', pad(episodes.agent_infos['mean']))
+    old_log_std = as_t('log-stds', pad(episodes.agent_infos['log_std']))
     return MetaBatch(
-        observations=as_t(obs),
+        observations=as_t('observations', obs),
         actions=actions,
-        mask=as_t(mask),
+        mask=torch.as_tensor(mask, dtype=torch.float32),
         old_mean=old_mean,
         old_log_std=old_log_std,
         old_log_probs=gaussian_log_likelihood(actions, old_mean, old_log_std),
-        rewards=as_t(rewards),
-        advantages=as_t(advantages),
-        dice_rewards=None if dice is None else as_t(dice),
-        mean_std_reward=as_t(mean_std_reward),
+        rewards=as_t('rewards', rewards),
+        advantages=as_t('advantages', advantages),
+        dice_rewards=None if dice is None else as_t('DiCE rewards', dice),
+        mean_std_reward=as_t("E-MAML's standardised rewards", mean_std_reward),
         episodes=episodes)
+
+
+def _float32(name: str, values: np.ndarray, first_task: int) -> torch.Tensor:
+    """``values`` (one row per task) as a float32 tensor, the batch's dtype; a value that
+    is finite in float64 but beyond float32's range (an env's reward of 1e200) is refused
+    naming ``name`` and the task, not left as an inf for the update to meet."""
+    tensor = torch.as_tensor(values, dtype=torch.float32)
+    if not bool(torch.isfinite(tensor).all()):
+        bad = ~np.isfinite(tensor.numpy()).reshape(len(tensor), -1).all(axis=1)
+        task = first_task + int(np.flatnonzero(bad)[0])
+        with np.errstate(invalid='ignore'):
+            largest = np.nanmax(np.abs(np.asarray(values, dtype=np.float64)))
+        raise ValueError(f'the {name} of task {task} of the meta-batch do not fit float32, the '
+                         f'batch\'s dtype (largest |value| {largest:.3g}; float32 holds up to '
+                         f'{float(np.finfo(np.float32).max):.3g}): the env\'s rewards or '
+                         'observations are too large')
+    return tensor
 
 
 def without_trailing_padding(batches: List[MetaBatch]) -> List[MetaBatch]:

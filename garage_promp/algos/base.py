@@ -49,7 +49,12 @@ from garage_promp.algos.meta_test_api import MetaTestAPI
 from garage_promp.algos.options import require
 from garage_promp.algos.snapshot_state import SnapshotState
 from garage_promp.baselines import Baseline, LinearFeatureBaseline, LinearTimeBaseline
-from garage_promp.policies import check_env_and_policy, named_params
+from garage_promp.policies import (
+    check_env_and_policy,
+    check_sampler_policy,
+    check_trainable,
+    named_params,
+)
 from garage_promp.sampler import MetaSampler
 from garage_promp.sampler.rollout import check_same_spaces
 from garage_promp.validation import (
@@ -202,6 +207,9 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
             raise ValueError(
                 f'sampler has max_episode_length={sampler.max_episode_length}'
                 f' but env has {horizon}: build the sampler for this env')
+        check_trainable(policy)
+        check_sampler_policy(policy, sampler._policy,  # pylint: disable=protected-access
+                             env.spec.observation_space.flat_dim)
 
         self._env_spec = env.spec
         # Per-env diagnostics (e.g. forward velocity) of garage_promp.envs.

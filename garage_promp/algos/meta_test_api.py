@@ -106,7 +106,33 @@ class MetaTestAPI:
                     (k, torch.as_tensor(v).detach()) for k, v in p.items())
                 for p in params
             ])
-            return unstack_params(self._inner_step(stacked, batch, False))
+            adapted = unstack_params(self._inner_step(stacked, batch, False))
+        for task, p in enumerate(adapted):
+            self._check_adapted_test(p, task, episodes, episodes_per_task)
+        return adapted
+
+    def _check_adapted_test(self, params, task, episodes, episodes_per_task):
+        """Refuse adapted parameters that are not finite, naming the likely cause.
+
+        Finite episodes can still overflow the inner step: sampling Gaussians so
+        narrow that an action is hundreds of standard deviations from its mean
+        (a recorded ``log_std`` of -100) give likelihoods beyond float32, and a
+        step size can be too large; the policy would then act with NaN.
+        """
+        bad = [name for name, value in params.items() if not bool(torch.isfinite(value).all())]
+        if not bad:
+            return
+        rows = slice(int(sum(episodes.lengths[:task * episodes_per_task])),
+                     int(sum(episodes.lengths[:(task + 1) * episodes_per_task])))
+        with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
+            z = np.abs(np.asarray(episodes.actions[rows], dtype=np.float64)
+                       - episodes.agent_infos['mean'][rows]) / np.exp(
+                           np.asarray(episodes.agent_infos['log_std'][rows], dtype=np.float64))
+        raise FloatingPointError(
+            f'adapting task {task} made its parameters non-finite (NaN/inf) in {bad}: the '
+            f"episodes' likelihoods overflow (largest |action - mean| / std {np.nanmax(z):.3g}, "
+            f"smallest agent_infos['log_std'] {np.min(episodes.agent_infos['log_std'][rows]):.3g})"
+            f' or the inner step size is too large (inner_lr={self._inner_lr_value!r})')
 
     def _check_adaptation_input(self, params, episodes, episodes_per_task):
         """Refuse, naming the argument, what would adapt to NaN or fail inside the inner step.
@@ -123,6 +149,9 @@ class MetaTestAPI:
             raise ValueError(f'params must be a non-empty list of parameter dicts, got {params!r}')
         for i, p in enumerate(params):
             check_params_of(self._policy, p, f"params[{i}] must hold the meta-policy's parameters")
+            bad = [k for k, v in p.items() if not bool(torch.isfinite(torch.as_tensor(v)).all())]
+            if bad:
+                raise ValueError(f'params[{i}] must be finite: {bad} hold NaN or inf')
         if not isinstance(episodes, EpisodeBatch):
             raise ValueError(f'episodes must be an EpisodeBatch, got {episodes!r}')
         episodes_per_task = check_int(episodes_per_task, 'episodes_per_task', 1)

@@ -291,7 +291,12 @@ class GymnasiumEnv(Environment):
                           where: str | None = None) -> None:
         where = where or f'at step {self._step_cnt}'
         task = self._task_label()
-        raise ValueError(f'{field} is not finite (NaN or inf) {where} of '
+        if field == 'observation':  # (cast to float32 before the check)
+            field_ = ('observation is not finite (NaN or inf, or beyond float32\'s ±3.4e38, '
+                      'its dtype)')
+        else:
+            field_ = f'{field} is not finite (NaN or inf)'
+        raise ValueError(f'{field_} {where} of '
                          f'{type(self._env.unwrapped).__name__}, task={task}'
                          f', last action={action!r}: {field}={value!r}')
 

@@ -1,12 +1,13 @@
 """garage's MetaEvaluator, adapting with all K inner steps."""
 from garage_promp.policies import AdaptedPolicy
 from garage_promp.sampler import MetaSampler
-from garage_promp.validation import check_bool, check_int
+from garage_promp.validation import MAX_BATCH_STEPS, check_bool, check_int
 
 from dowel import logger, tabular
 from garage import EpisodeBatch, log_multitask_performance
 from garage.experiment import MetaEvaluator as GarageMetaEvaluator
 from garage.experiment.deterministic import get_seed
+from garage.experiment.task_sampler import EnvPoolSampler
 from garage.sampler import DefaultWorker, LocalSampler, WorkerFactory
 
 
@@ -68,6 +69,19 @@ class MetaEvaluator(GarageMetaEvaluator):
             else "n_test_tasks (None: the test task sampler's n_tasks)", 1)
         self._n_exploration_eps = check_int(self._n_exploration_eps, 'n_exploration_eps', 1)
         self._n_test_episodes = check_int(self._n_test_episodes, 'n_test_episodes', 1)
+        # Each round keeps every task's episodes of at least one step: a bound before the
+        # horizon is known (the sampler checks the steps of the rounds once it is).
+        for name in ('n_exploration_eps', 'n_test_episodes'):
+            episodes = getattr(self, '_' + name) * self._n_test_tasks
+            if episodes > MAX_BATCH_STEPS:
+                raise ValueError(f'{name}={getattr(self, "_" + name):,} x n_test_tasks='
+                                 f'{self._n_test_tasks:,} = {episodes:,} episodes of at least one '
+                                 f'step sampled at once; at most {MAX_BATCH_STEPS:,} env steps '
+                                 'fit in memory')
+        if isinstance(task_sampler, EnvPoolSampler) and self._n_test_tasks > task_sampler.n_tasks:
+            raise ValueError(f'n_test_tasks={self._n_test_tasks} but test_task_sampler (an '
+                             f'EnvPoolSampler) holds {task_sampler.n_tasks} envs and samples '
+                             'them without replacement')
         if sampler is not None and not isinstance(sampler, MetaSampler):
             raise ValueError('sampler must be a garage_promp MetaSampler or '
                              f'None, got {sampler!r}')
@@ -93,6 +107,7 @@ class MetaEvaluator(GarageMetaEvaluator):
         """
         if test_episodes_per_task is None:
             test_episodes_per_task = self._n_test_episodes
+        test_episodes_per_task = check_int(test_episodes_per_task, 'test_episodes_per_task', 1)
         num_steps = getattr(algo, 'num_inner_grad_steps', 1)
         logger.log('Sampling for adaptation and meta-testing...')
         env_updates = self._test_task_sampler.sample(self._n_test_tasks)

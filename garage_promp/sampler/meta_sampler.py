@@ -47,11 +47,17 @@ import numbers
 from typing import Any, Callable, Dict, List, Sequence
 
 from garage_promp._threads import learner_cores_while_sampling
-from garage_promp.policies import AdaptedPolicy, check_env_and_policy
+from garage_promp.policies import AdaptedPolicy, check_env_and_policy, check_params_of
 from garage_promp.sampler.backends import BACKENDS, DEFAULT_WORKER_TIMEOUT
 from garage_promp.sampler.options import check_sampler_options
 from garage_promp.sampler.rollout import EpisodeArrays, Job, TaskShare, check_same_keys
-from garage_promp.validation import check_bool, check_choice, check_int
+from garage_promp.validation import (
+    MAX_BATCH_STEPS,
+    check_batch_steps,
+    check_bool,
+    check_choice,
+    check_int,
+)
 
 from garage import EpisodeBatch, StepType
 from garage.sampler import Sampler
@@ -266,7 +272,10 @@ class MetaSampler(Sampler):
             raise ValueError('obtain_meta_batch needs at least one task')
         episodes_per_task = check_int(episodes_per_task,
                                       'episodes_per_task', 1)
-        numpy_params = [_to_numpy(p) for p in params]
+        check_batch_steps(self._max_episode_length, as_arguments=True,
+                          tasks=len(task_updates), episodes_per_task=episodes_per_task)
+        numpy_params = [self._checked_params(p, f'params[{task}]')
+                        for task, p in enumerate(params)]
         return self._run(list(task_updates), numpy_params,
                          [episodes_per_task] * len(task_updates),
                          first=[0] * len(task_updates))
@@ -323,6 +332,11 @@ class MetaSampler(Sampler):
         rounds = [check_int(r, 'episodes per round', 1) for r in episodes_per_round]
         if not rounds:
             raise ValueError('obtain_rounds needs at least one round')
+        # Every round's episodes are kept until the last one is back.
+        check_batch_steps(self._max_episode_length, as_arguments=True,
+                          tasks=n_tasks, episodes_per_task_in_all_rounds=sum(rounds))
+        first_params = [self._checked_params(p, f'params[{task}]')
+                        for task, p in enumerate(params)]
         if len(rounds) > 1 and on_task is None:
             raise ValueError('more than one round needs on_task for the next parameters')
         deterministic = ([False] * len(rounds) if deterministic is None else
@@ -335,7 +349,7 @@ class MetaSampler(Sampler):
         self._round += len(rounds)
         plans = [split_episodes([r] * n_tasks, self._n_workers) for r in rounds]
         next_params = [dict() for _ in rounds]
-        next_params[0] = dict(enumerate(_to_numpy(p) for p in params))
+        next_params[0] = dict(enumerate(first_params))
         missing = [collections.Counter(task for pieces in plan for task, _, _ in pieces)
                    for plan in plans]
         parts = [[{} for _ in range(n_tasks)] for _ in rounds]
@@ -382,7 +396,8 @@ class MetaSampler(Sampler):
                         if new is None:
                             raise TypeError(f'on_task returned no parameters for task {task} '
                                             f'in round {r + 1}')
-                        next_params[r + 1][task] = _to_numpy(new)
+                        next_params[r + 1][task] = self._checked_params(
+                            new, f'on_task\'s parameters for task {task} in round {r + 1}')
                 submit_ready(backend)
         except BaseException:
             self.shutdown_worker()  # whatever failed, no worker keeps sampling
@@ -429,7 +444,7 @@ class MetaSampler(Sampler):
 
         """
         del itr
-        num_samples = check_int(num_samples, 'num_samples', 1)
+        num_samples = check_int(num_samples, 'num_samples', 1, MAX_BATCH_STEPS)
         params = self._params_of(agent_update)
         update = self._update_of(env_update)
         batches, steps, done = [], 0, 0
@@ -445,6 +460,8 @@ class MetaSampler(Sampler):
                               env_update=None) -> EpisodeBatch:
         """``n_eps_per_worker × n_workers`` episodes of one env or task."""
         n_eps = check_int(n_eps_per_worker, 'n_eps_per_worker', 1)
+        check_batch_steps(self._max_episode_length, as_arguments=True,
+                          n_eps_per_worker=n_eps, n_workers=self._n_workers)
         return self._run([self._update_of(env_update)],
                          [self._params_of(agent_update)],
                          [n_eps * self._n_workers], first=[0])
@@ -462,14 +479,18 @@ class MetaSampler(Sampler):
                             f'or None, got {type(agent_update).__name__} '
                             '(per-worker lists are not supported: use '
                             'obtain_meta_batch)')
-        expected = {k: tuple(v.shape)
-                    for k, v in self._policy.named_parameters()}
-        got = {k: tuple(np.shape(v)) for k, v in agent_update.items()}
-        if got != expected:
-            raise ValueError('agent_update parameters do not match the '
-                             f'sampler\'s policy: expected {expected}, got '
-                             f'{got}')
-        return _to_numpy(agent_update)
+        return self._checked_params(agent_update, 'agent_update parameters')
+
+    def _checked_params(self, params, what: str) -> Dict[str, np.ndarray]:
+        """``params`` as numpy arrays, refused (naming ``what``) unless they are a dict of
+        the sampler's policy's parameter names, shapes and dtype: a worker would fail on
+        them with a torch shape or dtype error, or a missing key, after the jobs started."""
+        if not isinstance(params, dict):
+            raise TypeError(f'{what} must be a dict of parameters by name, got '
+                            f'{type(params).__name__}')
+        arrays = _to_numpy(params)  # (a list becomes float64 here, as the worker would see it)
+        check_params_of(self._policy, arrays, f"{what} must be the sampler's policy's:")
+        return arrays
 
     def _update_of(self, env_update):
         if env_update is None:

@@ -441,7 +441,7 @@ class RolloutWorker:
             seed_fn = getattr(env, 'seed', None)
             if callable(seed_fn):
                 seed_fn(int(env_seq.generate_state(1)[0]))
-            obs, info = env.reset()
+            obs, info = self._reset(env)
             self.progress += 1
             rec = recorders[s][j]
             rec.episode_info = info
@@ -508,6 +508,22 @@ class RolloutWorker:
             f'action={actions[row]!r}. Its parameters for this task are NaN/inf or so large '
             'that the mean overflows; after an inner step, the inner step size (inner_lr) '
             'is the likely cause')
+
+    def _reset(self, env):
+        """``env.reset()``, refused (naming the env and episode) unless it returns garage's
+        ``(observation, episode_info)`` with an observation of the observation space's shape:
+        else a torch shape error in the policy forward, or an unpacking error."""
+        out = env.reset()
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError(f'env.reset() must return (observation, episode_info) as garage\'s '
+                             f'Environment.reset does ({self.context.describe()}), got '
+                             f'{type(out).__name__}')
+        obs_shape = tuple(env.spec.observation_space.shape)
+        if np.shape(out[0]) != obs_shape:
+            raise ValueError(f'env.reset() returned an observation of shape {np.shape(out[0])} '
+                             f'where its observation space has {obs_shape} '
+                             f'({self.context.describe()}): observation={out[0]!r}')
+        return out
 
     def _check_step(self, env_step, obs_shape, info_keys):
         """Refuse, at the step it happens, output that does not fit what the env declared.
@@ -712,7 +728,15 @@ def _stack_env_infos(recorders: Sequence[_EpisodeRecorder]) -> Dict[str, np.ndar
             steps += [{k: v[t] for k, v in r.env_infos.items()} for t in range(len(r.rewards))]
         else:
             steps += r.env_infos
-    return stack_dicts(steps)
+    try:
+        return stack_dicts(steps)
+    except (ValueError, TypeError) as error:  # name the info that does not stack
+        for key in steps[0] if steps else ():
+            shapes = sorted({np.shape(step[key]) for step in steps})
+            if len(shapes) > 1:
+                raise ValueError(f'environment info {key!r} must have one shape at every step, '
+                                 f'got shapes {shapes[:4]}') from error
+        raise
 
 
 def _to_arrays(recorders: Sequence[_EpisodeRecorder],

@@ -1,0 +1,234 @@
+"""The Python API refuses what would otherwise give wrong numbers silently, fill memory or
+fail deep inside a worker: each refusal names its culprit, before the work it would spoil."""
+import copy
+
+import garage_promp
+from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline
+from garage_promp.experiment import MetaEvaluator
+
+from garage import EnvStep, EpisodeBatch
+from garage.experiment.task_sampler import EnvPoolSampler, SetTaskSampler
+from garage.sampler.env_update import SetTaskUpdate
+from garage.torch.policies import GaussianMLPPolicy
+import numpy as np
+import pytest
+import torch
+
+from tests.helpers import HORIZON, ShortPointEnv, make_algo, make_setup
+
+
+def _promp(env, policy, sampler_policy=None, env_class=ShortPointEnv):
+    sampler = garage_promp.make_sampler(sampler_policy or policy, env)
+    return garage_promp.ProMP(env, policy, sampler, SetTaskSampler(env_class),
+                              meta_batch_size=2, episodes_per_task=1)
+
+
+# ------------------------------------------------------------------ the policy
+@pytest.mark.parametrize('other, culprit', [
+    (dict(hidden_nonlinearity=torch.relu), 'a policy that computes another mean'),
+    (dict(std_parameterization='softplus'), 'a policy that computes another log-std'),
+    (dict(learn_std=False), r'another policy \(parameters .*_init_std'),
+    (dict(hidden_sizes=(16, )), r'another policy \(parameters .*linear'),
+], ids=['relu', 'softplus std', 'fixed std', 'wider'])
+def test_a_sampler_built_for_a_policy_that_acts_otherwise_is_refused(other, culprit):
+    """The sampler runs its own module at the algorithm's parameters: one that computes
+    another mean or std recorded means and log-stds that were not the algorithm's policy
+    at θ, and every ratio and KL of the update was wrong without a word."""
+    env = ShortPointEnv()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, ))
+    kwargs = dict(dict(hidden_sizes=(8, )), **other)
+    with pytest.raises(ValueError, match='sampler was built for ' + culprit):
+        _promp(env, policy, GaussianMLPPolicy(env.spec, **kwargs))
+    _promp(env, policy, copy.deepcopy(policy))  # the same module, another object: fine
+    _promp(env, policy, GaussianMLPPolicy(env.spec, hidden_sizes=(8, )))  # same architecture
+
+
+def test_a_policy_with_frozen_parameters_is_refused_naming_them():
+    """It failed in the first outer step (autograd: 'does not require grad'), after a
+    whole meta-batch was sampled."""
+    env = ShortPointEnv()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, ))
+    name, value = list(policy.named_parameters())[1]
+    value.requires_grad_(False)
+    with pytest.raises(ValueError, match=rf"do not require grad: \['{name}'\]"):
+        _promp(env, policy)
+
+
+# ----------------------------------------------------------------- the sampler
+def _sampler_and_tasks():
+    env, policy, sampler, _ = make_setup()
+    updates = [SetTaskUpdate(ShortPointEnv, task, None) for task in env.sample_tasks(2)]
+    return policy, sampler, updates, dict(policy.named_parameters())
+
+
+def test_sampler_counts_beyond_memory_are_refused_before_any_env_is_built():
+    """obtain_meta_batch(..., 10**9) deep-copied an env per episode until memory ran out."""
+    policy, sampler, updates, params = _sampler_and_tasks()
+    cases = [
+        (lambda: sampler.obtain_meta_batch(updates, [params] * 2, 10 ** 9),
+         'episodes_per_task=1,000,000,000 x tasks=2 x horizon'),
+        (lambda: sampler.obtain_rounds(updates, [params] * 2, [10 ** 8, 1],
+                                       on_task=lambda *_: params), 'fit in memory'),
+        (lambda: sampler.obtain_exact_episodes(10 ** 9, None), 'n_eps_per_worker'),
+        (lambda: sampler.obtain_samples(0, 10 ** 12, None), r'num_samples must be an int in'),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert len(sampler.obtain_meta_batch(updates, [params] * 2, 2).lengths) == 4
+    del policy
+
+
+def test_sampler_refuses_parameters_not_of_its_policy_before_sampling():
+    """Another dtype, a missing entry, a policy object or a list: a worker failed on them
+    (a torch dtype error, a missing key) after the jobs had started."""
+    policy, sampler, updates, params = _sampler_and_tasks()
+    doubled = {k: v.double() for k, v in params.items()}
+    fewer = dict(list(params.items())[1:])
+    cases = [
+        (lambda: sampler.obtain_meta_batch(updates, [doubled] * 2, 1), ValueError,
+         r"params\[0\] must be the sampler's policy's: in float32"),
+        (lambda: sampler.obtain_meta_batch(updates, [params, fewer], 1), ValueError,
+         r"params\[1\] must be the sampler's policy's"),
+        (lambda: sampler.obtain_meta_batch(updates, [policy] * 2, 1), TypeError,
+         r'params\[0\] must be a dict'),
+        (lambda: sampler.obtain_samples(0, 5, {k: v.tolist() for k, v in params.items()}),
+         ValueError, 'agent_update parameters must be .* in float32'),
+        (lambda: sampler.obtain_rounds(updates, [params] * 2, [1, 1],
+                                       on_task=lambda *_: doubled), ValueError,
+         r"on_task's parameters for task 0 in round 1 must be .* in float32"),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error, match=message):
+            call()
+    rounds = sampler.obtain_rounds(updates, [params] * 2, [1, 1], on_task=lambda *_: params)
+    assert [len(r.lengths) for r in rounds] == [2, 2]
+
+
+class _WrongResetShape(ShortPointEnv):
+    def reset(self):
+        _, info = super().reset()
+        return np.zeros(5), info
+
+
+class _BareReset(ShortPointEnv):
+    def reset(self):
+        return super().reset()[0]
+
+
+class _InfoOfChangingShape(ShortPointEnv):
+    def step(self, action):
+        step = super().step(action)
+        self.calls = getattr(self, 'calls', 0) + 1
+        return EnvStep(step.env_spec, step.action, step.reward, step.observation,
+                       dict(step.env_info, extra=np.zeros(1 + self.calls % 2)), step.step_type)
+
+
+@pytest.mark.parametrize('env_class, message', [
+    (_WrongResetShape, r'env.reset\(\) returned an observation of shape \(5,\) where its '
+                       r'observation space has \(3,\)'),
+    (_BareReset, r'env.reset\(\) must return \(observation, episode_info\)'),
+    (_InfoOfChangingShape, r"environment info 'extra' must have one shape at every step"),
+], ids=['reset shape', 'bare reset', 'info shape'])
+def test_env_output_that_does_not_fit_is_named(env_class, message):
+    """A torch shape error in the policy forward, an unpacking error or numpy's
+    'inhomogeneous shape' before."""
+    env = env_class()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, ))
+    algo = _promp(env, policy, env_class=env_class)
+    with pytest.raises(garage_promp.sampler.SamplerWorkerError, match=message):
+        algo.sample_meta_batch(0)
+
+
+class _HugeReward(ShortPointEnv):
+    def step(self, action):
+        step = super().step(action)
+        return EnvStep(step.env_spec, step.action, 1e200, step.observation, step.env_info,
+                       step.step_type)
+
+
+def test_a_reward_beyond_float32_is_named_where_the_batch_is_made():
+    """Finite in float64, inf in the float32 batch: refused naming the task and the value,
+    not left for the update (or optimize's own check) to meet as an inf."""
+    env = _HugeReward()
+    algo = _promp(env, GaussianMLPPolicy(env.spec, hidden_sizes=(8, )), env_class=_HugeReward)
+    with np.errstate(all='ignore'):
+        with pytest.raises(ValueError, match=r'the rewards of task 0 of the meta-batch do not '
+                                             r'fit float32.*largest \|value\| 1e\+200'):
+            algo.sample_meta_batch(0)
+
+
+# ----------------------------------------------------------- the meta-evaluator
+def test_meta_evaluator_refuses_counts_beyond_memory_and_a_pool_too_small_when_made():
+    """They were accepted and failed at the first evaluation, an epoch later (a
+    MemoryError after copying envs, or garage's pool error)."""
+    sampler = SetTaskSampler(ShortPointEnv)
+    for name in ('n_exploration_eps', 'n_test_episodes'):
+        counts = dict(dict(n_exploration_eps=1, n_test_episodes=1), **{name: 10 ** 9})
+        with pytest.raises(ValueError, match=rf'{name}=1,000,000,000 x n_test_tasks=2'):
+            MetaEvaluator(test_task_sampler=sampler, n_test_tasks=2, **counts)
+    pool = EnvPoolSampler([ShortPointEnv()] * 2)
+    with pytest.raises(ValueError, match='n_test_tasks=5 but test_task_sampler .* holds 2'):
+        MetaEvaluator(test_task_sampler=pool, n_test_tasks=5)
+    MetaEvaluator(test_task_sampler=pool, n_test_tasks=2)
+    _, algo = make_algo('LVCVPG')
+    evaluator = MetaEvaluator(test_task_sampler=sampler, n_test_tasks=2, n_exploration_eps=1,
+                              n_test_episodes=1)
+    with pytest.raises(ValueError, match='fit in memory'):
+        evaluator.evaluate(algo, test_episodes_per_task=10 ** 9)
+    assert len(evaluator.evaluate(algo)) == 2
+
+
+# ---------------------------------------------------------------- adaptation
+def _with(episodes, **fields):
+    values = dict(env_spec=episodes.env_spec, episode_infos=episodes.episode_infos_by_episode,
+                  observations=episodes.observations,
+                  last_observations=episodes.last_observations, actions=episodes.actions,
+                  rewards=episodes.rewards, env_infos=episodes.env_infos,
+                  agent_infos=episodes.agent_infos, step_types=episodes.step_types,
+                  lengths=episodes.lengths)
+    values.update(fields)
+    return EpisodeBatch(**values)
+
+
+def test_adaptation_that_overflows_or_starts_from_nan_is_refused():
+    """Finite episodes whose likelihoods overflow float32 (a recorded log-std of -100,
+    actions of 1e30) adapted to NaN parameters without a word, and NaN parameters were
+    adapted to NaN; float64 parameters failed in torch's matmul."""
+    _, algo = make_algo('LVCVPG', meta_batch_size=2, episodes_per_task=1)
+    episodes = EpisodeBatch.concatenate(*algo.sample_meta_batch(0)[0].episodes.split()[:1])
+    theta = algo.get_exploration_policy().adapted_params()
+    infos = episodes.agent_infos
+    narrow = _with(episodes, agent_infos=dict(infos, log_std=infos['log_std'] * 0 - 100))
+    with pytest.raises(FloatingPointError, match=r"adapting task 0 made its parameters non-"
+                                                 r"finite.*smallest agent_infos\['log_std'\] -100"):
+        algo.adapt_many([theta], narrow, 1)
+    with pytest.raises(FloatingPointError, match='adapting task 0 made its parameters'):
+        algo.adapt_many([theta], _with(episodes, actions=episodes.actions * 0 + 1e30), 1)
+    nan = {k: v * float('nan') for k, v in theta.items()}
+    with pytest.raises(ValueError, match=r'params\[0\] must be finite'):
+        algo.adapt_many([nan], episodes, 1)
+    with pytest.raises(ValueError, match=r'params\[0\] must hold .* in float32'):
+        algo.adapt_many([{k: v.double() for k, v in theta.items()}], episodes, 1)
+    adapted = algo.adapt_many([theta], episodes, 1)[0]
+    assert all(bool(torch.isfinite(v).all()) for v in adapted.values())
+    assert any(not torch.equal(adapted[k], theta[k]) for k in theta)
+
+
+# ------------------------------------------------------------------ baselines
+@pytest.mark.parametrize('baseline', [LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline])
+def test_baselines_predict_zero_on_padding_and_refuse_masks_that_do_not_fit(baseline):
+    """'Predictions (R, T), 0 on padding' held only for finite padding; a mask of 2s scaled
+    the predictions and a NaN one made them NaN; shapes that differ failed in numpy."""
+    rng = np.random.default_rng(0)
+    obs, targets, mask = rng.normal(size=(3, HORIZON, 2)), rng.normal(size=(3, HORIZON)), \
+        np.ones((3, HORIZON))
+    obs[0, -1], mask[0, -1] = np.nan, 0.
+    predictions = baseline().fit_predict(obs, targets, mask)
+    assert predictions[0, -1] == 0 and np.isfinite(predictions).all()
+    for bad, message in ((mask * 2, 'only 0 and 1'), (mask * np.nan, 'only 0 and 1'),
+                         (mask[:2], r'observations \(R, T, O\), a mask \(R, T\)')):
+        with pytest.raises(ValueError, match=message):
+            baseline().fit_predict(obs, targets, bad)
+    with pytest.raises(ValueError, match='targets'):
+        baseline().fit_predict(obs, targets[:, :2], mask)
