@@ -442,6 +442,10 @@ def check_env_and_policy(env, policy, need_horizon: bool = True) -> int | None:
     if need_horizon and (horizon is None or not np.isfinite(horizon)):
         raise ValueError('env must have a finite max_episode_length, got '
                          f'{horizon!r}')
+    dtypes = sorted({str(value.dtype).replace('torch.', '') for value in policy.parameters()})
+    if dtypes != ['float32']:
+        raise ValueError(f'policy must have float32 parameters (garage\'s default; the sampled '
+                         f'batches are float32), got {dtypes or "no parameters"}')
     # A probe forward: works for any policy, whatever it records of its spec.
     obs_dim, act_dim = obs_space.shape[0], act_space.shape[0]
     try:

@@ -54,6 +54,14 @@ def test_a_policy_with_frozen_parameters_is_refused_naming_them():
         _promp(env, policy)
 
 
+def test_a_float64_policy_is_refused_as_such():
+    """It was refused as a policy that 'does not take the env's observations of size 3'."""
+    env = ShortPointEnv()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, )).double()
+    with pytest.raises(ValueError, match=r"policy must have float32 parameters .*\['float64'\]"):
+        garage_promp.make_sampler(policy, env)
+
+
 # ----------------------------------------------------------------- the sampler
 def _sampler_and_tasks():
     env, policy, sampler, _ = make_setup()
