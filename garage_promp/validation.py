@@ -38,6 +38,9 @@ def _fail(name: str, requirement: str, value: Any):
 
 def _scalar_note(value: Any) -> str:
     """For a refused 0-d array or tensor, whose printed value looks like a fine number."""
+    if (np.iscomplexobj(value) if isinstance(value, (np.ndarray, np.generic))
+            else getattr(value, 'is_complex', lambda: isinstance(value, complex))()):
+        return ' (a real number, not a complex one)'
     if getattr(value, 'ndim', None) == 0 or getattr(value, 'shape', None) == ():
         return (f' (a Python or numpy scalar, not a 0-d {type(value).__name__}: pass '
                 'value.item())')

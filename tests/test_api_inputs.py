@@ -240,3 +240,18 @@ def test_baselines_predict_zero_on_padding_and_refuse_masks_that_do_not_fit(base
             baseline().fit_predict(obs, targets, bad)
     with pytest.raises(ValueError, match='targets'):
         baseline().fit_predict(obs, targets[:, :2], mask)
+
+
+@pytest.mark.parametrize('value', [np.complex128(0.1 + 0.5j), torch.tensor(0.1 + 0.5j),
+                                   [0.1 + 0.5j]], ids=['numpy', 'tensor', 'list'])
+def test_a_complex_step_size_is_refused_as_such(value):
+    """A numpy complex in an inner_lr dict was taken as its real part (a ComplexWarning);
+    a scalar one was told to pass value.item(), which is refused too."""
+    from garage_promp.policies import named_params
+    _, algo = make_algo('LVCVPG')
+    names = list(named_params(algo.policy))
+    with pytest.raises(ValueError, match=f'inner_lr must be a real scalar .* for {names[0]}'):
+        make_algo('LVCVPG', inner_lr={n: value if i == 0 else 0.1 for i, n in enumerate(names)})
+    if not isinstance(value, list):
+        with pytest.raises(ValueError, match=r'a real number, not a complex one'):
+            make_algo('LVCVPG', inner_lr=value)

@@ -287,14 +287,17 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
                 lr = None
                 value = inner_lr[name]
                 if not isinstance(value, (bool, np.bool_)) and not (  # True is no step size
-                        isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+                        isinstance(value, torch.Tensor)
+                        and (value.dtype == torch.bool or value.is_complex())) and not (
+                        # nor a complex number (its imaginary part was dropped with a warning)
+                        not isinstance(value, torch.Tensor) and np.iscomplexobj(value)):
                     try:
                         lr = torch.as_tensor(inner_lr[name], dtype=param.dtype)
                     except (TypeError, ValueError, RuntimeError):
                         pass
                 require(lr is not None and (lr.dim() == 0
                                            or lr.shape == param.shape),
-                       'inner_lr', f'a scalar or a tensor of shape '
+                       'inner_lr', f'a real scalar or a real tensor of shape '
                        f'{tuple(param.shape)} for {name}', inner_lr[name])
                 require(bool((lr > 0).all() and torch.isfinite(lr).all()),
                        'inner_lr', f'finite and > 0 for {name}',
