@@ -26,6 +26,7 @@ import re
 import tempfile
 from typing import Any, Callable, Iterable
 
+from garage_promp._console import ensure_std_streams
 from garage_promp._garage_compat import file_kind
 
 import click
@@ -732,7 +733,15 @@ def announce_new_run_beside(log_dir: str, advice: str = '') -> None:
     """Where ``log_dir`` already exists, say that garage's ``wrap_experiment`` puts the new
     run beside it (it makes ``<name>_1``, ``_2``... for any existing directory, an empty one
     too), with ``advice``; and refuse, naming ``--log-dir``, a name that leaves no room for
-    the suffix garage will take. Before anything is written."""
+    the suffix garage will take, or a path that is not UTF-8 text (garage's logs write it
+    into the run's ``debug.log`` as UTF-8: a name of other bytes ended the run after its
+    directory was made). Before anything is written."""
+    try:
+        os.path.abspath(log_dir).encode('utf-8')
+    except UnicodeEncodeError:
+        raise click.BadParameter(f'{log_dir!r} is not UTF-8 text (its bytes are not UTF-8): '
+                                 "garage's logs write the run's path as UTF-8",
+                                 param_hint='--log-dir') from None
     if not os.path.isdir(log_dir):
         return
     parent, name = os.path.split(os.path.abspath(log_dir))
@@ -786,6 +795,7 @@ def run_command(command: click.Command, interrupted: str | Callable[[], str] = '
     ``--help``, an end of input (``Aborted!``) and the command's return (status 0,
     whatever it returns) are click's own.
     """
+    ensure_std_streams()
     try:
         command.main(standalone_mode=False)
     except click.exceptions.Abort as abort:

@@ -273,6 +273,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                 # foreign dir; one that is no plain file is refused, not written through)
                 with owned_run_dir(log_dir, record_pid=False):  # this run may go beside it
                     pass
+    if log_dir:  # (a path garage cannot log is refused; an existing one is announced)
         announce_new_run_beside(log_dir, f'To continue the run in {log_dir}: --resume '
                                          f'{log_dir}')
     if max_env_steps is not None and click_ctx.get_parameter_source(

@@ -39,10 +39,15 @@ def mean_std(values: Sequence[float]) -> Tuple[float, float]:
     values = [v for v in values if not math.isnan(v)]
     if not values:
         return math.nan, math.nan
-    mean = sum(values) / len(values)
-    var = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-           if len(values) > 1 else 0.)
-    return mean, math.sqrt(var)
+    try:
+        mean = sum(values) / len(values)
+        var = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+               if len(values) > 1 else 0.)
+        return mean, math.sqrt(var)
+    except OverflowError:  # squares beyond float range (|values| ~ 1e154): scaled first
+        scale = max(abs(v) for v in values)
+        mean, std = mean_std([v / scale for v in values])
+        return mean * scale, std * scale
 
 
 def _float(value) -> float:

@@ -96,6 +96,15 @@ def complete_lines(path) -> List[str]:
         raise DamagedRunFile(f'{path} is not a text file ({error})') from None
     if lines and not lines[-1].endswith('\n'):
         lines.pop()  # a row being written when the run was killed
+    if lines and lines[0].startswith('\ufeff'):  # (its header's first name would differ)
+        raise DamagedRunFile(f'{path} starts with a byte-order mark (as some editors save '
+                             'text): not as a run writes it; remove the mark (its first 3 bytes)')
+    for number, line in enumerate(lines, 1):
+        # A run ends its lines with '\r\n' (or '\n' where rewritten); a carriage return
+        # elsewhere would split rows (and a resumed run glue its rows onto them).
+        if not line.endswith('\n'):  # (read with newline='': a lone '\r' ends a line too)
+            raise DamagedRunFile(f'{path}, line {number}: a carriage return that ends no '
+                                 "line: not as a run writes its log")
     return lines
 
 
@@ -155,6 +164,10 @@ def _check_fields(path: pathlib.Path, line: int, fields: dict, steps: float) -> 
     return steps
 
 
+#: The largest variant.json read (a run's options are a few hundred bytes).
+MAX_VARIANT_BYTES = 1 << 20
+
+
 def read_variant(run_dir) -> dict:
     """``run_dir/variant.json`` (the run's options), or ``{}`` if there is none.
 
@@ -167,10 +180,16 @@ def read_variant(run_dir) -> dict:
         if os.path.lexists(path):  # a directory, a dangling link: not "none"
             raise DamagedRunFile(f'{path} is not a file: not the options of a run (move it away)')
         return {}
+    if path.stat().st_size > MAX_VARIANT_BYTES:  # a run writes a few hundred bytes
+        raise DamagedRunFile(f'{path} holds {path.stat().st_size:,} bytes, not the options of a '
+                             f'run (at most {MAX_VARIANT_BYTES:,})')
     try:
         variant = json.loads(path.read_text(encoding='utf-8'))
     except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
         raise DamagedRunFile(f'{path} is not valid JSON ({error})') from None
+    except RecursionError:
+        raise DamagedRunFile(f'{path} is not the options of a run (JSON nested too deeply '
+                             'to read)') from None
     if not isinstance(variant, dict):
         raise DamagedRunFile(f'{path} holds a JSON {type(variant).__name__}, not the object of '
                              'options a run writes')

@@ -111,3 +111,13 @@ def test_plot_refuses_a_copy_of_a_run_as_a_second_seed(runs, tmp_path):
     result = CliRunner().invoke(_main('plot'), [str(runs[('ProMP', 1)]),
                                                 str(runs[('MAML-TRPO', 1)]), '--out', str(out)])
     assert result.exit_code == 0, result.output
+
+
+def test_mean_std_of_huge_finite_returns_does_not_overflow():
+    """Squares of |x| > 1e154 overflow a Python float: plot.py ended with OverflowError."""
+    import math
+
+    from garage_promp.experiment.plotting import mean_std
+    mean, std = mean_std([1e160, -1e160, math.nan])
+    assert mean == 0. and math.isclose(std, math.sqrt(2) * 1e160, rel_tol=1e-12)
+    assert mean_std([1., 3.]) == (2., math.sqrt(2.))  # ordinary values: the plain formula

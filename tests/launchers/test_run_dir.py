@@ -226,6 +226,41 @@ def test_a_progress_csv_that_is_not_a_file_is_damaged(tmp_path):
         read_progress(tmp_path)
 
 
+@pytest.mark.parametrize('data, match', [
+    (b'\xef\xbb\xbfTotalEnvSteps\r\n100\r\n', 'starts with a byte-order mark'),
+    (b'TotalEnvSteps\r\r\n100\r\r\n', 'line 1: a carriage return that ends no line'),
+    (b'TotalEnvSteps\r\n100\r200\r\n', 'line 2: a carriage return that ends no line')],
+    ids=['BOM', 'doubled CR', 'lone CR'])
+def test_read_progress_refuses_line_ends_a_run_does_not_write(tmp_path, data, match):
+    """A BOM split the first column on --resume (the old rows under '\\ufeff' + name); a
+    doubled CR lost a row and glued the resumed rows onto another."""
+    from garage_promp.experiment.run_dir import DamagedRunFile, read_progress
+    path = tmp_path / 'progress.csv'
+    path.write_bytes(data)
+    with pytest.raises(DamagedRunFile, match=match):
+        read_progress(tmp_path)
+    for good in (b'TotalEnvSteps\r\n100\r\n200\r', b'TotalEnvSteps\n100\n'):  # a cut row; LF
+        path.write_bytes(good)
+        assert [row['TotalEnvSteps'] for row in read_progress(tmp_path)] == ['100']
+
+
+def test_read_variant_refuses_json_nested_too_deeply_or_too_large(tmp_path):
+    """A RecursionError traceback (--resume, meta_test.py, plot.py) before."""
+    from garage_promp.experiment.run_dir import MAX_VARIANT_BYTES, DamagedRunFile, read_variant
+    path = tmp_path / 'variant.json'
+    path.write_text('{"x": ' + '[' * 100000 + ']' * 100000 + '}')
+    with pytest.raises(DamagedRunFile, match='nested too deeply'):
+        read_variant(tmp_path)
+    path.write_text('{"x": "' + 'a' * MAX_VARIANT_BYTES + '"}')
+    with pytest.raises(DamagedRunFile, match='bytes, not the options of a run'):
+        read_variant(tmp_path)
+    path.write_text('{"x": ' + '[' * 50 + ']' * 50 + '}')
+    nested = read_variant(tmp_path)['x']
+    for _ in range(49):
+        nested = nested[0]
+    assert nested == []  # 50 levels: read
+
+
 @pytest.mark.parametrize('text, match', [('{"algo": ', 'not valid JSON'),
                                          ('[1, 2]', 'holds a JSON list'),
                                          ('"ProMP"', 'holds a JSON str')])

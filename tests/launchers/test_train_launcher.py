@@ -457,3 +457,44 @@ def test_an_existing_empty_log_dir_gets_the_run_beside_it_said_up_front(tmp_path
     assert f'{log_dir} already exists: this run goes to a new directory beside it, {log_dir}_2' \
         in result.output
     assert (tmp_path / 'log_2' / 'progress.csv').exists() and not any(log_dir.iterdir())
+
+
+def _train_subprocess(log_dir, stdout, stderr):
+    import subprocess
+    import sys
+    return subprocess.run(
+        [sys.executable, str(LAUNCHER), '--algo', 'LVC-VPG', '--env', 'PointEnvCorner',
+         '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '1',
+         '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+         '--log-dir', log_dir], stdout=stdout, stderr=stderr, timeout=300, check=False)
+
+
+def test_a_run_with_its_stdout_closed_trains_and_keeps_its_logs_apart(tmp_path):
+    """`train.py >&-`: the console's isatty/flush on None ended the run in epoch 0 with a
+    traceback, after the run dir was made; the closed descriptor is now /dev/null, so no
+    log file takes it (and console output cannot land in a log)."""
+    import subprocess
+    import sys
+    with open(tmp_path / 'err', 'w') as err:  # (closed before the interpreter starts, as >&-)
+        result = subprocess.run(
+            [sys.executable, str(LAUNCHER), '--algo', 'LVC-VPG', '--env', 'PointEnvCorner',
+             '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '1',
+             '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+             '--log-dir', str(tmp_path / 'log')],
+            stderr=err, preexec_fn=lambda: os.close(1), timeout=300, check=False)
+    assert result.returncode == 0, (tmp_path / 'err').read_text()
+    assert (tmp_path / 'log' / 'params.pkl').is_file()
+    rows = list(csv.DictReader(open(tmp_path / 'log' / 'progress.csv', encoding='utf-8')))
+    assert len(rows) == 1 and 'epoch 1/1' not in (tmp_path / 'log' / 'progress.csv').read_text()
+
+
+def test_a_log_dir_that_is_not_utf8_is_refused_before_it_is_made(tmp_path):
+    """garage's logs write the path into debug.log as UTF-8: such a name ended the run
+    with a UnicodeEncodeError after the directory was made."""
+    import subprocess
+    log_dir = os.fsencode(tmp_path) + b'/bad\xff'
+    result = _train_subprocess(log_dir, subprocess.PIPE, subprocess.PIPE)
+    assert result.returncode == 2
+    assert b'--log-dir' in result.stderr and b'is not UTF-8 text' in result.stderr
+    assert b'Traceback' not in result.stderr
+    assert not os.path.lexists(log_dir)
