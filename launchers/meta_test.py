@@ -18,6 +18,7 @@ import collections
 import csv
 import math
 import os
+import pathlib
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp._garage_compat import CorruptSnapshotError, check_training_snapshot
@@ -223,6 +224,9 @@ def _load_snapshot(log_dir, itr):
         check_training_snapshot(snapshot, log_dir)
     except CorruptSnapshotError as error:
         raise click.ClickException(str(error)) from error
+    if itr == 'first' and not any(pathlib.Path(log_dir).glob('itr_*.pkl')):
+        click.echo(f'--itr first: {log_dir} keeps only its last snapshot (params.pkl, '
+                   "snapshot mode 'last'), so that is the one tested", err=True)
     return snapshot
 
 

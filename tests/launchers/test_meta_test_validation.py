@@ -340,3 +340,14 @@ def test_a_missing_epoch_names_the_snapshots_there(snapshot_dir, cwd):
     _assert_refused(result, '--itr')
     assert 'numbered snapshots here: none' in result.output
     assert 'params.pkl holds the last epoch saved' in result.output
+
+
+def test_itr_first_of_a_run_keeping_only_its_last_snapshot_says_so(snapshot_dir, cwd):
+    """Snapshot mode 'last' keeps params.pkl only: --itr first tested it without a word."""
+    result = _invoke(_load('meta_test'), snapshot_dir, '--itr', 'first', '--csv',
+                     str(cwd / 'first.csv'))
+    assert result.exit_code == 0, result.output
+    assert "--itr first: " in result.output and 'keeps only its last snapshot' in result.output
+    result = _invoke(_load('meta_test'), snapshot_dir, '--itr', 'last', '--csv',
+                     str(cwd / 'last.csv'))
+    assert result.exit_code == 0 and 'keeps only its last snapshot' not in result.output

@@ -498,3 +498,22 @@ def test_a_log_dir_that_is_not_utf8_is_refused_before_it_is_made(tmp_path):
     assert b'--log-dir' in result.stderr and b'is not UTF-8 text' in result.stderr
     assert b'Traceback' not in result.stderr
     assert not os.path.lexists(log_dir)
+
+
+def test_a_run_whose_console_reader_leaves_trains_on(tmp_path):
+    """`train.py | head -1`: the next console line raised BrokenPipeError and ended the run
+    in its first epoch, with no snapshot; the console is dropped once its reader has left."""
+    import subprocess
+    import sys
+    process = subprocess.Popen(
+        [sys.executable, str(LAUNCHER), '--algo', 'LVC-VPG', '--env', 'PointEnvCorner',
+         '--epochs', '2', '--meta-batch-size', '2', '--episodes-per-task', '1',
+         '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+         '--log-dir', str(tmp_path / 'log')], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.readline()  # the first line, then the reader leaves
+    process.stdout.close()
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err.decode()
+    assert b'BrokenPipeError' not in err
+    assert len(list(csv.DictReader(open(tmp_path / 'log' / 'progress.csv',
+                                        encoding='utf-8')))) == 2
