@@ -103,6 +103,6 @@ class _ReaderMayLeave(io.RawIOBase):
         if not self._reader_left:
             try:
                 return os.write(self._fd, data)
-            except BrokenPipeError:
+            except (BrokenPipeError, ConnectionResetError):
                 self._reader_left = True
         return len(data)

@@ -343,7 +343,7 @@ class AdaptedPolicy(Policy):
         inner = policy.policy if isinstance(policy, AdaptedPolicy) else policy
         # Other entries (e.g. the buffers of a state_dict) are not read.
         check_params_of(inner, params, "params must hold the policy's parameters",
-                        others_ok=True)
+                        others_ok=True, same_dtype=False)  # (copied in: cast to its dtype)
         self.policy = copy.deepcopy(inner)
         with torch.no_grad():
             for name, value in self.policy.named_parameters():
@@ -378,9 +378,10 @@ class AdaptedPolicy(Policy):
 
 
 def check_params_of(policy: torch.nn.Module, params: Any, refusal: str,
-                    others_ok: bool = False) -> None:
+                    others_ok: bool = False, same_dtype: bool = True) -> None:
     """Refuse ``params`` unless it is a dict of every parameter of ``policy`` by name, each
-    of its shape and dtype (and, without ``others_ok``, nothing else).
+    of its shape (and, without ``others_ok``, nothing else), and with ``same_dtype`` of its
+    dtype.
 
     Raises:
         ValueError: ``refusal``, then the names and shapes (or dtypes) wanted and got.
@@ -393,9 +394,9 @@ def check_params_of(policy: torch.nn.Module, params: Any, refusal: str,
                if not others_ok or name in want}
     if got != want:
         raise ValueError(f'{refusal} {want}, got {got if got is not None else params!r}')
-    dtype = next(policy.parameters()).dtype
+    dtype = next(policy.parameters(), torch.empty(0)).dtype
     wrong = {name: str(torch.as_tensor(params[name]).dtype).replace('torch.', '')
-             for name in want if torch.as_tensor(params[name]).dtype != dtype}
+             for name in want if torch.as_tensor(params[name]).dtype != dtype} if same_dtype else {}
     if wrong:
         raise ValueError(f'{refusal} in {str(dtype).replace("torch.", "")} (the policy\'s '
                          f'dtype), got {wrong}')
@@ -499,9 +500,10 @@ def check_sampler_policy(policy: torch.nn.Module, sampler_policy: torch.nn.Modul
     theirs = {name: tuple(value.shape) for name, value in sampler_policy.named_parameters()}
     ours = {name: tuple(value.shape) for name, value in params.items()}
     if theirs != ours:
-        raise ValueError('sampler was built for another policy (parameters '
-                         f'{sorted(set(theirs.items()) ^ set(ours.items()))[:4]} differ): build '
-                         "it with make_sampler(policy, env) for the algorithm's policy")
+        raise ValueError("sampler was built for another policy (the sampler's has "
+                         f'{sorted(set(theirs.items()) - set(ours.items()))[:3]}, the '
+                         f"algorithm's {sorted(set(ours.items()) - set(theirs.items()))[:3]}): "
+                         "build it with make_sampler(policy, env) for the algorithm's policy")
     dtype = next(iter(params.values())).dtype
     probe = torch.linspace(-3., 3., 8 * obs_dim, dtype=dtype).reshape(8, obs_dim)
     with torch.no_grad():

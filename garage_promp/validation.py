@@ -739,7 +739,7 @@ def announce_new_run_beside(log_dir: str, advice: str = '') -> None:
     try:
         os.path.abspath(log_dir).encode('utf-8')
     except UnicodeEncodeError:
-        raise click.BadParameter(f'{log_dir!r} is not UTF-8 text (its bytes are not UTF-8): '
+        raise click.BadParameter(f'{os.path.abspath(log_dir)!r} is not UTF-8 text: '
                                  "garage's logs write the run's path as UTF-8",
                                  param_hint='--log-dir') from None
     if not os.path.isdir(log_dir):

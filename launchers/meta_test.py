@@ -225,8 +225,9 @@ def _load_snapshot(log_dir, itr):
     except CorruptSnapshotError as error:
         raise click.ClickException(str(error)) from error
     if itr == 'first' and not any(pathlib.Path(log_dir).glob('itr_*.pkl')):
-        click.echo(f'--itr first: {log_dir} keeps only its last snapshot (params.pkl, '
-                   "snapshot mode 'last'), so that is the one tested", err=True)
+        click.echo(f'--itr first: {log_dir} keeps no itr_<epoch>.pkl (snapshot mode '
+                   "'last', or they were removed): its last snapshot, params.pkl, is the one "
+                   'tested', err=True)
     return snapshot
 
 

@@ -275,7 +275,7 @@ def test_a_dict_of_step_sizes_refuses_a_bool_and_a_task_sampler_must_be_one():
     env, policy, sampler, task_sampler = make_setup()
     for true in (True, np.True_, torch.tensor(True)):
         lrs = {name: true for name, _ in policy.named_parameters()}
-        with pytest.raises(ValueError, match='inner_lr must be a scalar or a tensor'):
+        with pytest.raises(ValueError, match='inner_lr must be a real scalar or a real tensor'):
             garage_promp.ProMP(env, policy, sampler, task_sampler, inner_lr=lrs)
     with pytest.raises(ValueError, match='task_sampler must be a garage TaskSampler'):
         garage_promp.ProMP(env, policy, sampler, type(task_sampler))  # the class itself

@@ -184,13 +184,22 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
     actions = as_t('actions', pad(episodes.actions))
     old_mean = as_t('means', pad(episodes.agent_infos['mean']))
     old_log_std = as_t('log-stds', pad(episodes.agent_infos['log_std']))
+    old_log_probs = gaussian_log_likelihood(actions, old_mean, old_log_std)
+    if not bool(torch.isfinite(old_log_probs).all()):
+        task = first_task + int(np.flatnonzero(
+            ~torch.isfinite(old_log_probs).reshape(n_tasks, -1).all(dim=1).numpy())[0])
+        raise FloatingPointError(
+            f"the sampling policy's log-likelihood of its own actions is not finite in float32 "
+            f'for task {task} of the meta-batch (smallest log-std {float(old_log_std.min()):.3g}'
+            '): the Gaussian that sampled them is too narrow, or its actions too far from its '
+            'mean, for float32')
     return MetaBatch(
         observations=as_t('observations', obs),
         actions=actions,
         mask=torch.as_tensor(mask, dtype=torch.float32),
         old_mean=old_mean,
         old_log_std=old_log_std,
-        old_log_probs=gaussian_log_likelihood(actions, old_mean, old_log_std),
+        old_log_probs=old_log_probs,
         rewards=as_t('rewards', rewards),
         advantages=as_t('advantages', advantages),
         dice_rewards=None if dice is None else as_t('DiCE rewards', dice),
@@ -206,12 +215,11 @@ def _float32(name: str, values: np.ndarray, first_task: int) -> torch.Tensor:
     if not bool(torch.isfinite(tensor).all()):
         bad = ~np.isfinite(tensor.numpy()).reshape(len(tensor), -1).all(axis=1)
         task = first_task + int(np.flatnonzero(bad)[0])
-        with np.errstate(invalid='ignore'):
-            largest = np.nanmax(np.abs(np.asarray(values, dtype=np.float64)))
+        own = np.abs(np.asarray(values[task - first_task], dtype=np.float64))
+        largest = float(np.max(np.where(np.isnan(own), 0., own)))
         raise ValueError(f'the {name} of task {task} of the meta-batch do not fit float32, the '
                          f'batch\'s dtype (largest |value| {largest:.3g}; float32 holds up to '
-                         f'{float(np.finfo(np.float32).max):.3g}): the env\'s rewards or '
-                         'observations are too large')
+                         f'{float(np.finfo(np.float32).max):.3g})')
     return tensor
 
 
@@ -377,7 +385,7 @@ def _check_values(k: int, batch: MetaBatch) -> None:
         place = (f'task {where[0]}' if name == 'mean_std_reward' else
                  f'task {where[0]}, episode {where[1]}, step {where[2]}')
         raise ValueError(f'batches[{k}].{name} holds {_first(value[where])} at {place}: '
-                         'optimize takes finite values (sample_meta_batch gives only those)')
+                         'optimize takes finite values')
 
 
 def _first(values: torch.Tensor) -> str:

@@ -290,7 +290,8 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
                         isinstance(value, torch.Tensor)
                         and (value.dtype == torch.bool or value.is_complex())) and not (
                         # nor a complex number (its imaginary part was dropped with a warning)
-                        not isinstance(value, torch.Tensor) and np.iscomplexobj(value)):
+                        isinstance(value, (complex, np.complexfloating))
+                        or isinstance(value, np.ndarray) and np.iscomplexobj(value)):
                     try:
                         lr = torch.as_tensor(inner_lr[name], dtype=param.dtype)
                     except (TypeError, ValueError, RuntimeError):

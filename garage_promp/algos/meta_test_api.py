@@ -128,11 +128,13 @@ class MetaTestAPI:
             z = np.abs(np.asarray(episodes.actions[rows], dtype=np.float64)
                        - episodes.agent_infos['mean'][rows]) / np.exp(
                            np.asarray(episodes.agent_infos['log_std'][rows], dtype=np.float64))
+        largest = float(np.max(np.where(np.isnan(z), 0., z)))
         raise FloatingPointError(
             f'adapting task {task} made its parameters non-finite (NaN/inf) in {bad}: the '
-            f"episodes' likelihoods overflow (largest |action - mean| / std {np.nanmax(z):.3g}, "
+            f"episodes' likelihoods overflow (largest |action - mean| / std {largest:.3g}, "
             f"smallest agent_infos['log_std'] {np.min(episodes.agent_infos['log_std'][rows]):.3g})"
-            f' or the inner step size is too large (inner_lr={self._inner_lr_value!r})')
+            f' or the inner step size is too large (inner_lr={str(self._inner_lr_value)[:80]}'
+            f"{', learned' if self._trainable_inner_step_size else ''})")
 
     def _check_adaptation_input(self, params, episodes, episodes_per_task):
         """Refuse, naming the argument, what would adapt to NaN or fail inside the inner step.

@@ -81,7 +81,7 @@ class MetaEvaluator(GarageMetaEvaluator):
         if isinstance(task_sampler, EnvPoolSampler) and self._n_test_tasks > task_sampler.n_tasks:
             raise ValueError(f'n_test_tasks={self._n_test_tasks} but test_task_sampler (an '
                              f'EnvPoolSampler) holds {task_sampler.n_tasks} envs and samples '
-                             'them without replacement')
+                             'them without replacement (grow_pool it before making the evaluator)')
         if sampler is not None and not isinstance(sampler, MetaSampler):
             raise ValueError('sampler must be a garage_promp MetaSampler or '
                              f'None, got {sampler!r}')

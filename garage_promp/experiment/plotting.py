@@ -43,7 +43,9 @@ def mean_std(values: Sequence[float]) -> Tuple[float, float]:
         mean = sum(values) / len(values)
         var = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)
                if len(values) > 1 else 0.)
-        return mean, math.sqrt(var)
+        if math.isfinite(mean) and math.isfinite(var) or not all(map(math.isfinite, values)):
+            return mean, math.sqrt(var)
+        raise OverflowError  # a sum beyond float range (|values| ~ 1e308)
     except OverflowError:  # squares beyond float range (|values| ~ 1e154): scaled first
         scale = max(abs(v) for v in values)
         mean, std = mean_std([v / scale for v in values])

@@ -40,6 +40,7 @@ Pickling: the sampler pickles as its configuration and round counter. No
 worker starts until the first call, so loading a snapshot starts nothing.
 """
 import collections
+import collections.abc
 import contextlib
 import copy
 import math
@@ -334,7 +335,7 @@ class MetaSampler(Sampler):
             raise ValueError('obtain_rounds needs at least one round')
         # Every round's episodes are kept until the last one is back.
         check_batch_steps(self._max_episode_length, as_arguments=True,
-                          tasks=n_tasks, episodes_per_task_in_all_rounds=sum(rounds))
+                          tasks=n_tasks, sum_of_episodes_per_round=sum(rounds))
         first_params = [self._checked_params(p, f'params[{task}]')
                         for task, p in enumerate(params)]
         if len(rounds) > 1 and on_task is None:
@@ -485,11 +486,13 @@ class MetaSampler(Sampler):
         """``params`` as numpy arrays, refused (naming ``what``) unless they are a dict of
         the sampler's policy's parameter names, shapes and dtype: a worker would fail on
         them with a torch shape or dtype error, or a missing key, after the jobs started."""
-        if not isinstance(params, dict):
+        if not isinstance(params, collections.abc.Mapping):
             raise TypeError(f'{what} must be a dict of parameters by name, got '
                             f'{type(params).__name__}')
         arrays = _to_numpy(params)  # (a list becomes float64 here, as the worker would see it)
-        check_params_of(self._policy, arrays, f"{what} must be the sampler's policy's:")
+        # Other entries (a state_dict's buffers) are not read by the worker's forward.
+        check_params_of(self._policy, arrays, f"{what} must be the sampler's policy's:",
+                        others_ok=True)
         return arrays
 
     def _update_of(self, env_update):

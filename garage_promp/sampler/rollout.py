@@ -732,11 +732,19 @@ def _stack_env_infos(recorders: Sequence[_EpisodeRecorder]) -> Dict[str, np.ndar
         return stack_dicts(steps)
     except (ValueError, TypeError) as error:  # name the info that does not stack
         for key in steps[0] if steps else ():
-            shapes = sorted({np.shape(step[key]) for step in steps})
+            shapes = sorted({_shape_of(step.get(key)) for step in steps}, key=str)
             if len(shapes) > 1:
                 raise ValueError(f'environment info {key!r} must have one shape at every step, '
                                  f'got shapes {shapes[:4]}') from error
         raise
+
+
+def _shape_of(value) -> Any:
+    """``np.shape`` of an env info, or what it is where it has none (a ragged list)."""
+    try:
+        return np.shape(value)
+    except ValueError:
+        return 'ragged'
 
 
 def _to_arrays(recorders: Sequence[_EpisodeRecorder],

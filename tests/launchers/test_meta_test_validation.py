@@ -347,7 +347,7 @@ def test_itr_first_of_a_run_keeping_only_its_last_snapshot_says_so(snapshot_dir,
     result = _invoke(_load('meta_test'), snapshot_dir, '--itr', 'first', '--csv',
                      str(cwd / 'first.csv'))
     assert result.exit_code == 0, result.output
-    assert "--itr first: " in result.output and 'keeps only its last snapshot' in result.output
+    assert '--itr first: ' in result.output and 'keeps no itr_<epoch>.pkl' in result.output
     result = _invoke(_load('meta_test'), snapshot_dir, '--itr', 'last', '--csv',
                      str(cwd / 'last.csv'))
-    assert result.exit_code == 0 and 'keeps only its last snapshot' not in result.output
+    assert result.exit_code == 0 and 'keeps no itr_' not in result.output

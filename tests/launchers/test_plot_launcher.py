@@ -121,3 +121,5 @@ def test_mean_std_of_huge_finite_returns_does_not_overflow():
     mean, std = mean_std([1e160, -1e160, math.nan])
     assert mean == 0. and math.isclose(std, math.sqrt(2) * 1e160, rel_tol=1e-12)
     assert mean_std([1., 3.]) == (2., math.sqrt(2.))  # ordinary values: the plain formula
+    assert mean_std([1e308, 1e308]) == (1e308, 0.)  # a sum beyond float range
+    assert math.isinf(mean_std([math.inf, 1.])[0])  # (inf is refused when the log is read)
