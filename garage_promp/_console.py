@@ -7,6 +7,7 @@ no-op without one (e.g. under garage's own console output).
 """
 import io
 import os
+import stat
 import sys
 from typing import Callable
 
@@ -70,7 +71,6 @@ def ensure_std_streams() -> None:
 
 def _is_pipe(stream) -> bool:
     """Whether ``stream`` writes to a pipe or socket (``| head``), whose reader may leave."""
-    import stat  # pylint: disable=import-outside-toplevel
     try:
         mode = os.fstat(stream.fileno()).st_mode
     except (AttributeError, ValueError, OSError):  # no descriptor (a test's capture)

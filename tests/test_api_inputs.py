@@ -217,8 +217,9 @@ def test_adaptation_that_overflows_or_starts_from_nan_is_refused():
                                                      'finite in float32 for task 0'):
             algo.adapt_many([theta], bad, 1)
     _, huge_step = make_algo('LVCVPG', meta_batch_size=2, episodes_per_task=1, inner_lr=3e38)
-    with pytest.raises(FloatingPointError, match=r'adapting task 0 made its parameters non-'
-                                                 r'finite.*inner step size is too large'):
+    with pytest.raises(FloatingPointError, match=r'the inner step of task slot 0 made the adapted '
+                                                 r'policy parameters non-finite.*inner step size '
+                                                 r'is likely too large'):
         huge_step.adapt_many([theta], episodes, 1)
     nan = {k: v * float('nan') for k, v in theta.items()}
     with pytest.raises(ValueError, match=r'params\[0\] must be finite'):

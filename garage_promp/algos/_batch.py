@@ -185,9 +185,8 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
     old_mean = as_t('means', pad(episodes.agent_infos['mean']))
     old_log_std = as_t('log-stds', pad(episodes.agent_infos['log_std']))
     old_log_probs = gaussian_log_likelihood(actions, old_mean, old_log_std)
-    if not bool(torch.isfinite(old_log_probs).all()):
-        task = first_task + int(np.flatnonzero(
-            ~torch.isfinite(old_log_probs).reshape(n_tasks, -1).all(dim=1).numpy())[0])
+    task = _first_non_finite_task(old_log_probs, first_task)
+    if task is not None:
         raise FloatingPointError(
             f"the sampling policy's log-likelihood of its own actions is not finite in float32 "
             f'for task {task} of the meta-batch (smallest log-std {float(old_log_std.min()):.3g}'
@@ -212,15 +211,23 @@ def _float32(name: str, values: np.ndarray, first_task: int) -> torch.Tensor:
     is finite in float64 but beyond float32's range (an env's reward of 1e200) is refused
     naming ``name`` and the task, not left as an inf for the update to meet."""
     tensor = torch.as_tensor(values, dtype=torch.float32)
-    if not bool(torch.isfinite(tensor).all()):
-        bad = ~np.isfinite(tensor.numpy()).reshape(len(tensor), -1).all(axis=1)
-        task = first_task + int(np.flatnonzero(bad)[0])
+    task = _first_non_finite_task(tensor, first_task)
+    if task is not None:
         own = np.abs(np.asarray(values[task - first_task], dtype=np.float64))
         largest = float(np.max(np.where(np.isnan(own), 0., own)))
         raise ValueError(f'the {name} of task {task} of the meta-batch do not fit float32, the '
                          f'batch\'s dtype (largest |value| {largest:.3g}; float32 holds up to '
                          f'{float(np.finfo(np.float32).max):.3g})')
     return tensor
+
+
+def _first_non_finite_task(values: torch.Tensor, first_task: int) -> int | None:
+    """The meta-batch slot of the first task (row) of ``values`` holding a NaN or inf, or
+    None where every value is finite."""
+    finite = torch.isfinite(values).reshape(len(values), -1).all(dim=1)
+    if bool(finite.all()):
+        return None
+    return first_task + int(torch.nonzero(~finite)[0])
 
 
 def without_trailing_padding(batches: List[MetaBatch]) -> List[MetaBatch]:

@@ -284,18 +284,7 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
                    inner_lr)
             lrs = collections.OrderedDict()
             for name, param in params.items():
-                lr = None
-                value = inner_lr[name]
-                if not isinstance(value, (bool, np.bool_)) and not (  # True is no step size
-                        isinstance(value, torch.Tensor)
-                        and (value.dtype == torch.bool or value.is_complex())) and not (
-                        # nor a complex number (its imaginary part was dropped with a warning)
-                        isinstance(value, (complex, np.complexfloating))
-                        or isinstance(value, np.ndarray) and np.iscomplexobj(value)):
-                    try:
-                        lr = torch.as_tensor(inner_lr[name], dtype=param.dtype)
-                    except (TypeError, ValueError, RuntimeError):
-                        pass
+                lr = _step_sizes(inner_lr[name], param.dtype)
                 require(lr is not None and (lr.dim() == 0
                                            or lr.shape == param.shape),
                        'inner_lr', f'a real scalar or a real tensor of shape '
@@ -357,3 +346,19 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         if self._trainable_inner_step_size:
             params += list(self._inner_lr.values())
         return params
+
+
+def _step_sizes(value, dtype: torch.dtype) -> torch.Tensor | None:
+    """An ``inner_lr`` dict entry as a tensor of ``dtype``, or None where it is no real
+    number: True is no step size, and a complex one lost its imaginary part with only a
+    warning; or where torch cannot make it a tensor (a ragged list)."""
+    if isinstance(value, (bool, np.bool_, complex, np.complexfloating)):
+        return None
+    if isinstance(value, torch.Tensor) and (value.dtype == torch.bool or value.is_complex()):
+        return None
+    if isinstance(value, np.ndarray) and np.iscomplexobj(value):
+        return None
+    try:
+        return torch.as_tensor(value, dtype=dtype)
+    except (TypeError, ValueError, RuntimeError):
+        return None

@@ -80,18 +80,20 @@ class MetaBatchSampling:
         return [concatenate_tasks(parts[k], rounds[k], self._horizon)
                 for k in range(n_rounds)]
 
-    def _check_adapted(self, params: Params, step: int, task: int):
+    def _check_adapted(self, params: Params, step: int | None, task: int):
         """Blame the inner step, not the env, when it makes the policy non-finite.
 
         Otherwise the next round would sample NaN actions and the error would
-        name the environment.
+        name the environment (and meta-test would act with NaN). ``step``: the
+        inner step's number, where known (meta-training's rounds).
         """
         bad = [name for name, value in params.items() if not bool(torch.isfinite(value).all())]
         if bad:
             lrs = {name: (float(v.detach().abs().max()) if v.numel() > 1 else float(v))
                    for name, v in self._inner_lr.items()}
             raise FloatingPointError(
-                f'inner step {step} of task slot {task} made the adapted policy parameters '
+                (f'inner step {step}' if step is not None else 'the inner step')
+                + f' of task slot {task} made the adapted policy parameters '
                 f'non-finite (NaN/inf) in {bad}: the inner step size is likely too large '
                 f'(inner_lr={self._inner_lr_value!r}; largest per parameter: {lrs})')
 

@@ -43,13 +43,14 @@ def mean_std(values: Sequence[float]) -> Tuple[float, float]:
         mean = sum(values) / len(values)
         var = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)
                if len(values) > 1 else 0.)
-        if math.isfinite(mean) and math.isfinite(var) or not all(map(math.isfinite, values)):
-            return mean, math.sqrt(var)
-        raise OverflowError  # a sum beyond float range (|values| ~ 1e308)
-    except OverflowError:  # squares beyond float range (|values| ~ 1e154): scaled first
+    except OverflowError:  # a square beyond float range (|values| ~ 1e154)
+        mean = var = math.inf
+    if not (math.isfinite(mean) and math.isfinite(var)) and all(map(math.isfinite, values)):
+        # Finite values whose squares or sum overflow: the same on values scaled to <= 1.
         scale = max(abs(v) for v in values)
         mean, std = mean_std([v / scale for v in values])
         return mean * scale, std * scale
+    return mean, math.sqrt(var)
 
 
 def _float(value) -> float:
