@@ -37,10 +37,19 @@ def _fail(name: str, requirement: str, value: Any):
     raise ValueError(f'{name} must be {requirement}, got {value!r}')
 
 
+def is_complex(value: Any) -> bool:
+    """Whether ``value`` is a complex number, or a numpy array or torch tensor of them."""
+    if isinstance(value, (complex, np.complexfloating)):
+        return True
+    if isinstance(value, np.ndarray):
+        return np.iscomplexobj(value)
+    tensor_is_complex = getattr(value, 'is_complex', None)  # (torch, not imported here)
+    return callable(tensor_is_complex) and bool(tensor_is_complex())
+
+
 def _scalar_note(value: Any) -> str:
     """For a refused 0-d array or tensor, whose printed value looks like a fine number."""
-    if (np.iscomplexobj(value) if isinstance(value, (np.ndarray, np.generic))
-            else getattr(value, 'is_complex', lambda: isinstance(value, complex))()):
+    if is_complex(value):
         return ' (a real number, not a complex one)'
     if getattr(value, 'ndim', None) == 0 or getattr(value, 'shape', None) == ():
         return (f' (a Python or numpy scalar, not a 0-d {type(value).__name__}: pass '

@@ -66,6 +66,7 @@ from garage_promp.validation import (
     check_float,
     check_instance,
     check_int,
+    is_complex,
 )
 
 from garage.experiment import MetaEvaluator
@@ -352,11 +353,8 @@ def _step_sizes(value, dtype: torch.dtype) -> torch.Tensor | None:
     """An ``inner_lr`` dict entry as a tensor of ``dtype``, or None where it is no real
     number: True is no step size, and a complex one lost its imaginary part with only a
     warning; or where torch cannot make it a tensor (a ragged list)."""
-    if isinstance(value, (bool, np.bool_, complex, np.complexfloating)):
-        return None
-    if isinstance(value, torch.Tensor) and (value.dtype == torch.bool or value.is_complex()):
-        return None
-    if isinstance(value, np.ndarray) and np.iscomplexobj(value):
+    if isinstance(value, (bool, np.bool_)) or is_complex(value) or (
+            isinstance(value, torch.Tensor) and value.dtype == torch.bool):
         return None
     try:
         return torch.as_tensor(value, dtype=dtype)

@@ -483,9 +483,10 @@ class MetaSampler(Sampler):
         return self._checked_params(agent_update, 'agent_update parameters')
 
     def _checked_params(self, params, what: str) -> Dict[str, np.ndarray]:
-        """``params`` as numpy arrays, refused (naming ``what``) unless they are a dict of
-        the sampler's policy's parameter names, shapes and dtype: a worker would fail on
-        them with a torch shape or dtype error, or a missing key, after the jobs started."""
+        """``params`` as numpy arrays, refused (naming ``what``) unless they are a mapping
+        holding every parameter of the sampler's policy by name, of its shape and dtype (other
+        entries are not read): a worker would fail on them with a torch shape or dtype error,
+        or a missing key, after the jobs started."""
         if not isinstance(params, collections.abc.Mapping):
             raise TypeError(f'{what} must be a dict of parameters by name, got '
                             f'{type(params).__name__}')
