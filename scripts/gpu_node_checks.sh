@@ -17,6 +17,8 @@
 # `benchmarks/throughput.py --summarize OUT_DIR/table/throughput.json` prints a table again.
 # A measurement started just before its limit runs to its end (garage's MAMLTRPO, about a
 # minute on 16 cores), so give the script's caller a minute or two more than SECONDS.
+# Step 4 on ML1 reach-v3 takes about 2 minutes per worker count on an H100 node's 16 cores
+# (2026-11-28): with a 15-minute lease, run it on its own or with fewer counts.
 set -u
 usage='usage: gpu_node_checks.sh OUT_DIR [SECONDS] [WORKERS]'
 OUT=${1:?$usage}

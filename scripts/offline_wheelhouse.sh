@@ -9,7 +9,10 @@
 #
 # DIR defaults to .whl (ignored by git), PYTHON_VERSION to 3.12 (3.11 works
 # too). Versions come from constraints.txt, the pins the test suite runs with.
-# Meta-World's wheel is about 37 MB; everything else about 12 MB. Ray and
+# Meta-World's wheel is about 37 MB, 33 MB of it PNG textures that only rendering
+# reads: the house gets a copy with them downscaled (scripts/slim_wheel.py; the same
+# physics, checked bit for bit with --check-metaworld), 2.8 MB, so that the house
+# (about 16 MB in all) travels beside the repository in a 64 MiB transfer. Ray and
 # TensorBoard are left out: without them, everything but the Ray sampler
 # backend and the TensorBoard viewer works (see garage_promp/_garage_compat.py).
 # --built-only builds just the four packages that have no wheel upstream.
@@ -33,7 +36,7 @@ BUILD_VENV=$(mktemp -d)
 trap 'rm -rf "$BUILD_VENV"' EXIT
 "${PYTHON:-python3}" -m venv "$BUILD_VENV"
 BUILD_PIP=("$BUILD_VENV/bin/python" -m pip)
-"${BUILD_PIP[@]}" install -q 'setuptools==75.8.2' 'wheel==0.45.1'
+"${BUILD_PIP[@]}" install -q 'setuptools==75.8.2' 'wheel==0.45.1' "$(pin pillow)"
 for p in akro dowel gym; do
     "${BUILD_PIP[@]}" wheel -q --no-cache-dir --no-deps --no-build-isolation -w "$DIR" "$(pin "$p")"
 done
@@ -51,4 +54,8 @@ for p in mujoco gymnasium gym-notices cma setproctitle tensorboardX Farama-Notif
     "${PIP[@]}" download -q --no-deps --only-binary=:all: --python-version "$PYVER" \
         --implementation cp "${PLATFORMS[@]}" -d "$DIR" "$(pin "$p")"
 done
+FULL="$BUILD_VENV/full"
+mkdir -p "$FULL"
+mv "$DIR"/metaworld-*.whl "$FULL"/
+"$BUILD_VENV/bin/python" scripts/slim_wheel.py "$FULL"/metaworld-*.whl "$DIR"
 du -sh "$DIR"
