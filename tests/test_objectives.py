@@ -136,7 +136,7 @@ def test_gae_with_lambda_one_is_return_minus_baseline():
     mask = np.ones((2, 6))
     mask[1, 4:] = 0
     rewards *= mask
-    baselines = rng.normal(size=(2, 6)) * mask
+    baselines = rng.normal(size=(2, 6))  # values on the padding too: they must not count
     adv = obj.gae_advantages(rewards, baselines, mask, 0.97, 1.)
     expected = (obj.discount_cumsum(rewards, 0.97) - baselines) * mask
     np.testing.assert_allclose(adv, expected, atol=1e-12)
@@ -167,6 +167,12 @@ def test_shift_to_positive_and_discounted_rewards():
     mask = np.array([[1., 1., 0.]])
     out = obj.shift_advantages_to_positive(adv, mask)
     assert out[0, 0] == pytest.approx(1e-8) and out[0, 2] == 0
+    # The minimum is over the valid cells: a padding value below them (-5), or the
+    # padding's 0 below all-positive advantages, does not shift them.
+    np.testing.assert_allclose(
+        obj.shift_advantages_to_positive(np.array([[2., 3., -5.]]), mask), [[1e-8, 1 + 1e-8, 0]])
+    np.testing.assert_allclose(
+        obj.shift_advantages_to_positive(np.array([[2., 3., 0.]]), mask), [[1e-8, 1 + 1e-8, 0]])
     np.testing.assert_allclose(obj.discounted_rewards(np.ones((1, 3)), 0.5),
                                [[1., 0.5, 0.25]])
 

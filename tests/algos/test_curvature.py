@@ -191,6 +191,18 @@ def test_a_passed_check_is_recorded_once_and_products_are_hand_written():
 
 @pytest.mark.parametrize('variant', [('maml', False), ('maml', True), ('lvc', False),
                                      ('dice', False)])
+def test_training_updates_use_the_hand_written_products(variant):
+    # A hand-written product that failed its check would fall back to double
+    # backpropagation without changing any result, only the speed: a training update in
+    # float32, as runs are, must have passed the check for every TRPO label.
+    algo = _trpo(*variant[:1], 1, variant[1])
+    algo.optimize(0, algo.sample_meta_batch(0))
+    ok, gap = algo._curvature_checked
+    assert ok and gap < 1e-3, gap
+
+
+@pytest.mark.parametrize('variant', [('maml', False), ('maml', True), ('lvc', False),
+                                     ('dice', False)])
 def test_the_trpo_step_is_the_double_backprop_step(variant):
     # Damped: the tiny policy's KL Hessian is singular (rank 33 of 51), and CG
     # on a singular system turns 1e-16 differences into percent ones.

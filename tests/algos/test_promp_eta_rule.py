@@ -63,6 +63,10 @@ def _control_after_kls(algo, kls, seen):
     # the bounds themselves are "in between" (strict comparisons, as the
     # reference's ``kl < target / 1.5`` / ``kl > target * 1.5``)
     ((TARGET / 1.5, TARGET * 1.5), (1., 1.)),
+    # just inside each side of the bounds: the thresholds are κ/1.5 and 1.5κ, not κ/2
+    # and 2κ (or any looser pair)
+    ((TARGET / 1.5 * 0.99, TARGET * 1.5 * 1.01), (0.5, 2.)),
+    ((TARGET / 1.5 * 1.01, TARGET * 1.5 * 0.99), (1., 1.)),
 ])
 def test_eta_halves_below_doubles_above_per_inner_step(kls, factors):
     algo, batches = _promp()

@@ -32,6 +32,19 @@ def test_conjugate_gradient_solves_a_small_spd_system():
                                atol=1e-8)
 
 
+def test_conjugate_gradient_solves_a_small_system_to_its_default_tolerance():
+    # A right-hand side of squared norm 1e-6 (a small meta-gradient): the default
+    # tolerance (rᵀr < 1e-10, the reference's) still iterates to a relative residual
+    # of 1e-2 or better; a looser default would return x = 0 before any iteration.
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randn(6, 6, generator=gen, dtype=torch.float64)
+    h = a @ a.T + 0.5 * torch.eye(6, dtype=torch.float64)
+    b = torch.randn(6, generator=gen, dtype=torch.float64)
+    b = b * (1e-3 / b.norm())
+    x = conjugate_gradient(lambda v: h @ v, b, iters=6)
+    assert float((h @ x - b).norm() / b.norm()) < 1e-2
+
+
 def test_promp_objective_is_clipped_surrogate_minus_eta_times_inner_kl():
     _, algo = make_algo('ProMP', init_inner_kl_penalty=5.0, clip_eps=0.2)
     batches = algo.sample_meta_batch(0)
@@ -43,6 +56,36 @@ def test_promp_objective_is_clipped_surrogate_minus_eta_times_inner_kl():
     expected = meta.stats['ClipObjective'] - 5.0 * kl
     assert float(meta.objective) == pytest.approx(expected, rel=1e-5,
                                                   abs=1e-7)
+
+
+def test_inner_kl_is_the_kl_of_the_sampling_policy_to_the_current_one():
+    # ProMP's inner KL (Eq. 13; the reference's diagonal_gaussian.py kl_sym) is
+    # KL(π_θo ‖ π_θ) on the pre-update batch: per task, the mean over valid steps of the
+    # KL summed over action dimensions; logged as the mean over tasks. Checked against
+    # torch.distributions at a θ away from θ_o, where the direction of the KL matters.
+    from garage_promp.policies import distribution_params
+    _, algo = make_algo('ProMP')
+    batches = algo.sample_meta_batch(0)
+    _perturb(algo.policy)
+    meta = algo.meta_objective(batches, create_graph=False)
+    pre = batches[0]
+    with torch.no_grad():
+        mean, log_std = distribution_params(
+            algo.policy, None, pre.observations.reshape(-1, pre.observations.shape[-1]))
+    mean, std = mean.reshape(pre.actions.shape).double(), log_std.reshape(
+        pre.actions.shape).double().exp()
+    old = torch.distributions.Normal(pre.old_mean.double(), pre.old_log_std.double().exp())
+    mask = pre.mask.double()
+
+    def task_mean(kl):
+        return float(((kl.sum(-1) * mask).sum((1, 2)) / mask.sum((1, 2))).mean())
+
+    expected = task_mean(torch.distributions.kl_divergence(old, torch.distributions.Normal(
+        mean, std)))
+    reverse = task_mean(torch.distributions.kl_divergence(torch.distributions.Normal(
+        mean, std), old))
+    assert abs(expected - reverse) > 1e-2 * expected  # the check tells the directions apart
+    assert meta.stats['InnerKL_Step_0'] == pytest.approx(expected, rel=1e-5)
 
 
 def test_every_accepted_trpo_step_is_inside_the_trust_region():
@@ -127,6 +170,33 @@ def test_hvp_subsample_is_an_approximation_close_to_the_exact_step():
         cosine = float(approx.dot(exact) / (approx.norm() * exact.norm()))
         assert cosine > tolerance, (fraction, cosine)  # ... close to the exact one
         assert kl <= delta and kl_exact <= delta  # the full-batch trust region holds
+
+
+@pytest.mark.parametrize('hvp_subsample', [1., 0.5])
+def test_trpo_first_trial_step_fills_the_trust_region_of_the_full_batch(hvp_subsample):
+    # The reference's step length (conjugate_gradient_optimizer.py): s = sqrt(2δ / dᵀHd) d,
+    # so that the quadratic model of the KL, ½ sᵀHs, equals δ at the line search's first
+    # trial, with H the full batch's KL Hessian also when the direction came from a
+    # subsample's curvature.
+    from garage_promp.optimizers import exact_hvp, flatten
+    _, algo = make_algo('TRPOMAML', meta_batch_size=8, episodes_per_task=20,
+                        hvp_subsample=hvp_subsample)
+    batches = algo.sample_meta_batch(0)
+    params = algo.outer_parameters()
+    theta = flatten([p.detach() for p in params]).clone()
+    trials = []
+    real_set = algo._set_flat_params
+    algo._set_flat_params = lambda flat: (trials.append(flat.clone()), real_set(flat))
+    algo.optimize(0, batches)
+    real_set(theta)
+    step = trials[0] - theta
+    full_hvp = exact_hvp(algo.meta_objective(batches).kl, params)
+    delta = algo._max_kl_step
+    assert 0.5 * float(step.dot(full_hvp(step))) == pytest.approx(delta, rel=2e-2)
+    if hvp_subsample < 1:  # the subsample's curvature would have given another length
+        sub = algo._curvature_batches(0, batches)
+        sub_hvp = exact_hvp(algo.meta_objective(sub).kl, params)
+        assert abs(0.5 * float(step.dot(sub_hvp(step))) / delta - 1) > 0.1
 
 
 @pytest.mark.parametrize('name', ['ProMP', 'TRPOMAML', 'LVCVPG', 'DiCEVPG', 'MAMLVPG',
@@ -237,6 +307,31 @@ def test_positive_advantages_are_shifted_after_normalising():
         assert got[mask > 0].min() == pytest.approx(0., abs=1e-6)
 
 
+def test_dice_rewards_are_discounted_rewards_less_a_time_baseline_fit_on_them():
+    # DiCE's rewards (the reference's dice_sample_processor.py, §2.3): γ^t r_t less a
+    # linear baseline in time features fit on γ^t r_t, then normalised; by hand here.
+    from garage_promp.baselines import LinearTimeBaseline
+    from garage_promp.objectives.advantages import normalize_advantages
+    _, algo = make_algo('DiCEVPG', episodes_per_task=4)
+    batch = algo.sample_meta_batch(0)[0]
+    discount = algo._processing.discount
+    assert algo._processing.normalize_adv
+    for i in range(batch.n_tasks):
+        rewards, mask = batch.rewards[i].double().numpy(), batch.mask[i].double().numpy()
+        disc = rewards * discount**np.arange(rewards.shape[-1]) * mask
+        t = np.broadcast_to(np.arange(rewards.shape[-1]) / 100., rewards.shape)[mask > 0]
+        features = np.stack([t, t**2, t**3, np.ones_like(t)], axis=-1)
+        # The time baseline's fit, with the reference's 1e-5 ridge (LinearTimeBaseline).
+        coeffs = np.linalg.solve(features.T @ features + 1e-5 * np.eye(4),
+                                 features.T @ disc[mask > 0])
+        fitted = np.zeros_like(disc)
+        fitted[mask > 0] = features @ coeffs
+        expected = normalize_advantages(disc - fitted, mask)
+        np.testing.assert_allclose(batch.dice_rewards[i].double().numpy(), expected,
+                                   rtol=1e-4, atol=1e-5)
+    assert isinstance(algo._processing.dice_baseline, LinearTimeBaseline)
+
+
 def test_class_defaults_are_the_papers_runs():
     # ProMP(...) and TRPOMAML(...) built with their defaults are the algorithms of the
     # paper's runs (the original code's ppo_run_all.py and maml_run_mujoco.py), not the
@@ -257,7 +352,13 @@ def test_class_defaults_are_the_papers_runs():
         'learning_rate': 1e-3, 'num_promp_steps': 5, 'clip_eps': 0.3,
         'init_inner_kl_penalty': 5e-4, 'target_inner_step': 0.01,
         'adaptive_inner_kl_penalty': False, 'anneal_factor': 1.}
-    assert defaults(TRPOMAML)['max_kl_step'] == 0.01
+    # The reference's TRPO (conjugate_gradient_optimizer.py): 10 CG iterations stopped
+    # at rᵀr < 1e-10, backtracking by 0.8 at most 15 times.
+    assert {k: defaults(TRPOMAML)[k] for k in ('max_kl_step', 'cg_iters', 'backtrack_ratio',
+                                               'max_backtracks', 'cg_damping')} == {
+        'max_kl_step': 0.01, 'cg_iters': 10, 'backtrack_ratio': 0.8, 'max_backtracks': 15,
+        'cg_damping': 0.}
+    assert inspect.signature(conjugate_gradient).parameters['residual_tol'].default == 1e-10
     assert {k: defaults(MetaPolicySearch)[k] for k in ('inner_lr', 'num_inner_grad_steps',
                                                        'discount', 'gae_lambda',
                                                        'normalize_adv', 'positive_adv')} == {
