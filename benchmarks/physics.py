@@ -574,6 +574,9 @@ def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_ste
         click.echo(goals_table(read_results(summaries)))
         return
     os.environ.setdefault('OMP_NUM_THREADS', '1')
+    if workers > meta_batch_size * episodes_per_task:  # a worker with no episode to step
+        raise click.UsageError(f'--workers {workers} is more than the {meta_batch_size} x '
+                               f'{episodes_per_task} episodes of a round (-M x -R)')
     _check_mujoco_envs(envs)
     check_env_batches(  # a MuJoCo env, or no physics to time
         envs, meta_batch_size, episodes_per_task, env_setup,

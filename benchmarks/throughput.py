@@ -26,17 +26,21 @@ with ``--iters`` > 1 the reported time is the mean of the later iterations.
     python benchmarks/throughput.py --mode scaling     # + benchmarks/scaling.png
     python benchmarks/throughput.py --quick            # a 1-minute smoke run
 """
+import functools
 import json
 import os
 import pathlib
 import platform
+import queue
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
 
+from garage_promp._process import die_with_parent
 from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS
 from garage_promp.validation import (
@@ -130,14 +134,35 @@ def at_barrier(target, args_per_process):
     import multiprocessing as mp
     ctx = mp.get_context('fork')
     barrier, results = ctx.Barrier(len(args_per_process)), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*args, barrier, results))
+    procs = [ctx.Process(target=_ending_with_parent, args=(os.getpid(), target,
+                                                           (*args, barrier, results)))
              for args in args_per_process]
     for proc in procs:
         proc.start()
-    out = [results.get() for _ in procs]
-    for proc in procs:
-        proc.join()
+    out = []
+    try:
+        while len(out) < len(procs):
+            try:
+                out.append(results.get(timeout=1.))
+            except queue.Empty:  # one that died gives no result, and the others wait for it
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    raise click.ClickException(
+                        f'a measurement process (pid {dead[0].pid}) ended with exit status '
+                        f'{dead[0].exitcode} before giving its result') from None
+    finally:
+        if len(out) < len(procs):
+            for proc in procs:
+                proc.kill()
+        for proc in procs:
+            proc.join()
     return out
+
+
+def _ending_with_parent(parent_pid, target, args):
+    """A measurement process that the kernel ends when the benchmark ends, however it ends."""
+    die_with_parent(parent_pid=parent_pid)
+    target(*args)
 
 
 def measure_raw(env_name, n_workers, n_steps):
@@ -220,11 +245,14 @@ def run_one(spec):
 
 def run_isolated(spec):
     """One measurement in a fresh Python process."""
+    # Told to end (SIGTERM, which ends its own children too) when this process ends.
     proc = subprocess.run([sys.executable, __file__, '_one', json.dumps(spec)],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False,
+                          preexec_fn=functools.partial(die_with_parent, signal.SIGTERM,
+                                                       os.getpid()))
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{')]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f'measurement {spec} failed:\n{proc.stderr[-3000:]}')
+        raise click.ClickException(f'measurement {spec} failed:\n{proc.stderr[-3000:]}')
     return {**spec, **json.loads(lines[-1])}
 
 
@@ -286,10 +314,17 @@ def summarize_file(path) -> str:
     several such runs kept under ``runs``), and the measurements a time limit skipped."""
     try:
         runs = _saved_runs(read_saved_results(path))
+        if not runs:
+            raise ValueError('its "runs" hold no run')
         for _, meta, results in runs:
             if not (isinstance(meta, dict) and isinstance(results, list)
                     and all(isinstance(r, dict) and 'what' in r for r in results)):
                 raise ValueError('no meta and results of measurements')
+            for i, row in enumerate(results):  # no measurement of these is a truth value
+                for key, value in row.items():
+                    if isinstance(value, bool):
+                        raise ValueError(f'results[{i}].{key} is {str(value).lower()}, '
+                                         'where a measurement belongs')
         # Formatting reads every value as its column's: text where a time belongs is damage.
         if len(runs) == 1:
             return _summary(*runs[0][1:])
@@ -496,7 +531,13 @@ def _check_batches_fit(mode, envs, batches, memory_env, quick):
 OPTION_MODES = {'check_pairs': ('checks', ), 'worker_counts': ('workers', ),
                 'batches': ('table', 'checks'), 'garage_iters': ('table', ),
                 'memory_env': ('table', ), 'gpu': ('table', ),
-                'time_limit': ('table', 'workers')}
+                'time_limit': ('table', 'workers'),
+                # workers mode runs --worker-counts, scaling 1 and 2 workers
+                'n_workers': ('table', ), 'iters': ('table', 'workers', 'scaling'),
+                'raw_steps': ('table', 'workers', 'scaling'),
+                'algos': ('table', 'workers', 'scaling')}
+#: Repeatable options that these modes read once (their first value).
+ONE_VALUE_MODES = {'algos': ('workers', 'scaling'), 'envs': ('scaling', )}
 #: What --quick sets itself.
 QUICK_SETS = ('batches', 'iters', 'raw_steps', 'memory_env')
 
@@ -514,6 +555,10 @@ def _refuse_unused_options(ctx, mode: str, quick: bool) -> None:
         if given(name) and mode not in modes:
             raise click.UsageError(f'{flag(name)} is read in --mode {"/".join(modes)} only, '
                                    f'not in --mode {mode}')
+    for name, modes in ONE_VALUE_MODES.items():
+        if given(name) and mode in modes and len(ctx.params[name]) > 1:
+            raise click.UsageError(f'--mode {mode} measures one {flag(name)}: give it once, '
+                                   f'not {len(ctx.params[name])} times')
     if quick:
         for name in QUICK_SETS:
             if given(name):
@@ -676,7 +721,19 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
 @click.argument('spec')
 def one(spec):
     """Internal: one measurement, printed as a JSON line."""
+    signal.signal(signal.SIGTERM, _end_with_children)
     click.echo(json.dumps(run_one(json.loads(spec))))
+
+
+def _end_with_children(signum, _frame):
+    """SIGTERM to a measurement: its processes (garage's sampler workers too) end with it."""
+    import psutil  # pylint: disable=import-outside-toplevel
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    os._exit(128 + signum)  # pylint: disable=protected-access
 
 
 if __name__ == '__main__':

@@ -57,9 +57,16 @@ def check_layout(observations: np.ndarray, mask: np.ndarray,
         ValueError: Naming the argument.
 
     """
-    shapes = {name: np.shape(value) for name, value in (
+    given = {name: value for name, value in (
         ('observations', observations), ('mask', mask), ('targets', targets))
         if value is not None}
+    for name, value in given.items():
+        if not isinstance(value, np.ndarray):
+            raise ValueError(f'a baseline takes numpy arrays; {name} is a '
+                             f'{type(value).__module__}.{type(value).__qualname__}')
+        if value.dtype.kind not in 'biuf':  # complex or object: a fit that is not real
+            raise ValueError(f'{name} must hold real numbers, got dtype {value.dtype}')
+    shapes = {name: value.shape for name, value in given.items()}
     if len(shapes['observations']) != 3 or shapes['mask'] != shapes['observations'][:2] or \
             shapes.get('targets', shapes['mask']) != shapes['mask']:
         raise ValueError('a baseline takes observations (R, T, O), a mask (R, T) and targets '
@@ -156,7 +163,10 @@ class _LinearBaseline(Baseline):
         check_layout(observations, mask)
         if self.coeffs is None:
             return np.zeros(mask.shape)
-        return _on_valid(self._features(observations) @ self.coeffs, mask)
+        predictions = _on_valid(self._features(observations) @ self.coeffs, mask)
+        if not np.isfinite(predictions).all():  # (fit refuses such observations too)
+            raise FloatingPointError(f'{type(self).__name__} predict on NaN/inf observations')
+        return predictions
 
 
 def _on_valid(predictions: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -239,6 +239,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
             check_output_path(os.path.join(os.getcwd(), 'data'), 'the default log directory')
     with usage_errors('--set'):
         check_overrides(args['algo'], parsed)
+    if 'device' in parsed:  # one place for it: the run's record has --device as its own entry
+        raise click.UsageError(f'--set device={parsed["device"]}: give the device with --device')
     if args['env'] in METAWORLD:
         args.update(task=task, reward_function_version=reward_function_version or 'v2')
     elif task is not None or reward_function_version is not None:

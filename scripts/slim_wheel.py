@@ -20,6 +20,7 @@ Needs Pillow (a dependency of matplotlib, which the package installs).
 """
 import argparse
 import base64
+import csv
 import hashlib
 import io
 import os
@@ -63,21 +64,24 @@ def shrink_factor(width, height, min_side):
     return factor
 
 
-def _shrunk_png(data, min_side):
+def _shrunk_png(data, min_side, name):
     from PIL import Image  # pylint: disable=import-outside-toplevel
-    image = Image.open(io.BytesIO(data))
-    factor = shrink_factor(*image.size, min_side)
-    if factor == 1:
-        return data
-    out = io.BytesIO()
-    image.resize((image.size[0] // factor, image.size[1] // factor)).save(out, format='PNG',
-                                                                           optimize=True)
+    try:
+        image = Image.open(io.BytesIO(data))
+        factor = shrink_factor(*image.size, min_side)
+        if factor == 1:
+            return data
+        out = io.BytesIO()
+        image.resize((image.size[0] // factor, image.size[1] // factor)).save(
+            out, format='PNG', optimize=True)
+    except (OSError, ValueError, Image.DecompressionBombError) as error:  # not an image, ...
+        raise ValueError(f'{name} is not a PNG this can shrink: {error}') from None
     return out.getvalue()
 
 
-def _record_line(name, data):
+def _record_row(name, data):
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()
-    return f'{name},sha256={digest},{len(data)}'
+    return [name, f'sha256={digest}', str(len(data))]
 
 
 def slim_wheel(wheel, out_dir, min_side=8):
@@ -88,28 +92,51 @@ def slim_wheel(wheel, out_dir, min_side=8):
     out = out_dir / wheel.name
     if out.resolve() == wheel.resolve():
         raise ValueError(f'OUT_DIR {out_dir} holds the wheel itself; name another folder')
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f'OUT_DIR {out_dir} is not a folder')
+    if out.is_dir():
+        raise ValueError(f'{out} is a folder; the copy would be written there')
     with zipfile.ZipFile(wheel) as source:
-        names = source.namelist()
+        infos = source.infolist()
+        names = [info.filename for info in infos]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f'{wheel} holds a file twice: {twice}')
         records = [n for n in names if n.endswith('.dist-info/RECORD') and n.count('/') == 1]
         if len(records) != 1:
             raise ValueError(f'{wheel} is not a wheel: it has {len(records)} '
                              '<name>.dist-info/RECORD files, not one')
         contents = {}
-        for name in names:
-            if name == records[0] or name.endswith('/'):
+        for info in infos:
+            if info.filename == records[0] or info.is_dir():
                 continue
-            data = source.read(name)
-            contents[name] = (_shrunk_png(data, min_side) if name.lower().endswith('.png')
-                              else data)
-    lines = [_record_line(name, data) for name, data in contents.items()]
-    lines.append(f'{records[0]},,')
-    contents[records[0]] = ('\n'.join(lines) + '\n').encode()
+            try:
+                data = source.read(info)
+            except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as error:
+                raise ValueError(f'{wheel}: {info.filename} cannot be read: {error}') from None
+            if info.filename.lower().endswith('.png'):
+                data = _shrunk_png(data, min_side, info.filename)
+            contents[info.filename] = (info, data)
+    rows = [_record_row(name, data) for name, (_, data) in contents.items()]
+    rows.append([records[0], '', ''])
+    record = io.StringIO()
+    csv.writer(record, lineterminator='\n').writerows(rows)  # quotes a name holding a comma
+    contents[records[0]] = (zipfile.ZipInfo(records[0], (2020, 1, 1, 0, 0, 0)),
+                            record.getvalue().encode())
     out_dir.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + '.partial')
-    with zipfile.ZipFile(partial, 'w', zipfile.ZIP_DEFLATED) as target:
-        for name, data in contents.items():
-            target.writestr(name, data)
-    os.replace(partial, out)
+    try:
+        with zipfile.ZipFile(partial, 'w', zipfile.ZIP_DEFLATED) as target:
+            for info, data in contents.values():
+                # The member's own name, date and permissions (an executable stays one).
+                member = zipfile.ZipInfo(info.filename, info.date_time)
+                member.external_attr = info.external_attr or 0o644 << 16
+                member.compress_type = zipfile.ZIP_DEFLATED
+                target.writestr(member, data)
+        os.replace(partial, out)
+    finally:
+        if partial.exists():
+            partial.unlink()
     return out
 
 
@@ -128,9 +155,14 @@ def _digest(pythonpath):
 
 def check_metaworld(slim):
     """Exit non-zero unless the slim Meta-World steps as the installed one, bit for bit."""
+    if not slim.name.lower().startswith('metaworld-'):
+        raise SystemExit(f'--check-metaworld checks a Meta-World wheel; {slim.name} is not one')
     with tempfile.TemporaryDirectory() as site:
-        subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '--no-index', '--no-deps',
-                        '--no-compile', '--target', site, str(slim)], check=True, timeout=600)
+        install = subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '--no-index',
+                                  '--no-deps', '--no-compile', '--target', site, str(slim)],
+                                 capture_output=True, text=True, timeout=600, check=False)
+        if install.returncode != 0:
+            raise SystemExit(f'pip could not install {slim}:\n{install.stderr[-2000:]}')
         installed, slimmed = _digest(None), _digest(site)
     if not slimmed[0].startswith(site):
         raise SystemExit(f'the check imported {slimmed[0]}, not the slim copy in {site}')
@@ -157,6 +189,8 @@ def main(argv=None):
         parser.error(str(error))
     except zipfile.BadZipFile as error:
         parser.error(f'WHEEL {args.wheel} is not a wheel: {error}')
+    except OSError as error:  # OUT_DIR cannot be made or written, WHEEL read
+        parser.error(f'{error.filename or args.out_dir}: {error.strerror or error}')
     print(f'{out}: {args.wheel.stat().st_size / 1e6:.1f} MB -> {out.stat().st_size / 1e6:.1f} MB')
     if args.check_metaworld:
         check_metaworld(out)

@@ -304,3 +304,89 @@ def test_a_collapsed_sampling_gaussian_is_named_where_the_batch_is_made():
     with pytest.raises(FloatingPointError, match=r"log-likelihood of its own actions is not "
                                                  r"finite .* for task 0 .*log-std -100\)"):
         process_episodes(narrow, 2, 1, HORIZON, algo._processing)
+
+
+def test_seeds_up_to_2_31_minus_1_are_taken_everywhere_and_no_further():
+    # The launchers' and build_experiment's range is the sampler's too (it had stopped
+    # at 10^9, after the launchers had accepted the seed).
+    from garage_promp.experiment import build_experiment
+    from garage_promp.validation import MAX_SEED
+    exp = build_experiment('ProMP', 'PointEnvCorner', MAX_SEED, meta_batch_size=2,
+                           episodes_per_task=1, max_episode_length=3, n_test_tasks=None)
+    try:
+        batches = exp.algo.sample_meta_batch(0)
+        assert batches[0].mask.shape[:2] == (2, 1)
+    finally:
+        exp.algo.sampler.shutdown_worker()
+    env, policy, _, _ = make_setup(1)
+    with pytest.raises(ValueError, match='seed must be an int in'):
+        garage_promp.make_sampler(policy, env, seed=MAX_SEED + 1)
+
+
+def test_the_device_given_twice_is_refused():
+    from garage_promp.experiment import build_experiment
+    with pytest.raises(ValueError, match=r"device is given twice, 'cuda' and "
+                                         r"overrides\['device'\] = 'cpu'"):
+        build_experiment('ProMP', 'PointEnvCorner', 1, device='cuda',
+                         overrides={'device': 'cpu'}, n_test_tasks=None)
+
+
+@pytest.mark.parametrize('env_class, task', [
+    ('PointEnvCorner', np.array([2 + 5j, 2 - 7j])),
+    ('PointEnvMomentum', [2 + 5j, 2.]),
+    ('PointEnv1D', np.array(-1 + 0j)),
+    ('PointEnv1D', 1 + 0j),
+    ('AntRandGoalEnv', np.array([1 + 1j, 0.])),
+    ('AntRandDirecEnv', np.array([1 + 0j, 0.])),
+])
+def test_complex_tasks_are_refused_naming_the_task(env_class, task):
+    # numpy's float conversion would drop the imaginary part with only a warning.
+    env = getattr(garage_promp.envs, env_class)()
+    try:
+        with pytest.raises(ValueError, match=r'task \w+ should be .*: a complex number'):
+            env.set_task(task)
+    finally:
+        env.close()
+
+
+def test_complex_rand_params_are_refused():
+    env = garage_promp.envs.HopperRandParamsEnv()
+    try:
+        task = env.sample_tasks(1)[0]
+        task['body_mass'] = task['body_mass'] + 0j
+        with pytest.raises(ValueError, match=r"(?s)task \['body_mass'\] .*a complex number"):
+            env.set_task(task)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize('baseline', [LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline])
+def test_baselines_take_real_numpy_arrays_only(baseline):
+    obs, targets, mask = np.ones((2, 3, 4)), np.ones((2, 3)), np.ones((2, 3))
+    for name, bad, message in (
+            ('observations', obs + 1j, 'observations must hold real numbers, got dtype complex'),
+            ('observations', torch.ones(2, 3, 4), 'observations is a torch.Tensor'),
+            ('targets', targets.tolist(), 'targets is a builtins.list'),
+            ('mask', mask.astype(object), 'mask must hold real numbers, got dtype object')):
+        args = dict(dict(observations=obs, targets=targets, mask=mask), **{name: bad})
+        with pytest.raises(ValueError, match=message):
+            baseline().fit(args['observations'], args['targets'], args['mask'])
+
+
+def test_a_fitted_linear_baseline_refuses_to_predict_on_nan_observations():
+    rng = np.random.default_rng(0)
+    obs, targets, mask = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5)), np.ones((2, 5))
+    baseline = LinearFeatureBaseline()
+    baseline.fit(obs, targets, mask)
+    obs[1, 2, 0] = np.nan
+    with pytest.raises(FloatingPointError, match='predict on NaN/inf observations'):
+        baseline.predict(obs, mask)
+    mask[1, 2:] = 0  # on padding, NaN observations are predicted 0, as before
+    assert np.isfinite(baseline.predict(obs, mask)).all()
+
+
+def test_meta_evaluator_prefix_must_be_text():
+    env, _, _, task_sampler = make_setup(1)
+    with pytest.raises(ValueError, match='prefix must be a str'):
+        MetaEvaluator(test_task_sampler=task_sampler, n_test_tasks=2, n_exploration_eps=1,
+                      prefix=5)

@@ -424,7 +424,17 @@ def test_learning_refuses_a_set_size_that_contradicts_its_option(tmp_path):
      '--worker-counts is read in --mode workers only, not in --mode scaling'),
     (['--mode', 'workers', '--check-pairs', '3'], '--check-pairs is read in --mode checks only'),
     (['--mode', 'workers', '--batch', 'small'], '--batch is read in --mode table/checks only'),
-    (['--mode', 'checks', '--garage-iters', '0'], '--garage-iters is read in --mode table only')])
+    (['--mode', 'checks', '--garage-iters', '0'], '--garage-iters is read in --mode table only'),
+    (['--mode', 'checks', '--n-workers', '4'], '--n-workers is read in --mode table only'),
+    (['--mode', 'workers', '--n-workers', '4'], '--n-workers is read in --mode table only'),
+    (['--mode', 'scaling', '--n-workers', '4'], '--n-workers is read in --mode table only'),
+    (['--mode', 'checks', '--iters', '5'], '--iters is read in --mode table/workers/scaling'),
+    (['--mode', 'checks', '--raw-steps', '5'], '--raw-steps is read in --mode table/workers'),
+    (['--mode', 'checks', '--algo', 'ProMP'], '--algo is read in --mode table/workers/scaling'),
+    (['--mode', 'workers', '--algo', 'ProMP', '--algo', 'MAML-TRPO'],
+     '--mode workers measures one --algo: give it once, not 2 times'),
+    (['--mode', 'scaling', '--env', 'PointEnvCorner', '--env', 'HalfCheetahFwdBack'],
+     '--mode scaling measures one --env')])
 def test_throughput_refuses_an_option_its_run_would_not_read(tmp_path, args, message):
     bench = load_script(SCRIPT, 'throughput_bench')
     result = CliRunner().invoke(bench.main, [*args, '--out', str(tmp_path / 'out')])
@@ -501,3 +511,78 @@ def test_summarize_refuses_what_no_benchmark_writes(tmp_path, script):
     proc = _run_benchmark(script, '--summarize', str(ROOT / 'benchmarks' / 'results' / source),
                           *extra)
     assert proc.returncode == 2 and f'{extra[0]} would not be read' in proc.stderr, proc.stderr
+
+
+def test_throughput_summarize_refuses_no_runs_and_truth_values(tmp_path):
+    """``{"runs": {}}`` printed nothing with status 0, and ``true`` where a time belongs
+    was read as 1 (an update share of 1013%)."""
+    saved = json.loads((ROOT / 'benchmarks' / 'results' / 'workers_2core.json').read_text())
+    saved['results'][0]['sample_s'] = True
+    for name, content, message in (('empty', {'runs': {}}, 'hold no run'),
+                                   ('bool', saved, 'results[0].sample_s is true')):
+        path = tmp_path / f'{name}.json'
+        path.write_text(json.dumps(content))
+        proc = _run_benchmark('throughput.py', '--summarize', str(path))
+        assert proc.returncode == 2 and message in proc.stderr, (name, proc.stderr)
+
+
+def _measure_or_die(code, barrier, results):
+    """A measurement process for ``at_barrier``: dies with ``code`` before the barrier, or
+    puts 0."""
+    if code:
+        os._exit(code)
+    barrier.wait()
+    results.put(0)
+
+
+def test_a_measurement_process_that_dies_ends_the_measurement_naming_it():
+    import click
+    import psutil
+    bench = load_script(SCRIPT, 'throughput_bench')
+    assert bench.at_barrier(_measure_or_die, [(0, ), (0, )]) == [0, 0]
+    before = {p.pid for p in psutil.Process().children()}  # (multiprocessing's own helper)
+    start = time.monotonic()
+    with pytest.raises(click.ClickException, match='ended with exit status 3 before giving'):
+        bench.at_barrier(_measure_or_die, [(0, ), (3, )])  # the other waits at the barrier
+    assert time.monotonic() - start < 60
+    assert not [p for p in psutil.Process().children()
+                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.slow
+def test_measurements_end_with_the_benchmark_that_started_them(tmp_path):
+    """A benchmark ended by SIGTERM (``kill PID``) takes its measurement processes along:
+    the ``_one`` process it runs, and the processes that one forked."""
+    import psutil
+    parent = subprocess.Popen([sys.executable, '-c', (
+        'import sys; sys.path.insert(0, "benchmarks"); from tests.helpers import load_script; '
+        'bench = load_script("benchmarks/throughput.py", "throughput_bench"); '
+        'bench.run_isolated(dict(what="raw", env="PointEnvCorner", n_workers=2, '
+        'n_steps=10**9))')], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # _one and its two forked raw processes
+            descendants = psutil.Process(parent.pid).children(recursive=True)
+            if len(descendants) >= 3:
+                break
+            time.sleep(0.5)
+        assert len(descendants) >= 3, descendants
+        time.sleep(2)
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=30)
+        gone, alive = psutil.wait_procs(descendants, timeout=30)
+        assert not alive, alive
+    finally:
+        for process in psutil.Process(parent.pid).children(recursive=True) \
+                if parent.poll() is None else []:
+            process.kill()
+        parent.kill()
+
+
+def test_physics_refuses_more_workers_than_episodes():
+    result = CliRunner().invoke(load_script(ROOT / 'benchmarks' / 'physics.py',
+                                            'physics_bench').main,
+                                ['--env', 'HalfCheetahFwdBack', '-M', '1', '-R', '1',
+                                 '--workers', '2'])
+    assert result.exit_code == 2 and '--workers 2 is more than the 1 x 1 episodes' in \
+        result.output, result.output

@@ -1,8 +1,10 @@
 """scripts/slim_wheel.py: textures shrink, layouts and other files are kept, pip installs it."""
 import base64
+import csv
 import hashlib
 import importlib.util
 import io
+import os
 import pathlib
 import subprocess
 import sys
@@ -110,3 +112,61 @@ def test_refusals_name_the_culprit(wheel, tmp_path):
                          check=False)
     assert run.returncode == 2 and 'notes.whl is not a wheel' in run.stderr, run.stderr
     assert not (tmp_path / 'out' / 'notes.whl').exists()
+
+
+def test_commas_permissions_and_dates_survive_the_copy(tmp_path):
+    # A name holding a comma is quoted in RECORD (csv, as pip reads it); an executable
+    # stays executable.
+    source = tmp_path / 'in' / 'pkg-1.0-py3-none-any.whl'
+    source.parent.mkdir()
+    record = 'pkg-1.0.dist-info/RECORD'
+    with zipfile.ZipFile(source, 'w') as archive:
+        tool = zipfile.ZipInfo('pkg/tool', (2021, 3, 4, 5, 6, 8))
+        tool.external_attr = 0o100755 << 16  # a regular file, rwxr-xr-x
+        archive.writestr(tool, '#!/bin/sh\n')
+        archive.writestr('pkg/a,b.txt', 'comma')
+        archive.writestr('pkg-1.0.dist-info/WHEEL',
+                         'Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n')
+        archive.writestr('pkg-1.0.dist-info/METADATA',
+                         'Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n')
+        archive.writestr(record, '')
+    out = slim.slim_wheel(source, tmp_path / 'out')
+    with zipfile.ZipFile(out) as archive:
+        assert archive.getinfo("pkg/tool").external_attr >> 16 == 0o100755
+        assert archive.getinfo('pkg/tool').date_time == (2021, 3, 4, 5, 6, 8)
+        rows = list(csv.reader(io.StringIO(archive.read(record).decode())))
+    assert ['pkg/a,b.txt', 3] == [rows[1][0], len(rows[1])]
+    site = tmp_path / 'site'
+    run = subprocess.run([sys.executable, '-m', 'pip', 'install', '--no-index', '--no-deps',
+                          '--no-compile', '--target', str(site), str(out)],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0 and 'RECORD' not in run.stderr, run.stderr[-2000:]
+    assert (site / 'pkg' / 'a,b.txt').read_text() == 'comma'
+    assert os.access(site / 'pkg' / 'tool', os.X_OK)
+
+
+@pytest.mark.parametrize('case', ['not_png', 'out_is_file', 'out_holds_folder', 'twice'])
+def test_bad_members_and_places_are_named_in_one_line(wheel, tmp_path, case):
+    source, files = wheel
+    out_dir = tmp_path / 'out'
+    if case == 'not_png':
+        files = dict(files, **{'pkg/assets/fake.png': b'not an image'})
+        source = _wheel(tmp_path / 'in' / 'pkg-1.0-py3-none-any.whl', files)
+        expected = 'pkg/assets/fake.png is not a PNG'
+    elif case == 'out_is_file':
+        out_dir.write_text('')
+        expected = 'is not a folder'
+    elif case == 'out_holds_folder':
+        (out_dir / source.name).mkdir(parents=True)
+        expected = 'is a folder'
+    else:
+        with zipfile.ZipFile(source, 'a') as archive:
+            with pytest.warns(UserWarning):
+                archive.writestr('pkg/__init__.py', 'twice')
+        expected = 'holds a file twice'
+    run = subprocess.run([sys.executable, str(ROOT / 'scripts' / 'slim_wheel.py'), str(source),
+                          str(out_dir)], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert run.returncode == 2 and expected in run.stderr, run.stderr
+    assert 'Traceback' not in run.stderr
+    assert not list(tmp_path.glob('out/*.partial'))

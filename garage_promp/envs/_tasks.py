@@ -11,6 +11,16 @@ CORNERS = np.array([[-2., -2.], [2., -2.], [-2., 2.], [2., 2.]])
 """Goals of the 2-D point envs (MetaPointEnvCorner / MetaPointEnvMomentum)."""
 
 
+def _refuse_complex(task: Any, name: str, expected: str) -> None:
+    """A complex task value (numpy would drop its imaginary part, with only a warning)."""
+    try:
+        complex_ = np.iscomplexobj(np.asarray(task))
+    except (TypeError, ValueError):  # ragged or odd: the caller's own check names it
+        return
+    if complex_:
+        raise ValueError(f'task {name} should be {expected}, got {task!r}: a complex number')
+
+
 def sample_signs(rng: np.random.Generator, n_tasks: int) -> List[float]:
     """d in {-1, +1}, uniform, i.i.d. (the fwd/back direction, the 1-D goal)."""
     return [float(d) for d in rng.choice((-1., 1.), size=n_tasks)]
@@ -23,6 +33,7 @@ def check_sign(task: Any, name: str) -> float:
         ValueError: ``'task {name} should be 1. or -1., got ...'``.
 
     """
+    _refuse_complex(task, name, '1. or -1.')
     value = np.asarray(task, dtype=object)
     if value.size == 1 and value.item() in (-1., 1.) and not isinstance(
             value.item(), bool):
@@ -45,6 +56,7 @@ def check_vector(task: Any, name: str, dim: int = 2) -> np.ndarray:
         ValueError: If the task has another shape or is not finite.
 
     """
+    _refuse_complex(task, name, f'a finite array of shape ({dim},)')
     try:
         vector = np.array(task, dtype=np.float64)
     except (TypeError, ValueError):
@@ -133,6 +145,8 @@ def check_rand_params(task: Any, init_params: Dict[str, np.ndarray]
                          f'{sorted(init_params)}, got {_describe(task)}')
     checked = {}
     for key, init in init_params.items():
+        _refuse_complex(task[key], f'[{key!r}]',
+                        f'a finite, non-negative array of shape {init.shape}')
         value = np.array(task[key], dtype=np.float64)
         if value.shape != init.shape or not np.isfinite(value).all() or (
                 value < 0).any():

@@ -113,7 +113,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
                      overrides: dict | None = None,
                      task: str | None = None,
                      reward_function_version: str | None = None,
-                     device: str = 'cpu',
+                     device: str | None = None,
                      worker_timeout: float | None = None,
                      **_ignored) -> Experiment:
     """Seed, then build ``algo`` on ``env`` from the paper table plus overrides.
@@ -139,7 +139,9 @@ def build_experiment(algo: str, env: str, seed: int, *,
             or an env argument (``ENV_KWARGS``).
         task (str): Meta-World ML1 environment.
         reward_function_version (str): Meta-World reward version.
-        device (str): Where the meta-update runs ('cpu', 'cuda', 'cuda:N').
+        device (str or None): Where the meta-update runs ('cpu', 'cuda', 'cuda:N'; None:
+            ``overrides['device']`` where given, else 'cpu'). Given here and in
+            ``overrides`` with another value, it is refused as given twice.
         worker_timeout (float or None): Seconds a busy sampler worker (in
             process too) may make no progress (None: the sampler's default, 600 s).
         **_ignored: Launcher-only settings (e.g. ``epochs``), so a launcher's
@@ -175,7 +177,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
                            env_kwargs=env_kwargs)
     kwargs = algo_kwargs(algo, env)
     for key, value in (('meta_batch_size', meta_batch_size),
-                       ('episodes_per_task', episodes_per_task)):
+                       ('episodes_per_task', episodes_per_task), ('device', device)):
         if value is not None:
             if key in overrides and overrides[key] != value:
                 raise ValueError(f'{key} is given twice, {value!r} and overrides[{key!r}] = '
@@ -184,7 +186,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
     kwargs.update(overrides)
     # Checked here, naming it: the meta-evaluator below takes it too, under another name.
     kwargs['episodes_per_task'] = check_int(kwargs['episodes_per_task'], 'episodes_per_task', 1)
-    kwargs.setdefault('device', device)
+    kwargs.setdefault('device', 'cpu')
     setup.check_task_counts(kwargs['meta_batch_size'], n_test_tasks)
     train_env = setup.env
     policy = GaussianMLPPolicy(train_env.spec, hidden_sizes=hidden_sizes or setup.hidden_sizes)

@@ -69,6 +69,9 @@ class MetaEvaluator(GarageMetaEvaluator):
             else "n_test_tasks (None: the test task sampler's n_tasks)", 1)
         self._n_exploration_eps = check_int(self._n_exploration_eps, 'n_exploration_eps', 1)
         self._n_test_episodes = check_int(self._n_test_episodes, 'n_test_episodes', 1)
+        if not isinstance(self._prefix, str):  # it heads every logged key
+            raise ValueError(f'prefix must be a str (e.g. the default "MetaTest"), got '
+                             f'{self._prefix!r}')
         # Each round keeps every task's episodes of at least one step: a bound before the
         # horizon is known (the sampler checks the steps of the rounds once it is).
         for name in ('n_exploration_eps', 'n_test_episodes'):

@@ -14,6 +14,7 @@ from garage_promp.validation import (
     MAX_COUNT,
     MAX_EPISODE_LENGTH,
     MAX_SECONDS,
+    MAX_SEED,
     MAX_WORKERS,
     check_bool,
     check_float,
@@ -30,7 +31,7 @@ def _count(minimum: int, maximum: int) -> Callable[[Any, str], int]:
 
 
 _CHECKS: Dict[str, Callable[[Any, str], Any]] = {
-    'seed': _count(0, None),
+    'seed': _count(0, MAX_SEED),  # the launchers' and build_experiment's range
     # Each episode draws its action noise for the whole horizon up front.
     'max_episode_length': _count(1, MAX_EPISODE_LENGTH),
     'envs_per_task': _optional(_count(1, MAX_COUNT)),

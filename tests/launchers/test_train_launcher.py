@@ -240,6 +240,10 @@ def test_set_and_an_option_of_its_own_give_one_value(tmp_path):
     code, output, made = _refused(tmp_path / 'c', '--set', 'inner_lr=0.1', '--set',
                                   'inner_lr=0.2')
     assert code == 2 and 'inner_lr given twice, 0.1 and 0.2' in output and not made, output
+    # The device has its own option, recorded as its own entry: --set cannot give another.
+    code, output, made = _refused(tmp_path / 'd', '--device', 'cuda', '--set', 'device=cpu')
+    assert code == 2 and '--set device=cpu: give the device with --device' in output, output
+    assert not made
 
 
 def test_a_diverging_step_size_ends_the_run_with_one_error_line_naming_it(tmp_path):
