@@ -163,6 +163,7 @@ TERMINATION = [
     (HalfCheetahFwdBackEnv, {('qpos', 2): 3.}, False),  # never terminates
     (HumanoidFwdBackEnv, {}, False),
     (HumanoidFwdBackEnv, {('qpos', 2): 2.5}, True),  # torso z above 2
+    (HumanoidFwdBackEnv, {('qpos', 2): 0.9}, True),  # below 1 (0.96 after the step), not 0.8
     (HumanoidRandDirecEnv, {('qpos', 2): 2.5}, True),
     (WalkerFwdBackEnv, {}, False),
     (WalkerFwdBackEnv, {('qpos', 1): 2.5}, True),  # height above 2
