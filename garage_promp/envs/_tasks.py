@@ -5,6 +5,8 @@ the task in canonical form or raises a ValueError that says what is expected.
 """
 from typing import Any, Dict, List, Sequence
 
+from garage_promp.validation import is_complex
+
 import numpy as np
 
 CORNERS = np.array([[-2., -2.], [2., -2.], [-2., 2.], [2., 2.]])
@@ -14,10 +16,10 @@ CORNERS = np.array([[-2., -2.], [2., -2.], [-2., 2.], [2., 2.]])
 def _refuse_complex(task: Any, name: str, expected: str) -> None:
     """A complex task value (numpy would drop its imaginary part, with only a warning)."""
     try:
-        complex_ = np.iscomplexobj(np.asarray(task))
+        values = np.asarray(task)  # (a list of numbers as one array)
     except (TypeError, ValueError):  # ragged or odd: the caller's own check names it
         return
-    if complex_:
+    if is_complex(values):
         raise ValueError(f'task {name} should be {expected}, got {task!r}: a complex number')
 
 

@@ -189,21 +189,37 @@ def test_termination(cls, change, terminal):
     assert (es.step_type == StepType.TERMINAL) == terminal
 
 
-@pytest.mark.parametrize('height,terminal', [(0.1, False), (-0.1, True),
-                                             (0.99, False), (1.01, True)])
-def test_ant_healthy_range_is_zero_to_one(height, terminal):
-    # Spec §10 item 17: [0, 1], not gym's [0.2, 1]. Floating without gravity
-    # or constraints, the torso stays at the height it is put at.
-    env = AntFwdBackEnv(seed=0)
+def _floating_step(env_class, index, height):
+    """One zero-action step of ``env_class`` with ``qpos[index]`` (a height) set to
+    ``height``, floating without gravity or constraints, so that the torso stays at the
+    height it is put at; the step, and the height after it."""
+    env = env_class(seed=0)
     env.reset()
     gym = env.gym_env
     gym.model.opt.disableflags |= (mujoco.mjtDisableBit.mjDSBL_GRAVITY
                                    | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
     qpos = gym.data.qpos.copy()
-    qpos[2] = height
+    qpos[index] = height
     gym.set_state(qpos, np.zeros(gym.model.nv))
-    es = env.step(np.zeros(8))
-    assert gym.data.qpos[2] == pytest.approx(height, abs=1e-3)
+    es = env.step(np.zeros(env.action_space.shape))
+    after = float(gym.data.qpos[index])
+    env.close()
+    return es, after
+
+
+@pytest.mark.parametrize('height,terminal', [(0.1, False), (-0.1, True),
+                                             (0.99, False), (1.01, True)])
+def test_ant_healthy_range_is_zero_to_one(height, terminal):
+    # Spec §10 item 17: [0, 1], not gym's [0.2, 1].
+    es, after = _floating_step(AntFwdBackEnv, 2, height)
+    assert after == pytest.approx(height, abs=1e-3)
+    assert (es.step_type == StepType.TERMINAL) == terminal
+
+
+@pytest.mark.parametrize('height,terminal', [(0.85, False), (0.75, True)])
+def test_walker_is_unhealthy_below_a_height_of_0_8(height, terminal):
+    es, after = _floating_step(WalkerFwdBackEnv, 1, height)
+    assert after == pytest.approx(height, abs=1e-3)
     assert (es.step_type == StepType.TERMINAL) == terminal
 
 
