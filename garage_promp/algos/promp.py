@@ -44,7 +44,8 @@ class ProMP(MetaPolicySearch):
             accepted and ignored this; here it works). 1 = full batch.
         clip_eps (float): Clipping range ε of the likelihood ratio, in (0, 1].
         target_inner_step (float): KL target κ of the adaptive η rule.
-        init_inner_kl_penalty (float): Initial η (one per inner step).
+        init_inner_kl_penalty (float): Initial η (one per inner step); > 0 when
+            ``adaptive_inner_kl_penalty`` (the rule scales it, so 0 would stay 0).
         adaptive_inner_kl_penalty (bool): After each epoch, halve η_k if
             KL_k < κ/1.5 and double it if KL_k > 1.5κ.
         anneal_factor (float): ε is multiplied by this once per epoch
@@ -90,6 +91,12 @@ class ProMP(MetaPolicySearch):
                                             'init_inner_kl_penalty', 0., float32=True)
         adaptive_inner_kl_penalty = check_bool(adaptive_inner_kl_penalty,
                                                'adaptive_inner_kl_penalty')
+        # The adaptive rule only halves or doubles each η_k: from 0 it would stay 0 and the
+        # rule, asked for, would never act.
+        require(init_inner_kl_penalty > 0 or not adaptive_inner_kl_penalty,
+                'init_inner_kl_penalty',
+                '> 0 with adaptive_inner_kl_penalty=True (the rule halves or doubles it, '
+                'so 0 would stay 0)', init_inner_kl_penalty)
         anneal_factor = check_float(anneal_factor, 'anneal_factor', 0., 1.,
                                     low_open=True)
         super().__init__(env, policy, sampler, task_sampler,

@@ -41,6 +41,19 @@ def test_bad_argument_raises_value_error_naming_it(algo, arg, value):
         make_algo(algo, **{arg: value})
 
 
+def test_promp_refuses_a_zero_eta_only_when_the_adaptive_rule_would_scale_it():
+    """The adaptive η rule halves or doubles η_k (the reference's ``pro_mp.py``): from 0
+    it would stay 0, so asking for the rule with η = 0 is refused; a fixed η = 0 (no KL
+    penalty) is accepted."""
+    with pytest.raises(ValueError, match='init_inner_kl_penalty must be > 0 with '
+                                         'adaptive_inner_kl_penalty=True'):
+        make_algo('ProMP', init_inner_kl_penalty=0., adaptive_inner_kl_penalty=True)
+    _, fixed = make_algo('ProMP', init_inner_kl_penalty=0., adaptive_inner_kl_penalty=False)
+    assert fixed.inner_kl_coeff.tolist() == [0.]
+    _, adaptive = make_algo('ProMP', init_inner_kl_penalty=1e-3, adaptive_inner_kl_penalty=True)
+    assert adaptive.inner_kl_coeff.tolist() == [1e-3]
+
+
 def test_per_parameter_inner_lr_shape_and_sign_are_checked():
     _, policy, _, _ = make_setup()
     good = {n: 0.1 for n, _ in policy.named_parameters()}
