@@ -20,7 +20,7 @@ from tests.helpers import load_script
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 #: The algorithms log to dowel's tabular, which no output reads here.
-pytestmark = [pytest.mark.filterwarnings('ignore:TabularInput'),
+pytestmark = [pytest.mark.filterwarnings('ignore::dowel.tabular_input.TabularInputWarning'),
               pytest.mark.filterwarnings('ignore:Converting a tensor with requires_grad')]
 
 

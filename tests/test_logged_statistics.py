@@ -6,12 +6,14 @@ import garage_promp
 from garage_promp.algos.epoch_loop import _log_step_returns
 
 from dowel import tabular
+from garage import StepType
 from garage.envs import normalize
+from garage.sampler.env_update import SetTaskUpdate
 import numpy as np
 import pytest
 import torch
 
-from tests.helpers import make_algo
+from tests.helpers import LongPointEnv, make_algo
 
 
 def _episode(rewards, success):
@@ -93,3 +95,49 @@ def test_the_lean_path_clips_scaled_actions_to_the_action_space():
                                   np.array([1]))
     assert float(infos['ctrl_cost'][0]) == pytest.approx(0.3, rel=1e-6)
     env.close()
+
+
+def _performance(episodes, discount):
+    """garage's ``log_performance`` statistics of ``episodes``, by hand."""
+    split = episodes.split()
+    returns = np.array([episode.rewards.sum() for episode in split])
+    return {'NumEpisodes': len(split),
+            'AverageReturn': returns.mean(),
+            'AverageDiscountedReturn': np.mean([
+                sum(discount**t * r for t, r in enumerate(episode.rewards))
+                for episode in split]),
+            'StdReturn': returns.std(), 'MaxReturn': returns.max(), 'MinReturn': returns.min(),
+            'TerminationRate': np.mean([episode.step_types[-1] == StepType.TERMINAL
+                                        for episode in split]),
+            'SuccessRate': np.mean([episode.env_infos['success'].any() for episode in split])}
+
+
+@pytest.mark.filterwarnings('ignore::dowel.tabular_input.TabularInputWarning')
+def test_average_statistics_are_the_last_post_update_rounds():
+    """garage's ``Average/*`` keys and the epoch's return are the statistics of the last,
+    post-update round D_K, as garage's own MAML logs ``task_paths[num_grad_updates]``
+    (garage/torch/algos/maml.py ``_log_performance``): here K = 2, by hand from the
+    episodes, and not those of the pre-update round D_0 (``Step_0-*``) nor of D_1."""
+    _, algo = make_algo('ProMP', discount=0.9, num_inner_grad_steps=2, episodes_per_task=4,
+                        setup_kwargs=dict(env_class=LongPointEnv))
+    # Goals near the start, so that some episodes end early (terminate) and others not.
+    tasks = [SetTaskUpdate(LongPointEnv, {'goal': np.array([0.2, g])}, None)
+             for g in (0., 0.1, -0.2)]
+    tabular.clear()
+    try:
+        batches = algo.sample_meta_batch(0, task_updates=tasks)
+        last_return = algo._train_once(0, 0, batches)
+        logged = dict(tabular.as_dict)
+    finally:
+        tabular.clear()
+        algo.sampler.shutdown_worker()
+    rounds = [_performance(batch.episodes, 0.9) for batch in batches]
+    for key in ('AverageReturn', 'AverageDiscountedReturn', 'StdReturn', 'TerminationRate'):
+        assert rounds[0][key] != rounds[2][key], key  # else D_0 in place of D_K passes
+    assert rounds[1]['AverageReturn'] != rounds[2]['AverageReturn']
+    for key, value in rounds[2].items():
+        assert logged[f'Average/{key}'] == pytest.approx(value, rel=1e-9), key
+    assert last_return == pytest.approx(rounds[2]['AverageReturn'], rel=1e-9)
+    for k, stats in enumerate(rounds):
+        assert logged[f'Step_{k}-AverageReturn'] == pytest.approx(stats['AverageReturn'],
+                                                                  rel=1e-9)

@@ -1070,3 +1070,29 @@ def test_episode_seed_sequences_are_the_spawned_children():
             assert a.spawn_key == b.spawn_key and a.entropy == b.entropy
             np.testing.assert_array_equal(a.generate_state(8), b.generate_state(8))
         assert direct[0].spawn_key != direct[1].spawn_key
+
+
+def test_actions_are_the_mean_plus_std_times_the_noise_childs_normal_draws():
+    """Each episode's action noise is its own stream: standard normals (float32, the
+    horizon x action size drawn up front) from child 1 of the episode's seed sequence
+    (seed, round, task slot, episode) (child 0 seeds the env's reset noise), so the
+    action at step t is mean + exp(log_std) * noise[t]. Two rounds, two workers, episodes
+    that end early."""
+    env, policy, sampler, _ = make_setup(7, n_workers=2, env_class=LongPointEnv)
+    tasks = _early_ending_tasks()[:3]
+    params = _noisy_params(policy, len(tasks))
+    try:
+        batches = [sampler.obtain_meta_batch(tasks, params, 2) for _ in range(2)]
+    finally:
+        sampler.shutdown_worker()
+    horizon, action_dim = sampler.max_episode_length, env.spec.action_space.shape[0]
+    for r, batch in enumerate(batches):
+        assert batch.lengths.min() < horizon  # some episodes end early
+        for n, episode in enumerate(batch.split()):
+            task, index = divmod(n, 2)
+            parent = np.random.SeedSequence(sampler.seed, spawn_key=(r, task, index))
+            noise = np.random.default_rng(parent.spawn(2)[1]).standard_normal(
+                (horizon, action_dim), dtype=np.float32)[:len(episode.actions)]
+            expected = (episode.agent_infos['mean']
+                        + np.exp(episode.agent_infos['log_std']) * noise)
+            np.testing.assert_allclose(episode.actions, expected, rtol=1e-6, atol=1e-6)

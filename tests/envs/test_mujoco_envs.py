@@ -11,6 +11,7 @@ from garage_promp.envs import (
     WalkerFwdBackEnv,
     WalkerRandParamsEnv,
 )
+from garage_promp.envs._mujoco import MujocoMetaEnv
 
 from garage import StepType
 from garage.envs import normalize
@@ -118,6 +119,58 @@ def test_reward_of_a_controlled_step(cls, zero_action):
     assert set(es.env_info) >= {'forward_vel', 'ctrl_cost', 'task'}
     np.testing.assert_array_equal(es.env_info['task'],
                                   gym._make_task_vector())
+
+
+def _into_the_floor(gym):
+    """Put the torso at a height of 0.3, into the floor: the next step's contact forces
+    make 0.5e-6 sum(cfrc_ext^2) about 50, far above the cap of 10."""
+    qpos = gym.data.qpos.copy()
+    qpos[2] = 0.3
+    gym.set_state(qpos, gym.data.qvel.copy())
+
+
+def _refuse_fallback(cls, envs, actions):
+    raise AssertionError(f'{cls.__name__}.batch_step stepped env by env')
+
+
+@pytest.mark.parametrize('cls', [HumanoidFwdBackEnv, HumanoidRandDirecEnv])
+def test_humanoid_impact_cost_is_capped_at_10_in_step_and_batch_step(cls, monkeypatch):
+    """impact_cost = min(0.5e-6 sum(cfrc_ext^2), 10), as the original ProMP code's
+    meta_policy_search/envs/mujoco_envs/humanoid_rand_direc.py: the reward and the
+    ``impact_cost`` info by hand from the MjData, a sunk torso (capped) beside a standing
+    one (not), in ``step`` and in the lean path's vectorised ``batch_step`` (its
+    env-by-env fallback refused)."""
+    task, reward = REWARD[cls]
+    gym_cls = cls.gym_env_cls
+    action = 0.2 * np.sin(np.arange(17) + 1.)
+    actions = np.stack([action, action])
+
+    def pair():
+        envs = [gym_cls(seed=1), gym_cls(seed=1)]
+        for env in envs:
+            env.set_task(task)
+            env.reset(seed=1)
+        _into_the_floor(envs[0].unwrapped)
+        return envs
+
+    def check(env, before, impact_cost, step_reward, capped):
+        uncapped = 0.5e-6 * float(np.square(env.data.cfrc_ext).sum())
+        assert (uncapped > 20.) if capped else (uncapped < 10.), uncapped
+        assert impact_cost == pytest.approx(min(uncapped, 10.), rel=1e-12)
+        assert step_reward == pytest.approx(reward(env, before, _state(env), action),
+                                            rel=1e-9, abs=1e-9)
+
+    envs = pair()
+    for n, env in enumerate(envs):
+        before = _state(env)
+        _, step_reward, _, _, info = env.step(action)
+        check(env, before, info['impact_cost'], step_reward, capped=n == 0)
+    envs = pair()
+    before = [_state(env) for env in envs]
+    monkeypatch.setattr(MujocoMetaEnv, 'batch_step', classmethod(_refuse_fallback))
+    _, rewards, _, _, infos = gym_cls.batch_step(envs, actions)
+    for n, env in enumerate(envs):
+        check(env, before[n], infos['impact_cost'][n], rewards[n], capped=n == 0)
 
 
 def test_half_cheetah_backward_zero_action_reward_is_minus_velocity():
