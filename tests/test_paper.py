@@ -1,10 +1,12 @@
 """benchmarks/paper.py: the campaign's bookkeeping, its report, each figure's pipeline."""
 import csv
 import json
+import math
 import os
 import pathlib
 import pickle
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -192,7 +194,20 @@ def test_verdicts(paper):
     assert against.startswith('not significant') and 'runs the other way' in against
     t, p = paper.welch([3., 4., 5.], [0., 1., 2.])
     assert t == pytest.approx(3 / (2 / 3) ** 0.5) and p < 0.05
-    assert paper.seeds_needed([3., 4., 5.], [0., 1., 2.]) == 2
+    # Welch's t = 3.67 with 3 seeds each (p < 0.05): 3 seeds each, not fewer; the normal
+    # rule 2 (2.5 / d)^2 would say 2, where t = 3 over two degrees of freedom is p = 0.05.
+    assert paper.seeds_needed([3., 4., 5.], [0., 1., 2.]) == 3
+    # Two seeds each at t = -3.1 (about one degree of freedom, p = 0.9): more than the two
+    # already run, though the normal rule would say 2.
+    assert paper.seeds_needed([0.1446, 0.2114], [0.278, 0.289]) == 4
+    assert paper.seeds_needed([1., 2.], [1., 2.]) == math.inf  # no difference
+    assert paper.seeds_needed([1., 1.], [2., 2.]) == math.inf  # no spread: nothing to decide
+    # At many seeds' worth it is the usual rule, n ≈ 2 (2.49 / d)^2 (d ≈ 0.39: about 83).
+    wide = paper.seeds_needed([0.1, -0.1, 0.3, -0.3], [0., 0.2, -0.2, 0.4])
+    d = 0.1 / statistics.stdev([0.1, -0.1, 0.3, -0.3])
+    assert abs(wide - 2 * (2.486 / d) ** 2) < 0.05 * wide
+    assert paper._pm([0.1446, 0.2114]) == '0.178 ± 0.047'  # two significant digits below 1
+    assert paper._pm([225.5, 300., 150.]) == '225.2 ± 75.0' and paper._pm([0.5]) == '0.50'
 
 
 def _paper(*args, cwd=ROOT):
@@ -375,13 +390,13 @@ def test_each_claim_compares_its_own_pair_at_their_common_steps(paper, tmp_path)
     assert 'at 20,000,000 env steps' in maml and 'at 10,000,000 env steps' in emaml
     # The table: each algorithm at its own seeds' steps (ProMP's last 3 rows: 51.5 + 2 ...).
     promp_row = next(x for x in lines if x.startswith('| HalfCheetahFwdBack | ProMP |'))
-    assert '| 20,000,000 |' in promp_row and '53.5 ± 0.7' in promp_row
+    assert '| 20,000,000 |' in promp_row and '53.50 ± 0.71' in promp_row
     # The comparison along the way: none before the first logged epoch (5e6), then the
     # first row only (post + 0) at 5e6, the mean of the last 3 at 2e7.
     along = [x for x in lines if x.startswith('| HalfCheetahFwdBack | ') and x.count('|') == 6]
     assert not any('| 2,500,000 |' in x for x in along)
-    assert '| HalfCheetahFwdBack | 5,000,000 | 51.5 ± 0.7 | 11.5 ± 0.7 |' in along[0]
-    assert '| HalfCheetahFwdBack | 20,000,000 | 53.5 ± 0.7 | 13.5 ± 0.7 |' in along[-1]
+    assert '| HalfCheetahFwdBack | 5,000,000 | 51.50 ± 0.71 | 11.50 ± 0.71 |' in along[0]
+    assert '| HalfCheetahFwdBack | 20,000,000 | 53.50 ± 0.71 | 13.50 ± 0.71 |' in along[-1]
 
 
 def test_fig2_report_compares_at_equal_iterations_as_the_papers_axis(paper, tmp_path):
@@ -410,14 +425,14 @@ def test_fig2_report_compares_at_equal_iterations_as_the_papers_axis(paper, tmp_
     lines = paper.report(campaign, ['fig2']).splitlines()
     # At equal env steps (the budget) MAML-TRPO has had 16 iterations: post + 13..15.
     claim = next(x for x in lines if x.startswith('| Fig. 2 HumanoidRandDirec: ProMP > MAML-TRPO'))
-    assert '107.5 ± 0.7 (2 seeds) vs 25.5 ± 0.7 (2) at 10,000,000 env steps' in claim
+    assert '107.50 ± 0.71 (2 seeds) vs 25.50 ± 0.71 (2) at 10,000,000 env steps' in claim
     # At equal iterations (8): MAML-TRPO's post + 5..7, at 625,000 env steps an iteration.
     start = next(i for i, x in enumerate(lines) if 'at equal iterations' in x)
     table = lines[start + 4:lines.index('', start + 2)]  # its rows, up to the blank line
     assert table[0] == ('| AntRandDirec | 1 | 1 / 1 (in progress) | 5,000,000 | 1,000,000 | '
                         '1.0 | 5.0 | - |')
     assert table[1].startswith('| HumanoidRandDirec | 8 | 2 / 2 | 1,250,000 | 625,000 | '
-                               '107.5 ± 0.7 | 17.5 ± 0.7 | +')
+                               '107.50 ± 0.71 | 17.50 ± 0.71 | +')
     assert len(table) == 2
     assert paper.value_at_iteration(
         [{'k': '1'}, {'k': ''}, {'k': '3'}, {'k': '5'}, {'k': '100'}], 'k', 4) == 3.

@@ -1,6 +1,7 @@
 """benchmarks/physics.py: the physics columns run and their ratios are what the table says."""
 import json
 import pathlib
+import re
 
 from click.testing import CliRunner
 import pytest
@@ -152,6 +153,24 @@ def test_goals_table_gives_each_goal_its_verdict():
     assert table[5].endswith('| 0.70 |  |')
 
 
+def test_an_env_of_several_runs_meets_its_goal_only_in_every_run():
+    """Several saved runs of an env: the first row's numbers, and the verdict of all of
+    them ("met" only where every run meets the goal, else how many did and their range)."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    table = physics.goals_table([_row('HalfCheetahFwdBack', ratio_lean=0.61),
+                                 _row('AntRandDirec', ratio_lean=0.81),
+                                 _row('HalfCheetahFwdBack', ratio_lean=0.5915),
+                                 _row('AntRandDirec', ratio_lean=0.8),
+                                 _row('HalfCheetahFwdBack', ratio_lean=0.62),
+                                 _row('WalkerFwdBack', ratio_lean=0.7),
+                                 _row('WalkerFwdBack', ratio_lean=0.79)]).splitlines()
+    assert len(table) == 5
+    assert table[2].endswith('| **0.61** | 0.55 | 0.70 | ≥ 0.6: not reliably met: met in 2 of 3 '
+                             'runs (0.592-0.620) |')
+    assert table[3].endswith('| **0.81** | 0.55 | 0.70 | ≥ 0.8: met (2 runs) |')
+    assert table[4].endswith('| **0.70** | 0.55 | 0.70 | ≥ 0.8: not met (2 runs) |')
+
+
 def test_summarize_prints_saved_results_and_names_a_bad_file(tmp_path):
     physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
     good = tmp_path / 'physics.json'
@@ -172,14 +191,16 @@ def test_summarize_prints_saved_results_and_names_a_bad_file(tmp_path):
 
 def test_the_readme_carries_the_committed_physics_summary():
     """The README's table against the physics is ``--summarize`` of the committed results
-    (the paper's MuJoCo envs, then ML1), between its two marker lines: a number changed in
-    either place fails."""
+    its marker line names (the paper's MuJoCo envs' latest full run and ML1's first, the
+    other saved runs of the same code after them, for the verdicts), between its two marker
+    lines: a number changed in either place fails."""
     physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
-    results = ROOT / 'benchmarks' / 'results'
-    table = physics.goals_table(physics.read_results([results / 'physics.json',
-                                                      results / 'physics_ml1.json']))
     readme = (ROOT / 'README.md').read_text()
     start = readme.index('<!-- physics table: ')
     end = readme.index('<!-- end of the physics table -->')
-    block = readme[start:end]
-    assert block.split('\n', 1)[1].strip() == table
+    marker, block = readme[start:end].split('\n', 1)
+    files = re.findall(r'--summarize (\S+)', marker)
+    assert files[0] == 'benchmarks/results/physics.json'
+    assert 'benchmarks/results/physics_ml1.json' in files
+    table = physics.goals_table(physics.read_results([ROOT / f for f in files]))
+    assert block.strip() == table
