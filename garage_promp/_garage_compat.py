@@ -4,7 +4,9 @@ garage 2021.3.0 is the only garage on PyPI. It is installed with ``--no-deps``
 (its pins, torch<1.8, tensorflow, gym 0.17 and mujoco-py, cannot be met on
 Python 3.11), so a few of its modules need help on today's stack. Every
 workaround lives here, is applied once when :mod:`garage_promp` is imported,
-and carries its reason. No other module of garage_promp patches garage.
+and carries its reason. The one other change to a garage class is not a
+workaround: :func:`garage_promp.experiment.resume.install_checked_restore`
+gives ``Trainer.restore`` the launcher's snapshot checks.
 
 Workarounds:
 

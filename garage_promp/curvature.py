@@ -27,8 +27,9 @@ and a backward pass through the policy's MLP written out layer by layer
 (Pearlmutter's R-operator, with the direction-free forward and backward
 computed once per conjugate-gradient solve). Double backpropagation through
 the adaptation (:func:`garage_promp.optimizers.exact_hvp`) computes the same
-matrix through a third-order autograd graph, about four times slower on the
-paper's HalfCheetah batch.
+matrix through a third-order autograd graph, about 2-3 times slower on the
+paper's HalfCheetah batch (0.36-0.49 s a product against 0.17-0.19 s on 2
+cores).
 
 The inner objective enters only through its first and second derivatives
 with respect to the per-step log-likelihoods ℓ, taken by autograd on a

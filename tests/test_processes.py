@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 
+import cloudpickle
 import psutil
 import pytest
 
@@ -198,19 +199,26 @@ def test_no_worker_outlives_the_main_process(tmp_path, how):
     _assert_none_left(tag)
 
 
-def test_an_interrupted_learning_benchmark_leaves_nothing_running(tmp_path):
-    """SIGINT or SIGTERM to benchmarks/learning.py stops its train.py runs (and their workers)."""
+def _learning_runner(tmp_path):
+    """benchmarks/learning.py with two endless tiny train.py runs, once both have saved a
+    snapshot."""
     env, tag = _tagged_env()
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / 'benchmarks' / 'learning.py'), '--env', 'PointEnvCorner',
          '--algo', 'ProMP', '--seeds', '2', '--steps', '100000000', '--meta-batch-size', '2',
          '--episodes-per-task', '2', '--out', str(tmp_path)],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not all(
+            (tmp_path / f'ProMP_seed={s}' / 'params.pkl').exists() for s in (1, 2)):
+        time.sleep(0.2)
+    return proc, tag
+
+
+def test_an_interrupted_learning_benchmark_leaves_nothing_running(tmp_path):
+    """SIGTERM, twice, to benchmarks/learning.py stops its train.py runs (and their workers)."""
+    proc, tag = _learning_runner(tmp_path)
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not all(
-                (tmp_path / f'ProMP_seed={s}' / 'progress.csv').exists() for s in (1, 2)):
-            time.sleep(0.2)
         assert len(_tagged_processes(tag)) >= 3  # the runner and its two runs
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
@@ -227,6 +235,35 @@ def test_an_interrupted_learning_benchmark_leaves_nothing_running(tmp_path):
     assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM), out[-3000:]
     assert 'Traceback' not in out, out[-3000:]
     _assert_none_left(tag, timeout=5)
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGHUP, signal.SIGKILL],
+                         ids=['SIGINT', 'SIGHUP', 'SIGKILL'])
+def test_a_learning_benchmark_stopped_or_killed_leaves_nothing_running(tmp_path, sig):
+    """Ctrl-C or a closed terminal stops benchmarks/learning.py's runs as SIGTERM does
+    (each run keeping its snapshot); a runner killed outright (SIGKILL, which it cannot
+    catch) leaves no run behind either: each run asked Linux for SIGTERM at its parent's
+    death (``prctl(PR_SET_PDEATHSIG)``) and stops as it would on SIGTERM."""
+    proc, tag = _learning_runner(tmp_path)
+    try:
+        runs = [p for p in _tagged_processes(tag) if 'train.py' in ' '.join(p.cmdline())]
+        assert len(runs) >= 2, [p.cmdline() for p in _tagged_processes(tag)]
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert 'stopping the runs' in out and 'stopped ProMP seed' in out, out[-3000:]
+        assert proc.returncode in (128 + sig, -sig), out[-3000:]
+        assert 'Traceback' not in out, out[-3000:]
+    _assert_none_left(tag, timeout=60)
+    for seed in (1, 2):  # each run stopped by SIGTERM's path: its snapshot is intact
+        with open(tmp_path / f'ProMP_seed={seed}' / 'params.pkl', 'rb') as f:
+            assert 'algo' in cloudpickle.load(f)
 
 
 def test_usr1_dumps_the_stacks_of_the_main_process_and_every_worker(tmp_path):

@@ -56,7 +56,7 @@ class TRPOMAML(MetaPolicySearch):
     Hessian-vector products are exact by default: for garage's
     ``GaussianMLPPolicy`` written out by hand in the Gauss-Newton form that
     is exact at the sampling parameters (:mod:`garage_promp.curvature`,
-    about 4× faster), otherwise by double backpropagation through the
+    2-3× faster on the paper's HalfCheetah batch), otherwise by double backpropagation through the
     adaptation (``hvp_approach='double_backprop'`` forces it);
     ``hvp_approach='finite_difference'`` reproduces the reference's symmetric
     finite differences.

@@ -192,6 +192,21 @@ def _env_differs(variant: dict, env) -> str | None:
     return None
 
 
+def _paper_defaults(variant: dict) -> dict:
+    """The hidden sizes and horizon a launcher run of ``variant`` had where it left them
+    at their defaults (``null`` in ``variant.json``): its env's row of the paper's table
+    (``paper_config.env_config``); empty for an env the table does not know."""
+    from garage_promp.experiment.paper_config import env_config  # pylint: disable=import-outside-toplevel
+    env = variant.get('env')
+    if not isinstance(env, str):
+        return {}
+    try:
+        row = env_config(env.partition(':')[0])
+    except ValueError:
+        return {}
+    return {'hidden_sizes': list(row['hidden_sizes']), 'max_episode_length': row['H']}
+
+
 def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> None:
     """Refuse a snapshot that is not the run that ``variant.json`` describes.
 
@@ -246,12 +261,17 @@ def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> N
             raise ValueError(f'the snapshot in {log_dir} has a log-std of shape '
                              f"{tuple(have.shape)}, its variant.json log_std={log_std!r}: not "
                              "this run's snapshot")
+    defaults = _paper_defaults(variant) if ours else {}
     hidden = variant.get('hidden_sizes')
+    if hidden is None:  # left at the env's paper value
+        hidden = defaults.get('hidden_sizes')
     have = getattr(module, '_hidden_sizes', None)
     if ours and isinstance(hidden, list) and have is not None and list(have) != hidden:
         raise ValueError(f'the snapshot in {log_dir} has hidden_sizes={list(have)}, its '
                          f"variant.json {hidden}: not this run's snapshot")
     horizon = variant.get('max_episode_length')
+    if horizon is None:  # left at the env's paper value
+        horizon = defaults.get('max_episode_length')
     if horizon is not None and getattr(algo, '_horizon', horizon) != horizon:
         raise ValueError(f'the snapshot in {log_dir} has max_episode_length='
                          f"{algo._horizon}, its variant.json {horizon} ({variant.get('env')}): "  # pylint: disable=protected-access

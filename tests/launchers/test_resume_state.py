@@ -153,6 +153,10 @@ def test_a_log_that_cannot_be_opened_leaves_no_noise_behind(tmp_path, monkeypatc
     ('env', 'PointEnvMomentum', 'PointEnvCorner'),
     ('seed', 7, 'seed 1'),
     ('hidden_sizes', [7], 'hidden_sizes='),
+    # null: left at the env's paper value (PointEnvCorner: 64 x 64, horizon 100), which the
+    # snapshot's (4; horizon 4) are not.
+    ('hidden_sizes', None, 'hidden_sizes=[4], its variant.json [64, 64]'),
+    ('max_episode_length', None, 'max_episode_length=4, its variant.json 100'),
 ])
 def test_a_snapshot_of_another_env_or_seed_is_refused_first(promp_run, tmp_path, key, value,
                                                             named):
