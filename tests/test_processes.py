@@ -199,6 +199,15 @@ def test_no_worker_outlives_the_main_process(tmp_path, how):
     _assert_none_left(tag)
 
 
+def _default_stop_signals():
+    """The runner as started from a terminal: SIGINT, SIGHUP and SIGTERM at their default
+    action. A child inherits ignored signals, and the suite may run under ``nohup`` or as a
+    shell's background job (SIGHUP or SIGINT ignored), where the runner rightly ignores them
+    too."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _learning_runner(tmp_path):
     """benchmarks/learning.py with two endless tiny train.py runs, once both have saved a
     snapshot."""
@@ -207,7 +216,8 @@ def _learning_runner(tmp_path):
         [sys.executable, str(ROOT / 'benchmarks' / 'learning.py'), '--env', 'PointEnvCorner',
          '--algo', 'ProMP', '--seeds', '2', '--steps', '100000000', '--meta-batch-size', '2',
          '--episodes-per-task', '2', '--out', str(tmp_path)],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_default_stop_signals)
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None and not all(
             (tmp_path / f'ProMP_seed={s}' / 'params.pkl').exists() for s in (1, 2)):
