@@ -3,12 +3,16 @@
  * gp_step_batch steps n simulations, each as MujocoMetaEnv._simulate does from
  * Python (gymnasium's MujocoEnv.do_simulation without the shape check):
  *
- *     x_before[i] = d[i]->qpos[0]                       (if x_before)
- *     d[i]->ctrl  = ctrl row i
- *     mj_step(m[i], d[i]), nstep times                  (as mujoco.mj_step(..., nstep))
- *     mj_rnePostConstraint(m[i], d[i])                  (if rne)
- *     qpos row i = d[i]->qpos, qvel row i = d[i]->qvel  (if qpos / qvel)
+ *     before row i = the parts of d[i] the before spec names   (if kb > 0)
+ *     d[i]->ctrl   = ctrl row i
+ *     mj_step(m[i], d[i]), nstep times                         (as mujoco.mj_step(..., nstep))
+ *     mj_rnePostConstraint(m[i], d[i])                         (if rne)
+ *     after row i  = the parts of d[i] the after spec names    (if ka > 0)
  *
+ * A spec is gp_gather's (fields, starts, counts) of k parts. The rows are copied
+ * while the simulation's mjData is still in the cache, right before and after its
+ * step, instead of by gp_gather over every simulation once all are stepped (a 200-env
+ * wave's mjData do not fit in the cache: each copy afterwards is a trip to memory).
  * with the same MuJoCo library the Python bindings call, so every number is the
  * same bit for bit. A MuJoCo error (mju_error) inside the loop does not unwind
  * through these frames: while the loop runs, this thread's MuJoCo error handler
@@ -44,13 +48,33 @@ static void gp_on_error(const char* message) {
 
 const char* gp_last_error(void) { return gp_message; }
 
+static const mjtNum* gp_field(const mjData* d, int field);
+
+/* Row i of a k-part spec's parts of one simulation's data (the caller checked the fields
+ * and the bounds). */
+static void gp_copy_parts(const mjData* d, int k, const int* field, const int* start,
+                          const int* count, double* out) {
+  for (int j = 0; j < k; j++) {
+    memcpy(out, gp_field(d, field[j]) + start[j], (size_t)count[j] * sizeof(double));
+    out += count[j];
+  }
+}
+
 /* One loop for both entry points below: per simulation, the mocap pose (if mocap_pos),
- * x_before, the controls, nstep mj_steps, mj_rnePostConstraint (if rne), mj_forward (if
- * forward), then the qpos / qvel rows (if asked), under the error handler. */
+ * the before parts, the controls, nstep mj_steps, mj_rnePostConstraint (if rne),
+ * mj_forward (if forward), then the after parts, under the error handler. A spec
+ * (fields, starts, counts of k parts, width numbers a row) is gp_gather's. */
 static int gp_step_rows(int n, const mjModel** m, mjData** d, const double* mocap_pos,
                         const double* mocap_quat, int nmocap, const double* ctrl, int nu,
-                        int nstep, int rne, int forward, double* x_before, double* qpos,
-                        int nq, double* qvel, int nv) {
+                        int nstep, int rne, int forward, int kb, const int* before_spec,
+                        int before_width, double* before, int ka, const int* after_spec,
+                        int after_width, double* after) {
+  for (int j = 0; j < kb; j++) {
+    if (!gp_field(d[0], before_spec[j])) return -1;
+  }
+  for (int j = 0; j < ka; j++) {
+    if (!gp_field(d[0], after_spec[j])) return -1;
+  }
   gp_error_fn previous = _mjPRIVATE__get_tls_error_fn();
   volatile int i = 0;
   if (setjmp(gp_jump)) {
@@ -66,23 +90,31 @@ static int gp_step_rows(int n, const mjModel** m, mjData** d, const double* moca
              (size_t)nmocap * 3 * sizeof(double));
       memcpy(data->mocap_quat, mocap_quat, (size_t)nmocap * 4 * sizeof(double));
     }
-    if (x_before) x_before[i] = data->qpos[0];
+    if (kb > 0) {
+      gp_copy_parts(data, kb, before_spec, before_spec + kb, before_spec + 2 * kb,
+                    before + (size_t)i * before_width);
+    }
     memcpy(data->ctrl, ctrl + (size_t)i * nu, (size_t)nu * sizeof(double));
     for (int k = 0; k < nstep; k++) mj_step(model, data);
     if (rne) mj_rnePostConstraint(model, data);
     if (forward) mj_forward(model, data);
-    if (qpos) memcpy(qpos + (size_t)i * nq, data->qpos, (size_t)nq * sizeof(double));
-    if (qvel) memcpy(qvel + (size_t)i * nv, data->qvel, (size_t)nv * sizeof(double));
+    if (ka > 0) {
+      gp_copy_parts(data, ka, after_spec, after_spec + ka, after_spec + 2 * ka,
+                    after + (size_t)i * after_width);
+    }
   }
   _mjPRIVATE__set_tls_error_fn(previous);
   return 0;
 }
 
+/* Returns 0 when every simulation was stepped, i + 1 when simulation i failed (MuJoCo's
+ * message in gp_last_error()), -1 for an unknown field code in a spec (nothing stepped). */
 int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int nu,
-                  int nstep, int rne, double* x_before, double* qpos, int nq,
-                  double* qvel, int nv) {
-  return gp_step_rows(n, m, d, 0, 0, 0, ctrl, nu, nstep, rne, 0, x_before, qpos, nq, qvel,
-                      nv);
+                  int nstep, int rne, int kb, const int* before_spec, int before_width,
+                  double* before, int ka, const int* after_spec, int after_width,
+                  double* after) {
+  return gp_step_rows(n, m, d, 0, 0, 0, ctrl, nu, nstep, rne, 0, kb, before_spec,
+                      before_width, before, ka, after_spec, after_width, after);
 }
 
 /* gp_step_mocap_batch: the step of Meta-World's SawyerXYZEnv (metaworld/sawyer_xyz_env.py)
@@ -94,15 +126,17 @@ int gp_step_batch(int n, const mjModel** m, mjData** d, const double* ctrl, int 
  *     mj_step(m[i], d[i]), nstep times
  *     mj_rnePostConstraint(m[i], d[i])                                    (if rne)
  *     mj_forward(m[i], d[i])                                              (if forward)
+ *     after row i      = the parts of d[i] the after spec names           (if ka > 0)
  *
  * Errors as gp_step_batch: the failing simulation's index plus one, or 0. The mocap
  * values are set before the controls, as set_xyz_action runs before do_simulation.
  */
 int gp_step_mocap_batch(int n, const mjModel** m, mjData** d, const double* mocap_pos,
                         const double* mocap_quat, int nmocap, const double* ctrl, int nu,
-                        int nstep, int rne, int forward) {
+                        int nstep, int rne, int forward, int ka, const int* after_spec,
+                        int after_width, double* after) {
   return gp_step_rows(n, m, d, mocap_pos, mocap_quat, nmocap, ctrl, nu, nstep, rne, forward,
-                      0, 0, 0, 0, 0);
+                      0, 0, 0, 0, ka, after_spec, after_width, after);
 }
 
 /* gp_gather: rows of mjData arrays of n simulations into one array. Part j of row i of
@@ -140,12 +174,9 @@ int gp_gather(int n, mjData** d, int k, const int* field, const int* start, cons
   for (int j = 0; j < k; j++) {
     if (!gp_field(d[0], field[j])) return -1;
   }
-  for (int i = 0; i < n; i++) {
-    for (int j = 0; j < k; j++) {
-      memcpy(out, gp_field(d[i], field[j]) + start[j], (size_t)count[j] * sizeof(double));
-      out += count[j];
-    }
-  }
+  int width = 0;
+  for (int j = 0; j < k; j++) width += count[j];
+  for (int i = 0; i < n; i++) gp_copy_parts(d[i], k, field, start, count, out + (size_t)i * width);
   return 0;
 }
 

@@ -139,14 +139,14 @@ def build(rebuild: bool = False) -> pathlib.Path:
 def _load(path: pathlib.Path):
     loaded = ctypes.PyDLL(str(path))
     step = loaded.gp_step_batch
-    step.argtypes = [_I, _P, _P, _P, _I, _I, _I, _P, _P, _I, _P, _I]
+    step.argtypes = [_I, _P, _P, _P, _I, _I, _I, _I, _P, _I, _P, _I, _P, _I, _P]
     step.restype = _I
     loaded.gp_last_error.restype = ctypes.c_char_p
     same = loaded.gp_same_physics
     same.argtypes = [_P, _P]
     same.restype = _I
     mocap = loaded.gp_step_mocap_batch
-    mocap.argtypes = [_I, _P, _P, _P, _P, _I, _P, _I, _I, _I, _I]
+    mocap.argtypes = [_I, _P, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I, _P, _I, _P]
     mocap.restype = _I
     gather_rows = loaded.gp_gather
     gather_rows.argtypes = [_I, _P, _I, _P, _P, _P, _P]
@@ -199,33 +199,45 @@ def pointers(models: Sequence[Any], datas: Sequence[Any]) -> Tuple[np.ndarray, n
 
 
 def step_batch(lib, models: Sequence[Any], datas: Sequence[Any], actions: np.ndarray,
-               nstep: int, rne: bool, gather: bool,
-               addresses: Tuple[np.ndarray, np.ndarray] | None = None):
+               nstep: int, rne: bool, before: np.ndarray | None = None,
+               after: np.ndarray | None = None,
+               addresses: Tuple[np.ndarray, np.ndarray] | None = None
+               ) -> Tuple[np.ndarray | None, np.ndarray | None]:
     """Step every ``datas[i]`` with ``models[i]`` and control row ``actions[i]``.
 
+    ``before`` and ``after``, where given, are :func:`gather` specs (the caller has
+    checked each part lies inside its array in every simulation): the parts they
+    name are copied out of each simulation right before and right after its step,
+    while its ``MjData`` is in the cache (``gp_step_batch`` in ``_cstep.c``).
     ``addresses``, where given, is :func:`pointers` of ``models`` and ``datas`` made
     before: the lean path makes them once a wave.
-    Returns ``(x_before, qpos, qvel)`` rows when ``gather`` (else Nones). A MuJoCo error
-    is raised as the bindings raise it (``mujoco.FatalError``), with ``lean_index``,
-    the position of the simulation it came from.
+    Returns the ``(n, width)`` rows of ``before`` and of ``after`` (None where not
+    asked). A MuJoCo error is raised as the bindings raise it (``mujoco.FatalError``),
+    with ``lean_index``, the position of the simulation it came from.
     """
     n = len(datas)
-    model0 = models[0]
-    nq, nv, nu = model0.nq, model0.nv, model0.nu
+    nu = models[0].nu
     ctrl = np.ascontiguousarray(actions, dtype=np.float64)
     if ctrl.shape != (n, nu) or len(models) != n:
         raise ValueError(f'{len(models)} models, {n} simulations and actions of shape '
                          f'{ctrl.shape}: one row of {nu} controls per simulation expected')
     model_ptrs, data_ptrs = addresses or pointers(models, datas)
-    x_before = qpos = qvel = None
-    if gather:
-        x_before, qpos, qvel = np.empty(n), np.empty((n, nq)), np.empty((n, nv))
+    rows = [None, None]
+    args = []
+    for at, spec in enumerate((before, after)):
+        if spec is None:
+            args += [0, None, 0, None]
+            continue
+        width = check_spec(spec)
+        rows[at] = np.empty((n, width))
+        args += [spec.shape[1], spec.ctypes.data, width, rows[at].ctypes.data]
     failed = lib.gp_step_batch(n, model_ptrs.ctypes.data, data_ptrs.ctypes.data,
-                               ctrl.ctypes.data, nu, nstep, int(rne), _address(x_before),
-                               _address(qpos), nq, _address(qvel), nv)
+                               ctrl.ctypes.data, nu, nstep, int(rne), *args)
+    if failed < 0:
+        raise ValueError(f'unknown field code in {before!r} or {after!r}')
     if failed:
         _raise_failed(lib, failed)
-    return x_before, qpos, qvel
+    return rows[0], rows[1]
 
 
 def _raise_failed(lib, failed: int):
@@ -236,12 +248,15 @@ def _raise_failed(lib, failed: int):
 
 def step_mocap_batch(lib, models: Sequence[Any], datas: Sequence[Any], mocap_pos: np.ndarray,
                      mocap_quat: np.ndarray, ctrl: np.ndarray, nstep: int, rne: bool,
-                     forward: bool, addresses: Tuple[np.ndarray, np.ndarray] | None = None):
+                     forward: bool, addresses: Tuple[np.ndarray, np.ndarray] | None = None,
+                     after: np.ndarray | None = None) -> np.ndarray | None:
     """Set each simulation's mocap bodies (``mocap_pos`` rows ``(n, nmocap * 3)``, the
     same ``mocap_quat`` for all) and controls (``ctrl`` rows), step it ``nstep`` times,
     then ``mj_rnePostConstraint`` and ``mj_forward`` where asked (``gp_step_mocap_batch``
     in ``_cstep.c``). ``addresses``, where given, is :func:`pointers` of ``models`` and
-    ``datas``. A MuJoCo error is raised as :func:`step_batch` raises it."""
+    ``datas``. ``after``, where given, is a :func:`gather` spec whose parts are copied out
+    of each simulation right after its step, as :func:`step_batch` does: their rows are
+    returned (else None). A MuJoCo error is raised as :func:`step_batch` raises it."""
     n = len(datas)
     mocap_pos = np.ascontiguousarray(mocap_pos, dtype=np.float64)
     mocap_quat = np.ascontiguousarray(mocap_quat, dtype=np.float64)
@@ -252,13 +267,21 @@ def step_mocap_batch(lib, models: Sequence[Any], datas: Sequence[Any], mocap_pos
         raise ValueError(f'{len(models)} models, {n} simulations, mocap positions '
                          f'{mocap_pos.shape}, mocap orientation {mocap_quat.shape} and '
                          f'controls {ctrl.shape} do not match')
+    rows, spec_args = None, [0, None, 0, None]
+    if after is not None:
+        width = check_spec(after)
+        rows = np.empty((n, width))
+        spec_args = [after.shape[1], after.ctypes.data, width, rows.ctypes.data]
     model_ptrs, data_ptrs = addresses or pointers(models, datas)
     failed = lib.gp_step_mocap_batch(n, model_ptrs.ctypes.data, data_ptrs.ctypes.data,
                                      mocap_pos.ctypes.data, mocap_quat.ctypes.data, nmocap,
                                      ctrl.ctypes.data, ctrl.shape[1], nstep, int(rne),
-                                     int(forward))
+                                     int(forward), *spec_args)
+    if failed < 0:
+        raise ValueError(f'unknown field code in {after!r}')
     if failed:
         _raise_failed(lib, failed)
+    return rows
 
 
 #: The ``mjData`` arrays :func:`gather` reads, by the codes of ``gp_gather``.
@@ -267,6 +290,29 @@ GATHER_FIELDS = ('xpos', 'xmat', 'xquat', 'site_xpos', 'site_xmat', 'geom_xpos',
                  'qfrc_actuator')
 #: Each field's code in a gather spec.
 FIELD_CODES = {name: code for code, name in enumerate(GATHER_FIELDS)}
+
+
+def spec_of(parts: Sequence[Tuple[str, int, int]]) -> np.ndarray:
+    """The :func:`gather` spec of ``(field, first number, count)`` parts."""
+    return np.array([[FIELD_CODES[field] for field, _, _ in parts],
+                     [start for _, start, _ in parts], [count for _, _, count in parts]],
+                    dtype=np.int32).reshape(3, len(parts))
+
+
+def check_spec(spec: np.ndarray) -> int:
+    """The width of a row of :func:`gather` spec ``spec`` (its counts' sum), once it is
+    checked to be a C-contiguous ``(3, k)`` ``int32`` array of known field codes,
+    non-negative starts and counts."""
+    if (not isinstance(spec, np.ndarray) or spec.dtype != np.int32 or spec.ndim != 2
+            or len(spec) != 3 or not spec.flags.c_contiguous):
+        raise ValueError(f'a C-contiguous (3, k) int32 gather spec expected, got {spec!r}')
+    if ((spec[0] < 0) | (spec[0] >= len(GATHER_FIELDS))).any():
+        raise ValueError(f'unknown field code in {spec[0].tolist()} (codes of '
+                         f'{len(GATHER_FIELDS)} fields: GATHER_FIELDS)')
+    if (spec[1:] < 0).any():
+        raise ValueError(f'gather spec {spec.tolist()}: non-negative starts and counts '
+                         'expected')
+    return int(spec[2].sum())
 
 
 def gather(lib, data_ptrs: np.ndarray | None, spec: np.ndarray, width: int,
@@ -279,11 +325,8 @@ def gather(lib, data_ptrs: np.ndarray | None, spec: np.ndarray, width: int,
     With ``lib`` None the same numbers are read from Python, out of ``datas`` (the
     ``MjData`` of the simulations) instead of ``data_ptrs``.
     """
-    if spec.dtype != np.int32 or spec.ndim != 2 or len(spec) != 3 or not spec.flags.c_contiguous:
-        raise ValueError(f'a C-contiguous (3, k) int32 gather spec expected, got {spec!r}')
-    if int(spec[2].sum()) != width or (spec[1:] < 0).any():
-        raise ValueError(f'gather spec {spec.tolist()}: counts that sum to {width} and '
-                         'non-negative starts expected')
+    if check_spec(spec) != width:
+        raise ValueError(f'gather spec {spec.tolist()}: counts that sum to {width} expected')
     if lib is None:
         out = np.empty((len(datas), width))
         for row, data in zip(out, datas):

@@ -9,11 +9,12 @@ Meta-World's ``step`` does it:
 
 1. ``set_xyz_action`` for every row (clip, scale, add to the mocap position, clip to
    the mocap bounds: elementwise, the same dtypes as row by row);
-2. for every simulation, in one call into the compiled loop (``_cstep.c``,
+2. for every simulation, in one call into the compiled loop per class (``_cstep.c``,
    ``gp_step_mocap_batch``; from Python without it): the mocap position and
    orientation, the controls ``(a, -a)``, ``mj_step`` ``frame_skip`` times,
    ``mj_rnePostConstraint`` and the ``mj_forward`` Meta-World calls before reading the
-   observation. Meta-World's ``_set_pos_site`` writes of the goal sites between the
+   observation; then the numbers steps 3 and 4 read of it are copied out while its
+   ``MjData`` is in the cache. Meta-World's ``_set_pos_site`` writes of the goal sites between the
    simulation and ``mj_forward`` are checked (its assertions, the site names) but not
    written: ``mj_forward`` recomputes every ``site_xpos`` from the model (``mj_kinematics``),
    so they never outlive the step;
@@ -1004,27 +1005,69 @@ def _spec(env, parts) -> Tuple[np.ndarray, int]:
     return found
 
 
-def _gather(lib, envs, ptrs, parts) -> np.ndarray:
+def _gather(lib, envs, ptrs, parts, read: Dict[Any, np.ndarray] | None = None) -> np.ndarray:
     """``(n, width)`` rows of the ``parts`` of every env's data (one model layout: the
-    ids are looked up in the first env's model; :func:`step_batch` groups by class)."""
+    ids are looked up in the first env's model; :func:`step_batch` groups by class); the
+    rows ``read`` holds for ``parts`` where it has them (read next to each step)."""
+    if read is not None and parts in read:
+        return read[parts]
     spec, width = _spec(envs[0], parts)
     return _cstep.gather(lib, ptrs, spec, width,
                          None if lib is not None else [env.data for env in envs])
 
 
-def _simulate(lib, envs, models, datas, addresses, mocap, actions):
+def _parts_after(plan: _Plan) -> Tuple[Tuple[Any, ...], ...]:
+    """The parts a class's rows read of the simulation after the step (step 3's hand and
+    objects, their rotations, step 4's kernel parts): each a :func:`_gather` argument."""
+    kernel = plan.kernel
+    if kernel is None:
+        return ()
+    parts = [_HAND_PARTS + tuple(p[:3] for p in kernel.positions),
+             tuple(r for r in kernel.rotations if r[0] != 'const')]
+    if kernel.reward is not None:
+        parts.append(kernel.parts)
+    return tuple(part for part in parts if part)
+
+
+def _simulate(lib, envs, models, datas, addresses, mocap, actions, groups, plans):
     """Step 2 of the module docstring for every env (row ``i`` of ``mocap`` and
-    ``actions``)."""
+    ``actions``).
+
+    Compiled, each class's rows are stepped in one call that also copies out, right after
+    each simulation's step (while its ``MjData`` is in the cache), the parts its class
+    reads afterwards (:func:`_parts_after`); returns them, class -> parts -> rows (for
+    :func:`_gather`). A MuJoCo error carries ``lean_index``, the row of the env it is
+    about; the classes' rows before it have been stepped.
+    """
     grip = actions[:, 3]
     ctrl = np.empty((len(envs), 2))
     ctrl[:, 0] = grip  # the values data.ctrl[:] = [grip, -grip] stores
     ctrl[:, 1] = -grip
     quat = fast._MOCAP_QUAT.astype(np.float64)  # pylint: disable=protected-access
     frame_skip = envs[0].frame_skip
+    read: Dict[type, Dict[Any, np.ndarray]] = {}
     if lib is not None:
-        _cstep.step_mocap_batch(lib, models, datas, mocap, quat, ctrl, frame_skip, True, True,
-                                addresses)
-        return
+        for cls, members in groups.items():
+            parts = _parts_after(plans[cls])
+            try:
+                spec, _ = _spec(envs[members[0]], sum(parts, ())) if parts else (None, 0)
+            except Exception:  # pylint: disable=broad-except
+                spec = None  # (a name the model lacks: gathered later, which raises)
+            try:
+                rows = _cstep.step_mocap_batch(
+                    lib, [models[n] for n in members], [datas[n] for n in members],
+                    mocap[members], quat, ctrl[members], frame_skip, True, True,
+                    (addresses[0][members], addresses[1][members]), after=spec)
+            except mujoco.FatalError as error:
+                error.lean_index = members[error.lean_index]
+                raise
+            if rows is not None:
+                read[cls], at = {}, 0
+                for part in parts:
+                    width = _spec(envs[members[0]], part)[1]
+                    read[cls][part] = np.ascontiguousarray(rows[:, at:at + width])
+                    at += width
+        return read
     for n, (model, data) in enumerate(zip(models, datas)):
         try:
             data.mocap_pos = mocap[n:n + 1]
@@ -1036,6 +1079,7 @@ def _simulate(lib, envs, models, datas, addresses, mocap, actions):
         except Exception as error:
             error.lean_index = n
             raise
+    return read
 
 
 def step_batch(envs: Sequence[Any], actions: np.ndarray):
@@ -1052,8 +1096,9 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
     rows are evaluated again by the env's own ``evaluate_state`` to find it) with
     ``lean_index``, its row, after every env has been stepped (the env-by-env loop
     stops at it). A MuJoCo error in the compiled loop carries ``lean_index`` too; the
-    simulations before it have been stepped, their envs' Python state (step count,
-    previous frame) not. Either ends the sampling run.
+    simulations stepped before it (its class's rows before it, and the classes' before
+    its class) have been stepped, their envs' Python state (step count, previous frame)
+    not. Either ends the sampling run.
     """
     actions = np.asarray(actions)
     if (actions.ndim != 2 or not len(envs) or len(actions) != len(envs)
@@ -1082,15 +1127,15 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
     mocap_now = _gather(lib, envs, ptrs, (('mocap_pos', None, 0), ))
     pos_delta = fast._clip(actions[:, :3], -1, 1) * first.action_scale  # pylint: disable=protected-access
     mocap = fast._clip(mocap_now + pos_delta, mocap_low, mocap_high)  # pylint: disable=protected-access
+    groups: Dict[type, List[int]] = {}
+    for n, env in enumerate(envs):
+        groups.setdefault(type(env), []).append(n)
     # 2. the simulations.
-    _simulate(lib, envs, models, datas, addresses, mocap, actions)
+    read = _simulate(lib, envs, models, datas, addresses, mocap, actions, groups, plans)
     for env in envs:
         env.curr_path_length += 1
     # 3. the observation (the ids of bodies, sites and geoms looked up per class: one XML).
     curr = np.zeros((len(envs), 4 + first._obs_obj_max_len))  # pylint: disable=protected-access
-    groups: Dict[type, List[int]] = {}
-    for n, env in enumerate(envs):
-        groups.setdefault(type(env), []).append(n)
     for cls, members in groups.items():
         kernel = plans[cls].kernel
         group = [envs[n] for n in members]
@@ -1100,12 +1145,12 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
                 curr[n] = env._get_curr_obs_combined_no_goal()  # pylint: disable=protected-access
             continue
         parts = _gather(lib, group, group_ptrs,
-                        _HAND_PARTS + tuple(p[:3] for p in kernel.positions))
+                        _HAND_PARTS + tuple(p[:3] for p in kernel.positions), read.get(cls))
         rows = curr[members]
         rows[:, :3] = parts[:, :3]
         rows[:, 3] = fast._clip(row_norms(parts[:, 3:6] - parts[:, 6:9]) / 0.1, 0.0, 1.0)  # pylint: disable=protected-access
         gathered = tuple(r for r in kernel.rotations if r[0] != 'const')
-        rotations = _gather(lib, group, group_ptrs, gathered) if gathered else None
+        rotations = _gather(lib, group, group_ptrs, gathered, read.get(cls)) if gathered else None
         at_p, at_r, column = 9, 0, 4
         for position, (field, _, name) in zip(kernel.positions, kernel.rotations):
             rows[:, column:column + 3] = parts[:, at_p:at_p + 3]
@@ -1136,7 +1181,7 @@ def step_batch(envs: Sequence[Any], actions: np.ndarray):
         env._last_stable_obs = obs[n]  # pylint: disable=protected-access
     truncated = np.array([env.curr_path_length == env.max_path_length for env in envs])
     # 4. the reward and the info.
-    rewards, infos = _evaluate(lib, envs, plans, groups, ptrs, obs, actions)
+    rewards, infos = _evaluate(lib, envs, plans, groups, ptrs, obs, actions, read)
     return obs.copy(), rewards, truncated, infos  # (the envs keep views of obs)
 
 
@@ -1154,7 +1199,7 @@ def _touching(lib, group, ptrs, main_object: str):
     return np.array([bool(env.touching_main_object) for env in group])
 
 
-def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
+def _evaluate(lib, envs, plans, groups, ptrs, obs, actions, read=None):
     """Rewards and infos: a kernel's for its class's rows, else ``evaluate_state``."""
     rewards = np.empty(len(envs))
     infos: List[Any] = [None] * len(envs)
@@ -1168,7 +1213,7 @@ def _evaluate(lib, envs, plans, groups, ptrs, obs, actions):
                 rewards[n] = float(reward)
             continue
         group_ptrs = None if ptrs is None else ptrs[members]
-        parts = _gather(lib, group, group_ptrs, kernel.parts)
+        parts = _gather(lib, group, group_ptrs, kernel.parts, (read or {}).get(cls))
         try:
             reward, info = kernel.reward(group, obs[members], actions[members], parts,
                                          functools.partial(_touching, lib, group, group_ptrs,

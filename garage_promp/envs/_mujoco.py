@@ -22,6 +22,10 @@ from gymnasium.spaces import Box
 import mujoco
 import numpy as np
 
+#: Parts of an ``MjData`` to read next to a step: ``(field, first number, count or None for
+#: the rest)`` of ``data.<field>`` flattened (:meth:`MujocoMetaEnv._step_all`).
+Parts = Tuple[Tuple[str, int, int | None], ...]
+
 #: What :meth:`MujocoMetaEnv.batch_step` returns.
 BatchStep = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Dict[str, np.ndarray]]
 
@@ -326,31 +330,44 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         (the lean path's wave), each env is stepped with the model given for
         it, one identical to its own.
         """
-        MujocoMetaEnv._step_all(envs, actions, contact_forces, gather=False)
+        MujocoMetaEnv._step_all(envs, actions, contact_forces)
 
     @staticmethod
     def _step_all(envs: Sequence['MujocoMetaEnv'], actions: np.ndarray, contact_forces: bool,
-                  gather: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """:meth:`_simulate`'s work; with ``gather``, also ``(x_before, qpos, qvel)``: each
-        env's ``qpos[0]`` before the step and its ``qpos`` and ``qvel`` after it (rows).
+                  before: Parts = (), after: Parts = ()
+                  ) -> Tuple[np.ndarray | None, np.ndarray | None]:
+        """:meth:`_simulate`'s work, and the rows of the ``before`` and ``after`` parts
+        (``(field, first number, count or None for the rest)`` of ``data.<field>``
+        flattened): each env's numbers right before and right after its step, one row
+        each, the parts one after another (None where no parts are asked).
 
         The loop runs in C (:mod:`garage_promp.envs._cstep`: the same MuJoCo calls on the
         same ``MjData``, bit for bit) where it could be compiled, the envs share one frame
         skip and their models one size (``nq``, ``nv``, ``nu``), and the actions are one
-        row per env; else from Python. Either way a MuJoCo error carries ``lean_index``,
-        the position in ``envs`` of the env it came from.
+        row per env; else from Python. There the parts are copied out of each simulation
+        next to its step, while its ``MjData`` is in the cache, where every env's array of
+        each part has one size; else (and from Python) they are read with :meth:`_rows`
+        before and after the envs' steps: the same numbers. Either way a MuJoCo error
+        carries ``lean_index``, the position in ``envs`` of the env it came from.
         """
         lib = _cstep.library()
         step_models, datas, pointers = wave_constant(
             envs, 'step plan', lambda: MujocoMetaEnv._step_plan(envs, lib))
         if pointers is not None and np.shape(actions) == (len(envs), step_models[0].nu):
-            result = _cstep.step_batch(lib, step_models, datas, actions, envs[0].frame_skip,
-                                       contact_forces, gather, addresses=pointers)
-            return result if gather else None
-        views = [env._views() for env in envs]
-        x_before = np.array([view[2][0] for view in views]) if gather else None
-        for n, (env, model, view, action) in enumerate(zip(envs, step_models, views, actions)):
-            data, ctrl = view[:2]
+            specs = wave_constant(envs, ('parts', before, after), lambda: tuple(
+                MujocoMetaEnv._parts_spec(datas, parts) for parts in (before, after)))
+            if all(spec is not None for spec in specs):
+                return _cstep.step_batch(lib, step_models, datas, actions, envs[0].frame_skip,
+                                         contact_forces, *(spec if len(spec[0]) else None
+                                                           for spec in specs),
+                                         addresses=pointers)
+            rows_before = MujocoMetaEnv._parts_rows(envs, before)
+            _cstep.step_batch(lib, step_models, datas, actions, envs[0].frame_skip,
+                              contact_forces, addresses=pointers)
+            return rows_before, MujocoMetaEnv._parts_rows(envs, after)
+        rows_before = MujocoMetaEnv._parts_rows(envs, before)
+        for n, (env, model, action) in enumerate(zip(envs, step_models, actions)):
+            data, ctrl = env._views()[:2]
             ctrl[:] = action
             try:
                 mujoco.mj_step(model, data, nstep=env.frame_skip)
@@ -359,10 +376,31 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
             except mujoco.FatalError as error:
                 error.lean_index = n
                 raise
-        if not gather:
+        return rows_before, MujocoMetaEnv._parts_rows(envs, after)
+
+    @staticmethod
+    def _parts_spec(datas: Sequence[Any], parts: Parts) -> np.ndarray | None:
+        """The :func:`_cstep.gather` spec of ``parts`` (see :meth:`_step_all`), or None
+        where a part's array differs in size between the ``datas`` or the part does not
+        lie inside it."""
+        resolved = []
+        for field, start, count in parts:
+            sizes = {getattr(data, field).size for data in datas}
+            size = next(iter(sizes))
+            count = size - start if count is None else count
+            if len(sizes) != 1 or start < 0 or count < 0 or start + count > size:
+                return None
+            resolved.append((field, start, count))
+        return _cstep.spec_of(resolved)
+
+    @staticmethod
+    def _parts_rows(envs: Sequence['MujocoMetaEnv'], parts: Parts) -> np.ndarray | None:
+        """The rows of ``parts`` of every env now (:meth:`_rows` of each part), or None
+        for no parts."""
+        if not parts:
             return None
-        return (x_before, np.array([view[2] for view in views]),
-                np.array([view[3] for view in views]))
+        return np.concatenate([MujocoMetaEnv._rows(envs, field, start, count)
+                               for field, start, count in parts], axis=1)
 
     @staticmethod
     def _step_plan(envs: Sequence['MujocoMetaEnv'], lib) -> Tuple[List[Any], List[Any], Any]:
@@ -398,7 +436,11 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
             qpos = np.array([view[2] for view in views])
             qvel = np.array([view[3] for view in views])
         else:
-            x_before, qpos, qvel = MujocoMetaEnv._step_all(envs, actions, False, gather=True)
+            before, after = MujocoMetaEnv._step_all(
+                envs, actions, False, before=(('qpos', 0, 1),),
+                after=(('qpos', 0, None), ('qvel', 0, None)))
+            x_before, nq = before[:, 0], envs[0].model.nq
+            qpos, qvel = after[:, :nq], after[:, nq:]
         forward_vel = cls._directions(envs) * (qpos[:, 0] - x_before) / envs[0].dt
         return qpos, qvel, forward_vel
 

@@ -96,15 +96,26 @@ class AntDirectionBase(DirectionTasks, AntBase):
         if cls._overrides_any(AntDirectionBase, ('step', '_get_obs', '_progress', '_info',
                                                  '_torso_xy', '_contact_cost', '_simulate')):
             return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
-        before = cls._torso_rows(envs)
-        cls._simulate(envs, actions, contact_forces=True)
-        after = cls._torso_rows(envs)
+        torsos = wave_constant(envs, 'torso', lambda: {env._torso for env in envs})  # pylint: disable=protected-access
+        if len(torsos) == 1:  # every row read next to its step (MujocoMetaEnv._step_all)
+            torso = ('xpos', 3 * next(iter(torsos)), 2)
+            before, rows = MujocoMetaEnv._step_all(
+                envs, actions, True, before=(torso,),
+                after=(torso, ('cfrc_ext', 0, None), ('qpos', 0, None), ('qvel', 0, None)))
+            data = envs[0].data
+            ends = np.cumsum([2, data.cfrc_ext.size, data.qpos.size])
+            after, contacts, qpos, qvel = np.split(rows, ends, axis=1)
+        else:
+            before = cls._torso_rows(envs)
+            cls._simulate(envs, actions, contact_forces=True)
+            after = cls._torso_rows(envs)
+            contacts = cls._stack(envs, 'cfrc_ext')
+            qpos, qvel = cls._stack(envs, 'qpos'), cls._stack(envs, 'qvel')
         forward_vel = cls._batch_progress(envs, before, after) / envs[0].dt
         ctrl_cost = 0.5 * np.square(actions).sum(axis=1).astype(np.float64)
-        contacts = np.clip(cls._stack(envs, 'cfrc_ext'), -1, 1)
+        contacts = np.clip(contacts, -1, 1)
         contact_cost = 0.5e-3 * np.square(contacts).sum(axis=1)
         reward = forward_vel - ctrl_cost - contact_cost + 1.0
-        qpos, qvel = cls._stack(envs, 'qpos'), cls._stack(envs, 'qvel')
         height = qpos[:, 2]
         healthy = (np.isfinite(np.concatenate([qpos, qvel], axis=1)).all(axis=1)
                    & (0. <= height) & (height <= 1.))
@@ -177,19 +188,22 @@ class HumanoidDirectionBase(DirectionTasks, MujocoMetaEnv):
                                                       '_mass_center', '_simulate')):
             return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
         before = np.array([env._mass_center() for env in envs])
-        cls._simulate(envs, actions, contact_forces=True)
+        # The observation's arrays, then the controls, read next to each env's step.
+        fields = ('qpos', 'qvel', 'cinert', 'cvel', 'qfrc_actuator', 'cfrc_ext', 'ctrl')
+        _, rows = MujocoMetaEnv._step_all(envs, actions, True,
+                                          after=tuple((field, 0, None) for field in fields))
         after = np.array([env._mass_center() for env in envs])
+        data = envs[0].data
+        ends = np.cumsum([getattr(data, field).size for field in fields[:-1]])
+        qpos, qvel, cinert, cvel, actuator, contacts, ctrl = np.split(rows, ends, axis=1)
         progress = cls._batch_progress(envs, before, after)
         forward_reward = 0.25 * progress / envs[0].model.opt.timestep
-        ctrl_cost = 0.1 * np.square(cls._stack(envs, 'ctrl')).sum(axis=1)
-        contacts = cls._stack(envs, 'cfrc_ext')
+        ctrl_cost = 0.1 * np.square(ctrl).sum(axis=1)
         impact_cost = np.minimum(0.5e-6 * np.square(contacts).sum(axis=1), 10.)
         reward = forward_reward - ctrl_cost - impact_cost + 5.0
-        qpos = cls._stack(envs, 'qpos')
         height = qpos[:, 2]
-        obs = np.concatenate([qpos[:, 2:], cls._stack(envs, 'qvel'), cls._stack(envs, 'cinert'),
-                              cls._stack(envs, 'cvel'), cls._stack(envs, 'qfrc_actuator'),
-                              contacts], axis=1, dtype=np.float32)
+        obs = np.concatenate([qpos[:, 2:], qvel, cinert, cvel, actuator, contacts], axis=1,
+                             dtype=np.float32)
         info = dict(forward_vel=progress / envs[0].dt, ctrl_cost=ctrl_cost,
                     task=cls._task_rows(envs),
                     impact_cost=impact_cost)

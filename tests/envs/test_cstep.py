@@ -147,3 +147,93 @@ def test_the_library_is_built_once_per_source_and_mujoco_version(tmp_path):
     stamp = built[0].stat().st_mtime_ns
     assert _library_in_subprocess(tmp_path)[0] == 'built'
     assert [p.stat().st_mtime_ns for p in tmp_path.iterdir()] == [stamp]
+
+
+PARTS_BEFORE = (('xpos', 3, 2), ('qpos', 0, 1))
+PARTS_AFTER = (('xpos', 3, 2), ('cfrc_ext', 0, None), ('qpos', 0, None), ('qvel', 0, None),
+               ('ctrl', 0, None))
+
+
+def _read(envs, parts):
+    """The parts of every env's data now, read from Python."""
+    rows = []
+    for env in envs:
+        row = []
+        for field, start, count in parts:
+            flat = getattr(env.data, field).ravel()
+            row.append(flat[start:None if count is None else start + count])
+        rows.append(np.concatenate(row))
+    return np.array(rows)
+
+
+@needs_compiler
+@pytest.mark.mujoco
+@pytest.mark.parametrize('way', ['next to each step', 'after all steps', 'python loop'])
+def test_the_parts_asked_are_each_envs_numbers_right_before_and_after_its_step(
+        way, loops, monkeypatch):
+    """``_step_all``'s before and after rows: read next to each simulation's step in the
+    compiled loop, read over all simulations before and after them (a part whose arrays
+    differ in size), or around the Python loop, they are each env's own numbers before
+    and after its step, bit for bit (and its state is the one ``step`` reaches)."""
+    assert _cstep.library() is not None, _cstep.reason
+    _, envs = _gym_envs('AntRandDirec')
+    plain = copy.deepcopy(envs)
+    rng = np.random.default_rng(3)
+    if way == 'after all steps':
+        monkeypatch.setattr(MujocoMetaEnv, '_parts_spec', staticmethod(lambda *args: None))
+    loops(way != 'python loop')
+    for _ in range(5):
+        actions = rng.uniform(-1, 1, (len(envs), 8))
+        want_before = _read(envs, PARTS_BEFORE)
+        before, after = MujocoMetaEnv._step_all(envs, actions, True, PARTS_BEFORE, PARTS_AFTER)  # pylint: disable=protected-access
+        for env, action in zip(plain, actions):
+            env.do_simulation(action, env.frame_skip)
+        np.testing.assert_array_equal(before, want_before)
+        np.testing.assert_array_equal(after, _read(plain, PARTS_AFTER))
+        np.testing.assert_array_equal(after, _read(envs, PARTS_AFTER))
+        assert len({row.tobytes() for row in after}) == len(envs)  # each env its own row
+    none = MujocoMetaEnv._step_all(envs, actions, True)  # pylint: disable=protected-access
+    assert none == (None, None)
+
+
+@needs_compiler
+@pytest.mark.mujoco
+def test_a_spec_with_an_unknown_field_or_a_bad_layout_steps_nothing():
+    lib = _cstep.library()
+    assert lib is not None, _cstep.reason
+    _, envs = _gym_envs('HalfCheetahFwdBack', n=2)
+    models, datas = [env.model for env in envs], [env.data for env in envs]
+    times = [data.time for data in datas]
+    bad_code = np.array([[99], [0], [1]], dtype=np.int32)
+    for spec, match in ((bad_code, 'unknown field code'), (bad_code.astype(np.int64), 'int32'),
+                        (np.array([[9], [-1], [1]], dtype=np.int32), 'non-negative'),
+                        (np.array([[9], [0], [1]], dtype=np.int32).T.copy(), r'\(3, k\)')):
+        for where in ('before', 'after'):
+            with pytest.raises(ValueError, match=match):
+                _cstep.step_batch(lib, models, datas, np.zeros((2, 6)), 5, False,
+                                  **{where: spec})
+    assert [data.time for data in datas] == times
+    # The C function's own check of the codes, below the Python one.
+    n_fields = len(_cstep.GATHER_FIELDS)
+    ptrs = _cstep.pointers(models, datas)
+    out = np.empty((2, 1))
+    code = np.array([[n_fields], [0], [1]], dtype=np.int32)
+    assert lib.gp_step_batch(2, ptrs[0].ctypes.data, ptrs[1].ctypes.data,
+                             np.zeros((2, 6)).ctypes.data, 6, 5, 0, 0, None, 0, None,
+                             1, code.ctypes.data, 1, out.ctypes.data) == -1
+    assert [data.time for data in datas] == times
+
+
+@pytest.mark.mujoco
+def test_parts_of_arrays_of_other_sizes_or_outside_them_have_no_spec():
+    _, (ant, ) = _gym_envs('AntRandDirec', n=1)
+    _, (humanoid, ) = _gym_envs('HumanoidRandDirec', n=1)
+    spec = MujocoMetaEnv._parts_spec  # pylint: disable=protected-access
+    got = spec([ant.data, ant.data], (('cfrc_ext', 6, None), ('qpos', 2, 3)))
+    codes = _cstep.FIELD_CODES
+    np.testing.assert_array_equal(got, [[codes['cfrc_ext'], codes['qpos']], [6, 2],
+                                        [ant.data.cfrc_ext.size - 6, 3]])
+    assert spec([ant.data, humanoid.data], (('qpos', 0, None),)) is None  # 15 and 24
+    assert spec([ant.data], (('qpos', 0, ant.data.qpos.size + 1),)) is None
+    assert spec([ant.data], (('qpos', ant.data.qpos.size + 1, None),)) is None
+    assert spec([ant.data], (('qpos', -1, 1),)) is None

@@ -569,3 +569,22 @@ def test_what_a_kernel_does_not_reproduce_takes_the_classs_own_reward(monkeypatc
     with pytest.raises(AssertionError, match='reset_model') as error:
         step_batch(drawers, np.zeros((2, 4)))
     assert error.value.lean_index == 1
+
+
+@pytest.mark.metaworld
+@pytest.mark.parametrize('bad', [1, 2])
+def test_a_mujoco_error_in_a_mixed_wave_names_its_row(bad, monkeypatch):
+    """The compiled loop steps a wave class by class: MuJoCo's error still carries the
+    row of the env it came from (``lean_index``), as the Python loop's does."""
+    import mujoco  # pylint: disable=import-outside-toplevel
+    names = ['reach-v3', 'push-v3', 'reach-v3', 'push-v3']
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(_cstep, 'library', lambda: None)
+        elif _cstep.library() is None:
+            continue
+        envs = [_env(name, seed)[0] for seed, name in enumerate(names)]
+        envs[bad].model.opt.integrator = 99
+        with pytest.raises(mujoco.FatalError, match='invalid integrator') as error:
+            step_batch(envs, np.zeros((4, 4)))
+        assert error.value.lean_index == bad, compiled
