@@ -14,6 +14,9 @@ copies of each, as a sampler worker holds them at the ML1/ML10 settings) stepped
 * ``wave, reward env by env``: the wave (``garage_promp/envs/_metaworld_batch.py``), the
   class's own ``evaluate_state`` row by row;
 * ``wave, array reward``: the wave with the class's reward as arrays (where it has one);
+* ``wave, reads after the steps``: as the last, but what the observation and reward read
+  of each simulation is gathered out of every ``MjData`` once all are stepped
+  (``gp_gather``, as before 2026-11-28), not copied next to each step by the compiled loop;
 
 and the bare physics of the same model (``mj_step`` x frame_skip with the same gripper
 controls, one ``MjData``) for scale. Microseconds per env step (medians), and the
@@ -41,7 +44,7 @@ from bench_io import check_metaworld_names, write_results  # noqa: E402  pylint:
 DEFAULT_ENVS = ('reach-v3', 'push-v3', 'pick-place-v3', 'door-open-v3', 'drawer-close-v3',
                 'button-press-topdown-v3', 'peg-insert-side-v3', 'window-open-v3', 'sweep-v3',
                 'basketball-v3')
-MODES = ('env_by_env', 'wave_own_reward', 'wave_array_reward')
+MODES = ('env_by_env', 'wave_own_reward', 'wave_array_reward', 'wave_reads_after')
 
 
 def _envs(name: str, count: int, horizon: int):
@@ -54,8 +57,9 @@ def _envs(name: str, count: int, horizon: int):
 @contextlib.contextmanager
 def mode(env_class, which: str):
     """Within ``with``: the wave off (``env_by_env``), the class's array reward off
-    (``wave_own_reward``), or everything as shipped (``wave_array_reward``)."""
-    step_batch = _metaworld_batch.step_batch
+    (``wave_own_reward``), everything as shipped (``wave_array_reward``), or the reads
+    next to each step off (``wave_reads_after``)."""
+    step_batch, parts_after = _metaworld_batch.step_batch, _metaworld_batch._parts_after  # pylint: disable=protected-access
     key = (env_class.__module__, env_class.__name__)
     kernel = _metaworld_batch.KERNELS.get(key)
     try:
@@ -64,10 +68,13 @@ def mode(env_class, which: str):
         elif which == 'wave_own_reward' and kernel is not None:
             _metaworld_batch.KERNELS[key] = _metaworld_batch.Kernel(kernel.positions,
                                                                     kernel.rotations)
+        elif which == 'wave_reads_after':
+            _metaworld_batch._parts_after = lambda plan: ()  # pylint: disable=protected-access
         _metaworld_batch._PLANS.clear()  # pylint: disable=protected-access
         yield
     finally:
         _metaworld_batch.step_batch = step_batch
+        _metaworld_batch._parts_after = parts_after  # pylint: disable=protected-access
         if kernel is not None:
             _metaworld_batch.KERNELS[key] = kernel
         _metaworld_batch._PLANS.clear()  # pylint: disable=protected-access
@@ -117,26 +124,31 @@ def measure(name: str, n_envs: int, steps: int, repeats: int, horizon: int) -> d
                 **{f'{which}_us': value for which, value in us.items()},
                 wave_speedup=us['env_by_env'] / us['wave_array_reward'],
                 array_reward_speedup=us['wave_own_reward'] / us['wave_array_reward'],
+                reads_speedup=us['wave_reads_after'] / us['wave_array_reward'],
                 physics_fraction=physics / us['wave_array_reward'])
 
 
 def table(rows) -> str:
     lines = ['| env | physics (µs) | env by env (µs) | wave, reward env by env (µs) | '
-             'wave, array reward (µs) | array reward / reward env by env | wave / env by env | '
-             'physics / wave |', '|---|---|---|---|---|---|---|---|']
+             'wave, array reward (µs) | wave, reads after the steps (µs) | array reward / '
+             'reward env by env | wave / env by env | reads next to each step / after | '
+             'physics / wave |', '|---|---|---|---|---|---|---|---|---|---|']
     for r in rows:
         lines.append(f"| {r['env']} | {r['physics_us']:.1f} | {r['env_by_env_us']:.1f} | "
                      f"{r['wave_own_reward_us']:.1f} | {r['wave_array_reward_us']:.1f} | "
+                     f"{r['wave_reads_after_us']:.1f} | "
                      f"**{r['array_reward_speedup']:.2f}×** | **{r['wave_speedup']:.2f}×** | "
-                     f"{r['physics_fraction']:.2f} |")
+                     f"**{r['reads_speedup']:.3f}×** | {r['physics_fraction']:.2f} |")
     if len(rows) > 1:
         mean = {key: statistics.mean(r[key] for r in rows) for key in (
-            'physics_us', 'env_by_env_us', 'wave_own_reward_us', 'wave_array_reward_us')}
+            'physics_us', 'env_by_env_us', 'wave_own_reward_us', 'wave_array_reward_us',
+            'wave_reads_after_us')}
         lines.append(f"| mean of the {len(rows)} | {mean['physics_us']:.1f} | "
                      f"{mean['env_by_env_us']:.1f} | {mean['wave_own_reward_us']:.1f} | "
-                     f"{mean['wave_array_reward_us']:.1f} | "
+                     f"{mean['wave_array_reward_us']:.1f} | {mean['wave_reads_after_us']:.1f} | "
                      f"**{mean['wave_own_reward_us'] / mean['wave_array_reward_us']:.2f}×** | "
                      f"**{mean['env_by_env_us'] / mean['wave_array_reward_us']:.2f}×** | "
+                     f"**{mean['wave_reads_after_us'] / mean['wave_array_reward_us']:.3f}×** | "
                      f"{mean['physics_us'] / mean['wave_array_reward_us']:.2f} |")
     return '\n'.join(lines)
 

@@ -1,5 +1,6 @@
 """The throughput benchmark runs end to end (tiny batches; no timing asserted)."""
 import csv
+import inspect
 import json
 import os
 import pathlib
@@ -282,7 +283,39 @@ def test_wave_constants_benchmark_side_by_side(tmp_path):
     row = rows[0]
     assert row['gathered_us'] > 0 and row['kept_us'] > 0
     assert row['speedup'] == pytest.approx(row['gathered_us'] / row['kept_us'])
+    assert row['reads_speedup'] == pytest.approx(row['reads_after_us'] / row['kept_us'])
     assert '| AntRandDirec | 4 |' in (tmp_path / 'wave_constants.md').read_text()
+
+
+@pytest.mark.mujoco
+def test_wave_constants_reads_after_the_steps_only_in_that_column(monkeypatch):
+    """The third column steps without the parts read next to each step (gathered after);
+    the others with them, and everything is as shipped afterwards."""
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    try:
+        bench = load_script(ROOT / 'benchmarks' / 'wave_constants.py', 'wave_constants_bench')
+    finally:
+        sys.path.remove(str(ROOT / 'benchmarks'))
+    from garage_promp.envs import _cstep  # pylint: disable=import-outside-toplevel
+    from garage_promp.envs._mujoco import MujocoMetaEnv  # pylint: disable=import-outside-toplevel
+    if _cstep.library() is None:
+        pytest.skip(f'no compiled stepping library: {_cstep.reason}')
+    gym_cls = bench.ENVS['AntRandDirec']['env'].gym_env_cls
+    envs = [gym_cls(seed=i) for i in range(2)]
+    shipped, real = MujocoMetaEnv.__dict__['_parts_spec'], _cstep.step_batch
+    seen = []
+
+    def spy(*args, **kwargs):
+        bound = inspect.signature(real).bind(*args, **kwargs)
+        seen.append(bound.arguments.get('after') is not None)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(_cstep, 'step_batch', spy)
+    actions = np.zeros((1, 2, 8))
+    for gather, reads_after in ((True, False), (False, False), (False, True)):
+        seen.clear()
+        assert bench._time(gym_cls, envs, actions, gather, reads_after) > 0  # pylint: disable=protected-access
+        assert seen == [not reads_after]
+        assert MujocoMetaEnv.__dict__['_parts_spec'] is shipped
 
 
 def test_the_runner_reports_a_killed_run_as_failed_not_done(tmp_path, capsys):

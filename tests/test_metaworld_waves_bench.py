@@ -1,4 +1,4 @@
-"""benchmarks/metaworld_waves.py: its three ways of stepping are what their names say, and
+"""benchmarks/metaworld_waves.py: its four ways of stepping are what their names say, and
 the table's ratios are the measured times' ratios."""
 import json
 import pathlib
@@ -24,14 +24,20 @@ def test_each_mode_steps_the_way_it_names_and_puts_everything_back():
     for env in envs:
         env.reset()
     kernels, step_batch = dict(_metaworld_batch.KERNELS), _metaworld_batch.step_batch
-    seen = {}
+    parts_after = _metaworld_batch._parts_after  # pylint: disable=protected-access
+    seen, read = {}, {}
     for which in waves.MODES:
         with waves.mode(type(envs[0]), which):
+            plan = _metaworld_batch._plan(type(envs[0]))  # pylint: disable=protected-access
+            read[which] = _metaworld_batch._parts_after(plan)  # pylint: disable=protected-access
             seen[which] = _metaworld_batch.step_batch(envs, np.zeros((2, 4)))
         assert _metaworld_batch.KERNELS == kernels and _metaworld_batch.step_batch is step_batch
+        assert _metaworld_batch._parts_after is parts_after  # pylint: disable=protected-access
     assert seen['env_by_env'] is None
     assert isinstance(seen['wave_own_reward'][3], list)
     assert isinstance(seen['wave_array_reward'][3], dict)
+    assert isinstance(seen['wave_reads_after'][3], dict)
+    assert read['wave_array_reward'] and read['wave_reads_after'] == ()
 
 
 @pytest.mark.metaworld
@@ -52,6 +58,8 @@ def test_the_table_runs_and_writes_its_ratios(tmp_path):
                                                     / row['wave_array_reward_us'])
         assert row['array_reward_speedup'] == pytest.approx(row['wave_own_reward_us']
                                                             / row['wave_array_reward_us'])
+        assert row['reads_speedup'] == pytest.approx(row['wave_reads_after_us']
+                                                     / row['wave_array_reward_us'])
     table = (tmp_path / 'metaworld_waves.md').read_text()
     assert f"**{rows[0]['array_reward_speedup']:.2f}×**" in table and 'mean of the 2' in table
     bad = CliRunner().invoke(waves.main, ['--env', 'no-such-v3'])
