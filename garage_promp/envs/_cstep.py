@@ -306,13 +306,14 @@ def check_spec(spec: np.ndarray) -> int:
     if (not isinstance(spec, np.ndarray) or spec.dtype != np.int32 or spec.ndim != 2
             or len(spec) != 3 or not spec.flags.c_contiguous):
         raise ValueError(f'a C-contiguous (3, k) int32 gather spec expected, got {spec!r}')
-    if ((spec[0] < 0) | (spec[0] >= len(GATHER_FIELDS))).any():
-        raise ValueError(f'unknown field code in {spec[0].tolist()} (codes of '
-                         f'{len(GATHER_FIELDS)} fields: GATHER_FIELDS)')
-    if (spec[1:] < 0).any():
+    codes, starts, counts = spec.tolist()  # (a few numbers: lists are quicker than arrays)
+    if not all(0 <= code < len(GATHER_FIELDS) for code in codes):
+        raise ValueError(f'unknown field code in {codes} (codes of {len(GATHER_FIELDS)} '
+                         'fields: GATHER_FIELDS)')
+    if min(starts + counts, default=0) < 0:
         raise ValueError(f'gather spec {spec.tolist()}: non-negative starts and counts '
                          'expected')
-    return int(spec[2].sum())
+    return sum(counts)
 
 
 def gather(lib, data_ptrs: np.ndarray | None, spec: np.ndarray, width: int,
