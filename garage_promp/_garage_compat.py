@@ -67,6 +67,17 @@ Workarounds:
    one, and the wrapped env's own check never sees it. An action that is not
    of the action space's shape is refused (ValueError naming the shape) before
    it is scaled; every other action is scaled and stepped as before.
+11. **Launcher metadata without a working git.** ``wrap_experiment`` records the
+   launcher's git revision (``garage.experiment.experiment.get_metadata``) after it
+   has made the run's directory and written ``variant.json``; garage catches only
+   git's own failure, so on a machine without ``git`` the run ended there with a
+   ``FileNotFoundError`` traceback, leaving a directory with nothing but
+   ``variant.json``, and a ``git`` that never answers (a stalled network file
+   system, a stopped process) held the run before its first line. The same
+   metadata is recorded, each git call given :data:`GIT_SECONDS`; where git is
+   missing, fails or does not answer, the run is recorded as one whose launcher is
+   not in a git repository (``metadata.json`` holds the launcher's path only), as
+   garage records such a launcher.
 
 The import banners of garage's dependencies are avoided by versions, not
 patches: cma>=3.3 imports fully on Python 3.11 (2.7.0, garage's pin, prints
@@ -80,6 +91,7 @@ import importlib.util
 import numbers
 import os
 import stat
+import subprocess
 import sys
 import types
 import warnings
@@ -555,6 +567,46 @@ def _shape_checked_normalized_step():
     NormalizedEnv.step = checked_step
 
 
+#: Seconds each of ``wrap_experiment``'s git calls may take (workaround 11).
+GIT_SECONDS = 30.
+
+
+def _git(*args: str, cwd: str) -> bytes:
+    return subprocess.check_output(('git', *args), cwd=cwd, stderr=subprocess.DEVNULL,
+                                   timeout=GIT_SECONDS)
+
+
+def get_metadata():
+    """garage's ``get_metadata`` (the launcher's git root and ``githash``/``launcher``
+    metadata), with each git call limited to :data:`GIT_SECONDS`; a git that is missing,
+    fails or does not answer: the launcher's path only, as for a launcher outside git
+    (workaround 11)."""
+    import __main__ as main  # pylint: disable=import-outside-toplevel
+    main_file = getattr(main, '__file__', None)
+    if not main_file:
+        return None, {}
+    main_file_path = os.path.abspath(main_file)
+    outside = (None, {'launcher': main_file_path})
+    try:
+        root = _git('rev-parse', '--show-toplevel', cwd=os.path.dirname(main_file_path)).strip()
+        # (old gits exit 0 outside a repository: garage checks the path exists)
+        if not os.path.exists(root):
+            return outside
+        launcher = os.path.relpath(bytes(main_file_path, encoding='utf8'), root)
+        git_hash = _git('rev-parse', 'HEAD', cwd=root).decode('utf-8').strip()
+        if _git('status', '--short', cwd=root).decode('utf-8').strip():
+            git_hash += '-dirty'
+    except (OSError, subprocess.SubprocessError, UnicodeError):
+        return outside
+    return root, {'githash': git_hash, 'launcher': launcher.decode('utf-8')}
+
+
+def _git_safe_metadata():
+    # Workaround 11.
+    from garage.experiment import experiment  # pylint: disable=import-outside-toplevel
+    experiment.get_metadata = get_metadata
+
+
 def apply_import_hooks():
     """The workarounds ``import garage`` itself needs (1, 2, 5, 7); idempotent.
 
@@ -576,3 +628,4 @@ def apply():
     _restorable_conjugate_gradient_optimizer()
     _device_safe_gaussian_mlp_module()
     _shape_checked_normalized_step()
+    _git_safe_metadata()

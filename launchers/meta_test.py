@@ -19,8 +19,10 @@ import csv
 import math
 import os
 import pathlib
+import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
+from garage_promp._console import set_listener
 from garage_promp._garage_compat import CorruptSnapshotError, check_training_snapshot
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
@@ -28,11 +30,18 @@ from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
 from garage_promp.experiment.resume import check_snapshot_matches_variant
 from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
+from garage_promp.sampler.backends import (
+    DEFAULT_WORKER_TIMEOUT,
+    STALL_NOTICE_SECONDS,
+    SamplerWorkerError,
+)
 from garage_promp.validation import (
     EPISODE_LENGTH,
+    MAX_SECONDS,
     OUTPUT_FILE,
     SEED,
     WORKERS,
+    FiniteFloat,
     StrictCommand,
     check_batch_steps,
     check_output_path,
@@ -165,6 +174,9 @@ def _experiment_options(log_dir, cli):
         variant = read_variant(log_dir)
     except DamagedRunFile as error:  # not about the command line: one Error line, status 1
         raise click.ClickException(str(error)) from None
+    if 'env' in variant and not isinstance(variant['env'], str):  # (damage, not a missing file)
+        raise click.ClickException(f'{path}: its env is {variant["env"]!r}, not the env name a '
+                                   'run records')
     if cli['env'] is not None and cli['env'] != variant.get('env'):
         # Another env family: the experiment's task and horizon do not apply.
         variant = {k: variant[k] for k in ('seed', 'episodes_per_task') if k in variant}
@@ -175,6 +187,20 @@ def _experiment_options(log_dir, cli):
                              if k in ENV_KWARGS}
     options['episodes_per_task'] = variant.get('episodes_per_task')
     return options
+
+
+def _stall_notices():
+    """A console listener (``garage_promp._console``) that says, on stderr and at most every
+    ``STALL_NOTICE_SECONDS``, which sampler worker the meta-test waits for (as the training
+    console does), until ``--worker-timeout`` ends it."""
+    last = [-math.inf]
+
+    def notice(what: str) -> None:
+        now = time.monotonic()
+        if what.startswith('waiting for') and now - last[0] >= STALL_NOTICE_SECONDS:
+            click.echo(f'meta-test: {what}', err=True)
+            last[0] = now
+    return notice
 
 
 def _check_itr(ctx, param, value):
@@ -257,6 +283,9 @@ def _load_snapshot(log_dir, itr):
               help='Sampler backend for the test tasks (local: no worker process).')
 @click.option('--n-workers', type=WORKERS, default=1, show_default=True,
               help='Sampler workers.')
+@click.option('--worker-timeout', type=FiniteFloat(min=1., max=MAX_SECONDS), default=None,
+              help='Seconds (at least 1) a busy sampler worker may make no progress (not one '
+                   'env step) before the meta-test ends naming it [default: 600].')
 @click.option('--csv', 'csv_path', type=OUTPUT_FILE, default=None,
               help='Where to write the table [default: LOG_DIR/meta_test.csv].')
 @click.option('--protocol', type=click.Choice(sorted(PROTOCOLS)), default='reference',
@@ -274,8 +303,9 @@ def _load_snapshot(log_dir, itr):
 @click.option('--before-adaptation/--no-before-adaptation', default=None,
               help='Also evaluate the meta-policy before any inner step [protocol].')
 def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_function_version,
-         n_test_tasks, n_exploration_eps, n_test_episodes, seed, sampler, n_workers, csv_path,
-         protocol, goals_per_class, deterministic, terminate_on_success, before_adaptation):
+         n_test_tasks, n_exploration_eps, n_test_episodes, seed, sampler, n_workers,
+         worker_timeout, csv_path, protocol, goals_per_class, deterministic,
+         terminate_on_success, before_adaptation):
     """Meta-test the snapshot in LOG_DIR on the test tasks; print and save a per-task table."""
     csv_path = _check_csv_path(csv_path, log_dir)
     with user_errors():  # a directory without a snapshot, named before anything else
@@ -361,7 +391,8 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     test_sampler = garage_promp.make_sampler(
         algo.policy, setup.env, kind=sampler, n_workers=n_workers, seed=seed,
         max_episode_length=setup.env.spec.max_episode_length,
-        max_envs_per_worker=setup.max_envs_per_worker)
+        max_envs_per_worker=setup.max_envs_per_worker,
+        worker_timeout=DEFAULT_WORKER_TIMEOUT if worker_timeout is None else worker_timeout)
     evaluator = MetaEvaluator(
         sampler=test_sampler,
         test_task_sampler=setup.test_tasks, n_test_tasks=n_test_tasks,
@@ -377,11 +408,15 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     click.echo(described)
     # The evaluator logs progress and garage's MetaTest/... keys through dowel.
     logger.add_output(dowel.StdOutput())
+    set_listener(_stall_notices())
     try:
-        rows = task_table(evaluator.evaluate(algo), evaluator.last_pre_update_episodes)
+        # A worker that died or made no progress, a non-finite number: one Error line.
+        with user_errors(expected=(SamplerWorkerError, FloatingPointError)):
+            rows = task_table(evaluator.evaluate(algo), evaluator.last_pre_update_episodes)
         logger.log(tabular)
         logger.dump_all()
     finally:
+        set_listener(None)
         test_sampler.shutdown_worker()
         tabular.clear()
         logger.remove_output_type(dowel.StdOutput)

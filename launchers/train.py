@@ -21,7 +21,7 @@ from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment.builder import build_experiment, check_overrides, override_keys
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs, env_config
 from garage_promp.experiment.progress import ProgressOutput
-from garage_promp.experiment.resume import SNAPSHOT_MODES, resume_run
+from garage_promp.experiment.resume import SNAPSHOT_MODES, resume_run, run_record
 from garage_promp.experiment.run_dir import LOCK_NAME, DamagedRunFile, RunDirBusy, owned_run_dir
 from garage_promp.policies import LOG_STD_KINDS
 from garage_promp.sampler.backends import SamplerWorkerError, live_worker_pids
@@ -76,6 +76,8 @@ def meta_train(ctxt, epochs, full_table=False, max_env_steps=None, **options):
     """
     options.pop('snapshot_mode', None)
     experiment = _BUILT.pop(_key(options), None) or build_experiment(**options)
+    # Kept in every snapshot: --resume refuses another run's (resume.run_record).
+    experiment.algo.run_options = run_record(options)
     logger.log(experiment.setup.description)
     experiment.algo.max_env_steps = max_env_steps
     _RUN_DIR.append(ctxt.snapshot_dir)

@@ -447,3 +447,73 @@ def test_a_snapshot_that_is_not_a_file_is_named_not_read(tmp_path):
     with pytest.warns(UserWarning, match=r'params.pkl is not a file \(a symbolic link to '
                                          r'nothing\); trying itr_4.pkl'):
         assert snap.load(str(tmp_path), 'last')['epoch'] == 4
+
+
+def test_wrap_experiments_metadata_comes_from_the_git_safe_function():
+    from garage.experiment import experiment  # pylint: disable=import-outside-toplevel
+    _garage_compat.apply()
+    assert experiment.get_metadata is _garage_compat.get_metadata
+
+
+@pytest.mark.parametrize('failure', [
+    FileNotFoundError(2, "No such file or directory: 'git'"),
+    subprocess.TimeoutExpired(['git', 'status'], 30.),
+    subprocess.CalledProcessError(128, ['git', 'status']),
+    PermissionError(13, 'Permission denied'),
+])
+def test_a_git_that_is_missing_fails_or_hangs_records_a_launcher_outside_git(
+        monkeypatch, failure):
+    """garage caught only git's own failure; now a missing, failing or silent git (each
+    call limited to GIT_SECONDS) records the launcher's path only, as garage records a
+    launcher outside a git repository."""
+    import __main__  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(__main__, '__file__', '/somewhere/launchers/train.py', raising=False)
+    seen = []
+
+    def check_output(args, **kwargs):
+        seen.append(kwargs.get('timeout'))
+        raise failure
+    monkeypatch.setattr(subprocess, 'check_output', check_output)
+    assert _garage_compat.get_metadata() == (None, {'launcher': '/somewhere/launchers/train.py'})
+    assert seen == [_garage_compat.GIT_SECONDS]
+
+
+def test_in_a_git_repository_the_metadata_is_garages(tmp_path, monkeypatch):
+    """The git root, the revision (``-dirty`` with changes) and the launcher's path in it."""
+    git = ['git', '-c', 'user.name=t', '-c', 'user.email=t@t', '-c', 'init.defaultBranch=m']
+    try:
+        subprocess.run([*git, 'init', '-q', str(tmp_path)], check=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip('no working git here')
+    launcher = tmp_path / 'launchers' / 'run.py'
+    launcher.parent.mkdir()
+    launcher.write_text('')
+    subprocess.run([*git, 'add', '.'], cwd=tmp_path, check=True, timeout=30)
+    subprocess.run([*git, 'commit', '-qm', 'x'], cwd=tmp_path, check=True, timeout=30)
+    head = subprocess.check_output(['git', 'rev-parse', 'HEAD'], cwd=tmp_path).decode().strip()
+    import __main__  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(__main__, '__file__', str(launcher), raising=False)
+    root, metadata = _garage_compat.get_metadata()
+    assert os.path.samefile(root, tmp_path)
+    assert metadata == {'githash': head, 'launcher': os.path.join('launchers', 'run.py')}
+    (tmp_path / 'new.txt').write_text('')
+    assert _garage_compat.get_metadata()[1]['githash'] == head + '-dirty'
+
+
+def test_a_run_starts_on_a_machine_without_git(tmp_path):
+    """launchers/train.py with no git on the PATH: the run trains (garage's own metadata
+    call ended it with a traceback after making its directory)."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'python').symlink_to(sys.executable)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    log_dir = tmp_path / 'run'
+    result = subprocess.run(
+        [sys.executable, os.path.join(root, 'launchers', 'train.py'), '--env', 'PointEnvCorner',
+         '--meta-batch-size', '2', '--episodes-per-task', '2', '--max-episode-length', '4',
+         '--n-test-tasks', '1', '--hidden-sizes', '4', '--epochs', '1', '--log-dir',
+         str(log_dir)], capture_output=True, text=True, timeout=300, cwd=root, check=False,
+        env=dict(os.environ, PATH=str(bin_dir)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((log_dir / 'metadata.json').read_text()) == {
+        'launcher': os.path.join(root, 'launchers', 'train.py')}

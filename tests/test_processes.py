@@ -116,6 +116,74 @@ def test_meta_test_on_a_worker_pool_run_starts_no_worker(tmp_path):
     assert (log_dir / 'meta_test.csv').exists()
 
 
+@pytest.mark.parametrize('how', ['SIGKILL', 'SIGSTOP'])
+def test_meta_test_ends_with_one_error_line_when_a_worker_dies_or_stops(tmp_path, how):
+    """meta_test.py's worker pool: a worker killed, or stopped past ``--worker-timeout``,
+    ends the meta-test with one ``Error:`` line naming it (exit 1, no traceback, no
+    hang) and no process left, as in training."""
+    proc, log_dir, _ = _train(tmp_path, '--epochs', '1')
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    env, tag = _tagged_env()
+    meta_test = subprocess.Popen(
+        [sys.executable, str(ROOT / 'launchers' / 'meta_test.py'), str(log_dir),
+         '--n-test-tasks', '2000', '--n-test-episodes', '50', '--sampler', 'multiprocessing',
+         '--n-workers', '2', '--worker-timeout', '2', '--csv', str(tmp_path / 'mt.csv')],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker, deadline = None, time.time() + 120
+    while worker is None and meta_test.poll() is None and time.time() < deadline:
+        try:
+            workers = [p for p in psutil.Process(meta_test.pid).children(recursive=True)
+                       if '_worker_entry' in ' '.join(p.cmdline())]
+        except psutil.Error:
+            workers = []
+        worker = workers[0] if workers else None
+        time.sleep(0.05)
+    assert worker is not None, 'no worker started'
+    # Past its start-up (its imports), which gets at least 120 s however short the
+    # timeout; a stop that lands inside it still ends the meta-test, later.
+    time.sleep(8.)
+    assert meta_test.poll() is None, 'the meta-test ended before the worker was signalled'
+    worker.send_signal(getattr(signal, how))
+    try:
+        out, err = meta_test.communicate(timeout=300)
+    finally:
+        if meta_test.poll() is None:
+            meta_test.kill()
+        if how == 'SIGSTOP':
+            try:
+                worker.send_signal(signal.SIGCONT)
+            except psutil.Error:
+                pass
+    assert meta_test.returncode == 1, out[-2000:] + err[-2000:]
+    assert 'Traceback' not in err and err.count('Error:') == 1, err[-3000:]
+    assert ('died' if how == 'SIGKILL' else 'made no progress') in err, err[-3000:]
+    assert not (tmp_path / 'mt.csv').exists()
+    _assert_none_left(tag)
+
+
+def test_a_second_ctrl_c_while_the_workers_close_is_not_printed():
+    """``MetaSampler.__del__`` closes the workers once more when a Ctrl-C interrupts their
+    closing, and lets nothing out (Python would print it as an ignored exception)."""
+    from garage_promp.sampler.meta_sampler import MetaSampler  # pylint: disable=import-outside-toplevel
+
+    class Closing(MetaSampler):
+        def __init__(self, interrupted):  # pylint: disable=super-init-not-called
+            self.calls, self.interrupted = 0, interrupted
+
+        def shutdown_worker(self):
+            self.calls += 1
+            if self.calls <= self.interrupted:
+                raise KeyboardInterrupt
+
+    once = Closing(interrupted=1)
+    once.__del__()
+    assert once.calls == 2
+    quiet = Closing(interrupted=0)  # closes at once: closed once
+    quiet.__del__()
+    assert quiet.calls == 1
+
+
 #: Epochs logged before Ctrl-C (a few hundred bytes of console output each).
 ROWS_BEFORE_CTRL_C = 3
 

@@ -12,7 +12,9 @@ import csv
 import json
 import numbers
 import os
-from typing import List
+import re
+import stat
+from typing import Any, List
 import warnings
 
 from garage_promp._garage_compat import check_training_snapshot
@@ -207,6 +209,65 @@ def _paper_defaults(variant: dict) -> dict:
     return {'hidden_sizes': list(row['hidden_sizes']), 'max_episode_length': row['H']}
 
 
+#: The launcher's options that say how a run is executed, not what it computes: a
+#: run continues with other values of these (another machine's workers or device),
+#: so ``variant.json`` may be edited there; every other recorded option is the run's.
+EXECUTION_OPTIONS = frozenset({'sampler', 'n_workers', 'envs_per_task', 'worker_timeout',
+                               'device'})
+
+
+def run_record(options: dict) -> dict:
+    """What a snapshot keeps of the launcher options its run was built from
+    (``MetaPolicySearch.run_options``): ``options`` as ``variant.json`` records them (JSON
+    values), without :data:`EXECUTION_OPTIONS`."""
+    return {key: json.loads(json.dumps(value, default=repr))
+            for key, value in options.items() if key not in EXECUTION_OPTIONS}
+
+
+def _check_run_options(log_dir: str, variant: dict, recorded: Any) -> None:
+    """Refuse a snapshot whose recorded launcher options (:func:`run_record`, kept in the
+    algorithm by ``launchers/train.py``) differ from ``variant.json``'s: another run's
+    ``--set`` options, evaluation schedule or any other option the checks above do not
+    name. Snapshots from before the record carry none (nothing to compare)."""
+    if not isinstance(recorded, dict):
+        return
+    for key in sorted(recorded):
+        have, want = recorded[key], variant.get(key, '(none)')
+        if have != want:
+            raise ValueError(f'the snapshot in {log_dir} was made with {key}={have!r}, its '
+                             f"variant.json has {key}={want!r}: not this run's snapshot")
+
+
+def _check_snapshot_names(log_dir: str) -> None:
+    """Refuse a run directory where a snapshot's name (``params.pkl``, ``itr_N.pkl``) is
+    taken by something that is not a file (a directory, a pipe): the run would train an
+    epoch and then fail to write its snapshot there."""
+    for name in sorted(os.listdir(log_dir)):
+        if name != 'params.pkl' and not re.fullmatch(r'itr_\d+\.pkl', name):
+            continue
+        path = os.path.join(log_dir, name)
+        mode = os.lstat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            kind = 'directory' if stat.S_ISDIR(mode) else 'special file'
+            raise DamagedRunFile(f'{path} is a {kind}, not a snapshot: the run could not write '
+                                 'its snapshot there; move it out of the run directory')
+
+
+def _check_variant_entries(log_dir: str, variant: dict) -> None:
+    """Refuse a launcher's ``variant.json`` whose env or hidden sizes are not what a run
+    records (an env name; hidden sizes null or a list of whole numbers): damage, named,
+    not a check skipped."""
+    path = os.path.join(log_dir, 'variant.json')
+    env = variant.get('env')
+    if not isinstance(env, str):
+        raise DamagedRunFile(f'{path}: its env is {env!r}, not the env name a run records')
+    hidden = variant.get('hidden_sizes')
+    if hidden is not None and not (isinstance(hidden, list) and all(
+            isinstance(size, int) and not isinstance(size, bool) for size in hidden)):
+        raise DamagedRunFile(f'{path}: its hidden_sizes is {hidden!r}, not the list of whole '
+                             'numbers (or null) a run records')
+
+
 def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> None:
     """Refuse a snapshot that is not the run that ``variant.json`` describes.
 
@@ -233,6 +294,8 @@ def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> N
     # The env and seed only where the package's launcher wrote variant.json (a researcher's
     # own experiment function may name its arguments 'env' and 'seed' otherwise).
     ours = label in ALGOS
+    if ours:
+        _check_variant_entries(log_dir, variant)
     if ours and env is not None:
         differs = _env_differs(variant, env)
         if differs:
@@ -249,8 +312,8 @@ def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> N
                               ('episodes_per_task', '_episodes_per_task')):
         want, have = variant.get(option), getattr(algo, attribute, None)
         if want is not None and have is not None and want != have:
-            raise ValueError(f"the snapshot in {log_dir} has {option}={have}, its variant.json "
-                             f"{want}: not this run's snapshot")
+            raise ValueError(f"the snapshot in {log_dir} has {option}={have!r}, its "
+                             f"variant.json {want!r}: not this run's snapshot")
     log_std = variant.get('log_std', 'shared')  # runs before the option: garage's shared one
     module = getattr(getattr(algo, 'policy', None), '_module', None)
     have = getattr(module, '_init_std', None)
@@ -274,8 +337,10 @@ def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> N
         horizon = defaults.get('max_episode_length')
     if horizon is not None and getattr(algo, '_horizon', horizon) != horizon:
         raise ValueError(f'the snapshot in {log_dir} has max_episode_length='
-                         f"{algo._horizon}, its variant.json {horizon} ({variant.get('env')}): "  # pylint: disable=protected-access
+                         f"{algo._horizon!r}, its variant.json {horizon!r} ({variant.get('env')}): "  # pylint: disable=protected-access
                          "not this run's snapshot")
+    if ours:
+        _check_run_options(log_dir, variant, getattr(algo, 'run_options', None))
 
 
 def install_checked_restore():
@@ -395,6 +460,7 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
     # below is the only thing printed; one line of it follows the checks instead.
     logger.add_output(_Discard())
     try:
+        _check_snapshot_names(log_dir)
         install_checked_restore()
         args = trainer.restore(log_dir)  # refuses a foreign or non-training snapshot
         logger.remove_output_type(_Discard)

@@ -549,10 +549,14 @@ class MetaSampler(Sampler):
         self.__dict__.update(state)
 
     def __del__(self):
-        try:
-            self.shutdown_worker()
-        except Exception:  # pylint: disable=broad-except
-            pass
+        # A second Ctrl-C while a stopped run closes its workers lands here: closed once
+        # more, quietly (Python would print the interrupt as an ignored exception).
+        for _ in range(2):
+            try:
+                self.shutdown_worker()
+                return
+            except (Exception, KeyboardInterrupt):  # pylint: disable=broad-except
+                continue
 
 
 def _to_numpy(params: Dict[str, Any]) -> Dict[str, np.ndarray]:

@@ -297,3 +297,92 @@ def test_a_variant_whose_seed_no_run_records_is_damaged(promp_run, tmp_path, see
     assert proc.returncode == 1, proc.stderr
     assert 'variant.json: its seed is' in proc.stderr and 'not the whole number' in proc.stderr
     assert (log_dir / 'progress.csv').read_text() == before
+
+
+@pytest.mark.parametrize('options', [
+    ['--set', 'reward_type=sparse'],  # an env option (the fixture's run: dense, the default)
+    ['--set', 'inner_lr=0.5'],  # an algorithm option
+    ['--evaluate-every', '1'],  # a launcher option that changes the log
+])
+def test_a_snapshot_of_a_run_with_other_options_is_refused(promp_run, tmp_path, options):
+    """Two runs alike but for an option the checks above do not name (their ``--set``
+    options, the meta-test schedule): the other run's snapshot, copied in, is refused
+    naming the option (every launcher option is kept in the snapshot), and its log stays."""
+    other = tmp_path / 'other'
+    base = list(TINY)
+    if options[0] in base:  # (an option the fixture gives: replaced, not given twice)
+        del base[base.index(options[0]):base.index(options[0]) + 2]
+    _run(*base, '--algo', 'ProMP', '--epochs', '2', '--log-dir', str(other), *options)
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    shutil.copyfile(other / 'params.pkl', log_dir / 'params.pkl')
+    before = (log_dir / 'progress.csv').read_text()
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode == 1, proc.stderr
+    key = 'overrides' if options[0] == '--set' else 'evaluate_every'
+    assert f'was made with {key}=' in proc.stderr and "not this run's snapshot" in proc.stderr
+    assert 'Traceback' not in proc.stderr
+    assert (log_dir / 'progress.csv').read_text() == before
+    with pytest.raises(ValueError, match=f'was made with {key}='):
+        _python_restore(log_dir, tmp_path)
+
+
+def test_how_a_run_is_executed_may_change_on_resume(promp_run, tmp_path):
+    """The sampler, its workers, the device and the worker timeout say how a run is
+    executed, not what it computes: variant.json edited there still resumes."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    variant = json.loads((log_dir / 'variant.json').read_text())
+    variant.update(sampler='multiprocessing', n_workers=2, worker_timeout=60.)
+    (log_dir / 'variant.json').write_text(json.dumps(variant))
+    _run('--resume', str(log_dir), '--epochs', '3')
+    assert len(_rows(log_dir)) == 3
+
+
+@pytest.mark.parametrize('key, value, named', [
+    ('hidden_sizes', 'abc', "its hidden_sizes is 'abc'"),
+    ('hidden_sizes', '4', "its hidden_sizes is '4'"),
+    ('hidden_sizes', [4.0], 'its hidden_sizes is [4.0]'),
+    ('env', None, 'its env is None'),
+    ('meta_batch_size', '2', "meta_batch_size=2, its variant.json '2'"),
+])
+def test_a_hand_edited_variant_is_refused_naming_the_entry(promp_run, tmp_path, key, value,
+                                                           named):
+    """Entries no run records (hidden sizes that are not a list of whole numbers, no env
+    name) are damage, named by --resume and meta_test.py; values that only print alike
+    are told apart (their repr)."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    variant = json.loads((log_dir / 'variant.json').read_text())
+    variant[key] = value
+    (log_dir / 'variant.json').write_text(json.dumps(variant))
+    before = (log_dir / 'progress.csv').read_text()
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode == 1 and named in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr
+    assert (log_dir / 'progress.csv').read_text() == before
+    meta_test = subprocess.run([sys.executable, str(ROOT / 'launchers' / 'meta_test.py'),
+                                str(log_dir), '--csv', str(tmp_path / 'mt.csv')],
+                               capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert meta_test.returncode != 0 and named in meta_test.stderr, meta_test.stderr
+
+
+@pytest.mark.parametrize('kind', ['directory', 'fifo'])
+def test_a_snapshot_name_taken_by_no_file_is_refused_before_any_epoch(promp_run, tmp_path,
+                                                                      kind):
+    """``itr_3.pkl`` a directory (or a pipe) where the resumed run would write its next
+    snapshot: refused before anything is trained, the log as it was."""
+    import os  # pylint: disable=import-outside-toplevel
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    taken = log_dir / 'itr_3.pkl'
+    if kind == 'directory':
+        taken.mkdir()
+    else:
+        os.mkfifo(taken)
+    before = (log_dir / 'progress.csv').read_text()
+    proc = _run('--resume', str(log_dir), '--epochs', '4', check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert f'{taken} is a ' in proc.stderr and 'not a snapshot' in proc.stderr, proc.stderr
+    assert 'epoch 3/4' not in proc.stdout
+    assert (log_dir / 'progress.csv').read_text() == before
