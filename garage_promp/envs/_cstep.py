@@ -222,28 +222,35 @@ def step_batch(lib, models: Sequence[Any], datas: Sequence[Any], actions: np.nda
         raise ValueError(f'{len(models)} models, {n} simulations and actions of shape '
                          f'{ctrl.shape}: one row of {nu} controls per simulation expected')
     model_ptrs, data_ptrs = addresses or pointers(models, datas)
-    rows = [None, None]
-    args = []
-    for at, spec in enumerate((before, after)):
-        if spec is None:
-            args += [0, None, 0, None]
-            continue
-        width = check_spec(spec)
-        rows[at] = np.empty((n, width))
-        args += [spec.shape[1], spec.ctypes.data, width, rows[at].ctypes.data]
-    failed = lib.gp_step_batch(n, model_ptrs.ctypes.data, data_ptrs.ctypes.data,
-                               ctrl.ctypes.data, nu, nstep, int(rne), *args)
+    rows_before, before_args = _spec_rows(before, n)
+    rows_after, after_args = _spec_rows(after, n)
+    _check_stepped(lib, lib.gp_step_batch(n, model_ptrs.ctypes.data, data_ptrs.ctypes.data,
+                                          ctrl.ctypes.data, nu, nstep, int(rne), *before_args,
+                                          *after_args), before, after)
+    return rows_before, rows_after
+
+
+def _spec_rows(spec: np.ndarray | None, n: int) -> Tuple[np.ndarray | None, list]:
+    """The ``(n, width)`` rows a stepping loop copies gather spec ``spec``'s parts into,
+    and the loop's four arguments for it (parts, spec, width, rows); None and zeros for
+    no spec."""
+    if spec is None:
+        return None, [0, None, 0, None]
+    width = check_spec(spec)
+    rows = np.empty((n, width))
+    return rows, [spec.shape[1], spec.ctypes.data, width, rows.ctypes.data]
+
+
+def _check_stepped(lib, failed: int, *specs) -> None:
+    """Raise what a stepping loop's return value ``failed`` reports: -1, an unknown field
+    code in one of ``specs`` (nothing stepped); ``i + 1``, MuJoCo's error in simulation
+    ``i``, as the bindings raise it (``mujoco.FatalError``, with ``lean_index``)."""
     if failed < 0:
-        raise ValueError(f'unknown field code in {before!r} or {after!r}')
+        raise ValueError(f'unknown field code in {" or ".join(map(repr, specs))}')
     if failed:
-        _raise_failed(lib, failed)
-    return rows[0], rows[1]
-
-
-def _raise_failed(lib, failed: int):
-    error = mujoco.FatalError(lib.gp_last_error().decode(errors='replace'))
-    error.lean_index = failed - 1
-    raise error
+        error = mujoco.FatalError(lib.gp_last_error().decode(errors='replace'))
+        error.lean_index = failed - 1
+        raise error
 
 
 def step_mocap_batch(lib, models: Sequence[Any], datas: Sequence[Any], mocap_pos: np.ndarray,
@@ -267,20 +274,12 @@ def step_mocap_batch(lib, models: Sequence[Any], datas: Sequence[Any], mocap_pos
         raise ValueError(f'{len(models)} models, {n} simulations, mocap positions '
                          f'{mocap_pos.shape}, mocap orientation {mocap_quat.shape} and '
                          f'controls {ctrl.shape} do not match')
-    rows, spec_args = None, [0, None, 0, None]
-    if after is not None:
-        width = check_spec(after)
-        rows = np.empty((n, width))
-        spec_args = [after.shape[1], after.ctypes.data, width, rows.ctypes.data]
+    rows, after_args = _spec_rows(after, n)
     model_ptrs, data_ptrs = addresses or pointers(models, datas)
-    failed = lib.gp_step_mocap_batch(n, model_ptrs.ctypes.data, data_ptrs.ctypes.data,
-                                     mocap_pos.ctypes.data, mocap_quat.ctypes.data, nmocap,
-                                     ctrl.ctypes.data, ctrl.shape[1], nstep, int(rne),
-                                     int(forward), *spec_args)
-    if failed < 0:
-        raise ValueError(f'unknown field code in {after!r}')
-    if failed:
-        _raise_failed(lib, failed)
+    _check_stepped(lib, lib.gp_step_mocap_batch(
+        n, model_ptrs.ctypes.data, data_ptrs.ctypes.data, mocap_pos.ctypes.data,
+        mocap_quat.ctypes.data, nmocap, ctrl.ctypes.data, ctrl.shape[1], nstep, int(rne),
+        int(forward), *after_args), after)
     return rows
 
 

@@ -1199,8 +1199,9 @@ def _touching(lib, group, ptrs, main_object: str):
     return np.array([bool(env.touching_main_object) for env in group])
 
 
-def _evaluate(lib, envs, plans, groups, ptrs, obs, actions, read=None):
-    """Rewards and infos: a kernel's for its class's rows, else ``evaluate_state``."""
+def _evaluate(lib, envs, plans, groups, ptrs, obs, actions, read):
+    """Rewards and infos: a kernel's for its class's rows, else ``evaluate_state``; the
+    parts ``read`` next to each step (:func:`_simulate`) where it has them."""
     rewards = np.empty(len(envs))
     infos: List[Any] = [None] * len(envs)
     for cls, members in groups.items():
@@ -1213,7 +1214,7 @@ def _evaluate(lib, envs, plans, groups, ptrs, obs, actions, read=None):
                 rewards[n] = float(reward)
             continue
         group_ptrs = None if ptrs is None else ptrs[members]
-        parts = _gather(lib, group, group_ptrs, kernel.parts, (read or {}).get(cls))
+        parts = _gather(lib, group, group_ptrs, kernel.parts, read.get(cls))
         try:
             reward, info = kernel.reward(group, obs[members], actions[members], parts,
                                          functools.partial(_touching, lib, group, group_ptrs,

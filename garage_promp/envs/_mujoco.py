@@ -468,24 +468,21 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
               count: int | None) -> np.ndarray:
         """Numbers ``start`` to ``start + count`` (all with None) of every env's flattened
         ``data.<field>``, one row each (copied): :func:`_cstep.gather` of the wave's
-        ``MjData`` where every env's array has one size (in one call into the compiled
+        ``MjData`` where every env's array has one size and holds the part
+        (:meth:`_parts_spec`; in one call into the compiled
         library, with the wave's addresses, where it is loaded); else env by env: the same
         numbers."""
         if field in _cstep.GATHER_FIELDS:
             lib = _cstep.library()
             _, datas, pointers = wave_constant(
                 envs, 'step plan', lambda: MujocoMetaEnv._step_plan(envs, lib))
-            sizes = wave_constant(envs, f'size of {field}',
-                                  lambda: {getattr(data, field).size for data in datas})
-            if len(sizes) == 1:
-                size = next(iter(sizes))
-                count = size - start if count is None else count
-                if 0 <= start and start + count <= size:
-                    spec = np.array([[_cstep.FIELD_CODES[field]], [start], [count]],
-                                    dtype=np.int32)
-                    if pointers is None:  # (no library, or models of other sizes)
-                        return _cstep.gather(None, None, spec, count, datas)
-                    return _cstep.gather(lib, pointers[1], spec, count)
+            spec = wave_constant(envs, ('part', field, start, count),
+                                 lambda: MujocoMetaEnv._parts_spec(datas, ((field, start, count),)))
+            if spec is not None:
+                width = int(spec[2, 0])
+                if pointers is None:  # (no library, or models of other sizes)
+                    return _cstep.gather(None, None, spec, width, datas)
+                return _cstep.gather(lib, pointers[1], spec, width)
         rows = [getattr(env.data, field).ravel() for env in envs]
         end = None if count is None else start + count
         return np.array([row[start:end] for row in rows]).reshape(len(envs), -1)
