@@ -1,4 +1,5 @@
 """BatchedGaussianMLP: the sampler's per-step forward equals the policy's own."""
+from garage_promp._threads import worker_threads
 from garage_promp.policies import (
     BatchedGaussianMLP,
     distribution_params,
@@ -118,27 +119,32 @@ class _Layout:
     _batched = True
 
 
-@pytest.mark.parametrize('hidden', [(8, ), (32, 32)])
-def test_a_rows_output_is_the_same_in_any_wave_layout(hidden):
+@pytest.mark.parametrize('obs_dim, hidden, act_dim', [
+    (39, (8, ), 4), (39, (32, 32), 4), (1, (100, 100), 1), (3, (128, 128), 1)])
+def test_a_rows_output_is_the_same_in_any_wave_layout(obs_dim, hidden, act_dim):
     """An episode's mean and log-std do not depend on which of its task's episodes share its
     wave (a worker's part of a task, a budget's waves): each episode keeps the block position
     its index gives. 39 inputs and 8 units is a layer whose GEMM rounds a row differently by
-    its position in the block with some BLAS builds (this machine's among them)."""
+    its position in the block with some BLAS builds (this machine's among them). A wave of
+    a single block (a worker's one task of up to four episodes) runs as two: torch's
+    batched product of one matrix takes another kernel, which for a one-column output
+    layer of 100 or more units rounds otherwise (1-D point env, one thread)."""
     import akro  # pylint: disable=import-outside-toplevel
     from garage import EnvSpec  # pylint: disable=import-outside-toplevel
-    spec = EnvSpec(observation_space=akro.Box(-1., 1., (39, )),
-                   action_space=akro.Box(-1., 1., (4, )))
+    spec = EnvSpec(observation_space=akro.Box(-1., 1., (obs_dim, )),
+                   action_space=akro.Box(-1., 1., (act_dim, )))
     torch.manual_seed(3)
     policy = GaussianMLPPolicy(spec, hidden_sizes=hidden)
     fast = BatchedGaussianMLP.of(policy)
     params = {k: v.detach() for k, v in policy.named_parameters()}
-    episodes = torch.randn(12, 39) * 2  # one observation per episode of a task
-    layouts = [(0, 12), (5, 1), (4, 3), (1, 6), (3, 9), (7, 2)]  # (first episode, count)
+    episodes = torch.randn(12, obs_dim) * 2  # one observation per episode of a task
+    layouts = [(0, 12), (5, 1), (4, 3), (1, 6), (3, 9), (7, 2), (8, 4)]  # (first episode, count)
     results = {}
     for first, count in layouts:
         plan = RolloutWorker._forward_plan(_Layout(), [count], [params], [first])
-        mean, log_std = RolloutWorker._blocked_forward(
-            _Layout(), episodes[first:first + count], plan, fast)
+        with worker_threads():  # as a sampler worker runs it
+            mean, log_std = RolloutWorker._blocked_forward(
+                _Layout(), episodes[first:first + count], plan, fast)
         for n in range(count):
             results.setdefault(first + n, []).append((mean[n], log_std[n]))
     for episode, outputs in results.items():

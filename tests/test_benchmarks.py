@@ -284,6 +284,9 @@ def test_wave_constants_benchmark_side_by_side(tmp_path):
     assert row['gathered_us'] > 0 and row['kept_us'] > 0
     assert row['speedup'] == pytest.approx(row['gathered_us'] / row['kept_us'])
     assert row['reads_speedup'] == pytest.approx(row['reads_after_us'] / row['kept_us'])
+    assert row['parts_taken_us'] > 0 and row['parts_computed_us'] > 0
+    assert row['parts_speedup'] == pytest.approx(row['parts_computed_us']
+                                                 / row['parts_taken_us'])
     assert '| AntRandDirec | 4 |' in (tmp_path / 'wave_constants.md').read_text()
 
 
@@ -316,6 +319,47 @@ def test_wave_constants_reads_after_the_steps_only_in_that_column(monkeypatch):
         assert bench._time(gym_cls, envs, actions, gather, reads_after) > 0  # pylint: disable=protected-access
         assert seen == [not reads_after]
         assert MujocoMetaEnv.__dict__['_parts_spec'] is shipped
+    from garage_promp.envs import _mujoco, _robots  # pylint: disable=import-outside-toplevel
+    assert _mujoco.wave_constant is _robots.wave_constant is bench._KEPT  # pylint: disable=protected-access
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize('part_computed', [False, True])
+def test_wave_constants_ending_parts_step_only_the_part(part_computed, monkeypatch):
+    """The ending columns step each step's part of the wave, fewer envs as they end, and
+    count the steps of the parts; the part's constants are taken out of the wave's or
+    computed from its envs, as the column says."""
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    try:
+        bench = load_script(ROOT / 'benchmarks' / 'wave_constants.py', 'wave_constants_bench')
+    finally:
+        sys.path.remove(str(ROOT / 'benchmarks'))
+    parts = bench.ending_parts(200, 40)
+    assert [len(p) for p in parts[:3]] == [200, 192, 184]
+    assert all(set(b) < set(a) for a, b in zip(parts, parts[1:]) if len(b) < len(a))
+    assert 0 < len(parts[-1]) < 50
+    gym_cls = bench.ENVS['HopperRandParams']['env'].gym_env_cls
+    envs = [gym_cls(seed=i) for i in range(5)]
+    stepped, takes = [], []
+    real_step, real_constant = gym_cls.batch_step.__func__, bench._KEPT  # pylint: disable=protected-access
+
+    def spy_step(cls, envs_, actions_):
+        stepped.append(len(envs_))
+        return real_step(cls, envs_, actions_)
+
+    def spy_constant(envs_, name, compute, take=None):
+        takes.append(take)
+        return real_constant(envs_, name, compute, take)
+    monkeypatch.setattr(gym_cls, 'batch_step', classmethod(spy_step))
+    monkeypatch.setattr(bench, '_KEPT', spy_constant)
+    monkeypatch.setattr(bench, '_each_part_computed',
+                        lambda e, n, c, take=None: spy_constant(e, n, c))
+    parts = [np.arange(5), np.array([0, 2, 4]), np.array([2])]
+    actions = np.zeros((3, 5, 3))
+    assert bench._time(gym_cls, envs, actions, False, parts=parts,  # pylint: disable=protected-access
+                       part_computed=part_computed) > 0
+    assert stepped == [5, 3, 1]
+    assert takes and any(t is not None for t in takes) != part_computed
 
 
 def test_the_runner_reports_a_killed_run_as_failed_not_done(tmp_path, capsys):

@@ -377,6 +377,53 @@ def test_a_waves_constants_are_its_own(env_name):
 
 
 @pytest.mark.mujoco
+@pytest.mark.parametrize('env_name', ['HopperRandParams', 'WalkerFwdBack', 'AntRandDirec'])
+def test_a_parts_constants_are_taken_out_of_the_waves(env_name, monkeypatch):
+    """Where episodes end, each step steps a part of the wave: its constants (the models
+    and addresses to step, task rows, directions) are the wave's at the part's positions,
+    the wave's step plan made once, and every env steps as its own ``step`` does; envs
+    that are not all of the wave (another env among them) get their own plan."""
+    import copy  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.envs import _mujoco  # pylint: disable=import-outside-toplevel
+    gym_cls = ENVS[env_name]['env'].gym_env_cls
+    envs = [gym_cls(seed=i) for i in range(6)]
+    for env, task in zip(envs, envs[0].sample_tasks(len(envs))):
+        env.set_task(task)
+        env.reset(seed=1)
+    stranger = gym_cls(seed=9)
+    stranger.reset(seed=1)
+    alone = copy.deepcopy(envs + [stranger])
+    plans = []
+    real = _mujoco.MujocoMetaEnv.__dict__['_step_plan']
+
+    def counted(envs_, lib):
+        plans.append(len(envs_))
+        return real.__func__(envs_, lib)
+    monkeypatch.setattr(_mujoco.MujocoMetaEnv, '_step_plan', staticmethod(counted))
+    models = _mujoco.identical_models(envs)
+    models.wave = envs
+    rng = np.random.default_rng(0)
+    size = envs[0].action_space.shape[0]
+    for part in ([0, 1, 2, 3, 4, 5], [0, 2, 3, 5], [2, 3], [3], [0, 2, 3, 5]):
+        actions = rng.uniform(-0.2, 0.2, (len(part), size))
+        with _mujoco.stepping_with_models(models):
+            obs, rewards, _, _, infos = gym_cls.batch_step([envs[i] for i in part], actions)
+        for n, (i, action) in enumerate(zip(part, actions)):
+            expected = alone[i].step(action)
+            np.testing.assert_array_equal(obs[n], expected[0])
+            assert rewards[n] == expected[1]
+            np.testing.assert_array_equal(infos['task'][n], expected[4]['task'])
+    assert plans == [6]
+    actions = rng.uniform(-0.2, 0.2, (2, size))
+    with _mujoco.stepping_with_models(models):
+        obs = gym_cls.batch_step([envs[1], stranger], actions)[0]
+    np.testing.assert_array_equal(obs[0], alone[1].step(actions[0])[0])
+    np.testing.assert_array_equal(obs[1], alone[-1].step(actions[1])[0])
+    assert plans == [6, 2]
+
+
+@pytest.mark.mujoco
 @pytest.mark.parametrize('compiled', [True, False], ids=['compiled', 'serialised'])
 def test_identical_models_group_copies_and_split_on_any_difference(compiled, monkeypatch):
     """Deep copies share one model; RandParams envs group by task; a model that differs

@@ -119,6 +119,31 @@ def test_same_seed_same_episodes_in_process_and_with_1_2_3_workers():
                           _sample_early_ending('multiprocessing', n_workers))
 
 
+def _sample_point_1d(n_workers):
+    """Three tasks of two episodes on PointEnv1D with a 100-unit policy: one worker holds
+    every task's block, three workers one block each."""
+    env = garage_promp.envs.PointEnv1D()
+    torch.manual_seed(0)
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(100, 100))
+    sampler = garage_promp.make_sampler(policy, env, kind='local', n_workers=n_workers,
+                                        seed=5, max_episode_length=5)
+    tasks = [SetTaskUpdate(garage_promp.envs.PointEnv1D, goal, None)
+             for goal in (1., -1., 1.)]
+    try:
+        return [sampler.obtain_meta_batch(tasks, _noisy_params(policy, 3), 2)]
+    finally:
+        sampler.shutdown_worker()
+
+
+def test_a_worker_with_a_single_forward_block_gives_the_same_episodes():
+    """A worker whose wave is one forward block (its one task's few episodes) runs it as
+    two: torch's product of a single block rounds otherwise for this policy (a one-unit
+    output after 100 units), and the episodes would depend on the worker count."""
+    reference = _sample_point_1d(1)
+    assert not np.array_equal(reference[0].actions[:5], reference[0].actions[10:15])
+    _assert_identical(reference, _sample_point_1d(3))
+
+
 def test_in_process_jobs_run_on_one_torch_thread_as_pool_workers_do(monkeypatch):
     """A job of the in-process backend runs on WORKER_THREADS torch threads, then restores."""
     seen = []

@@ -49,6 +49,23 @@ class WaveModels(dict):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.constants: Dict[Any, Any] = {}
+        #: The wave's envs in order (set by the lean stepper), of which every step steps
+        #: those whose episodes run on: a constant of some of them is then taken out of
+        #: the whole wave's (see :func:`wave_constant`).
+        self.wave: Sequence[Any] | None = None
+        self._index: Dict[int, int] | None = None
+
+    def positions(self, envs: Sequence[Any]) -> np.ndarray | None:
+        """Each of ``envs``' position in :attr:`wave`, or None where one is not in it."""
+        if self.wave is None:
+            return None
+        if self._index is None:
+            self._index = {id(env): n for n, env in enumerate(self.wave)}
+        try:
+            return np.fromiter((self._index[id(env)] for env in envs), dtype=np.intp,
+                               count=len(envs))
+        except KeyError:
+            return None
 
 
 def row_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -64,23 +81,62 @@ def row_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a[:, None, :], b[:, :, None])[:, 0, 0]
 
 
-def wave_constant(envs: Sequence[Any], name: str, compute):
-    """``compute()``, computed once a wave for these ``envs`` (in this order).
+def wave_constant(envs: Sequence[Any], name: str, compute, take=None):
+    """``compute(envs)``, computed once a wave for these ``envs`` (in this order).
 
     Within :func:`stepping_with_models` (the lean path's wave), the value is kept
     in the wave's :class:`WaveModels` under ``name`` and the envs' identities;
     elsewhere it is computed at every call. Only for values that nothing changes
     within a wave, and that the caller does not modify.
+
+    Where episodes end early (a walker that falls), each step steps another part of
+    the wave's envs; with ``take``, the value of a part is ``take(value of the whole
+    wave, positions of envs in it)`` (the rows of an array, say) rather than computed
+    again from the envs (a step plan's Python over 200 envs, about a quarter of a
+    millisecond, at most steps of a HopperRandParams wave). ``take`` must give what
+    ``compute`` would, or a value the caller treats alike (a set holding the part's
+    members and others takes the general path: the same numbers).
     """
     models = _STEP_MODELS.get()
     if not isinstance(models, WaveModels):
-        return compute()
+        return compute(envs)
     key = (name, tuple(map(id, envs)))
     try:
         return models.constants[key]
     except KeyError:
-        value = models.constants[key] = compute()
-        return value
+        pass
+    index = None
+    if take is not None and models.wave is not None and len(envs) < len(models.wave):
+        index = models.positions(envs)
+    if index is None:
+        value = compute(envs)
+    else:
+        value = take(wave_constant(models.wave, name, compute), index)
+    models.constants[key] = value
+    return value
+
+
+def _take_plan(plan: Tuple[List[Any], List[Any], Any], index: np.ndarray
+               ) -> Tuple[List[Any], List[Any], Any]:
+    """The step plan (:meth:`MujocoMetaEnv._step_plan`) of the envs at ``index`` of a
+    wave, from the wave's: the models, ``MjData`` and addresses at those positions.
+    Where the wave's envs cannot all take the compiled loop, neither does a part (the
+    Python loop: the same numbers)."""
+    step_models, datas, pointers = plan
+    return ([step_models[i] for i in index], [datas[i] for i in index],
+            None if pointers is None else (pointers[0][index], pointers[1][index]))
+
+
+def take_rows(value: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """The rows ``index`` of a wave's array (a ``take`` of :func:`wave_constant`)."""
+    return value[index]
+
+
+def take_whole(value: Any, index: np.ndarray) -> Any:
+    """The wave's value itself, for a value that holds for any part of the wave (a
+    ``take`` of :func:`wave_constant`)."""
+    del index
+    return value
 
 
 def _libc_memcmp():
@@ -351,11 +407,11 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         carries ``lean_index``, the position in ``envs`` of the env it came from.
         """
         lib = _cstep.library()
-        step_models, datas, pointers = wave_constant(
-            envs, 'step plan', lambda: MujocoMetaEnv._step_plan(envs, lib))
+        step_models, datas, pointers = MujocoMetaEnv._plan(envs)
         if pointers is not None and np.shape(actions) == (len(envs), step_models[0].nu):
-            specs = wave_constant(envs, ('parts', before, after), lambda: tuple(
-                MujocoMetaEnv._parts_spec(datas, parts) for parts in (before, after)))
+            specs = wave_constant(envs, ('parts', before, after), lambda es: tuple(
+                MujocoMetaEnv._parts_spec(MujocoMetaEnv._plan(es)[1], parts)
+                for parts in (before, after)), take_whole)
             if all(spec is not None for spec in specs):
                 return _cstep.step_batch(lib, step_models, datas, actions, envs[0].frame_skip,
                                          contact_forces, *(spec if len(spec[0]) else None
@@ -418,10 +474,19 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         return step_models, datas, _cstep.pointers(step_models, datas)
 
     @staticmethod
+    def _plan(envs: Sequence['MujocoMetaEnv']) -> Tuple[List[Any], List[Any], Any]:
+        """:meth:`_step_plan` of ``envs`` with the compiled library where it is loaded,
+        once a wave (:func:`wave_constant`; a part's taken out of the wave's)."""
+        lib = _cstep.library()
+        return wave_constant(envs, 'step plan', lambda es: MujocoMetaEnv._step_plan(es, lib),
+                             _take_plan)
+
+    @staticmethod
     def _task_rows(envs: Sequence[Any]) -> np.ndarray:
         """Each env's task vector, one row each (a new array: it goes into the env infos)."""
         return wave_constant(envs, 'task rows',
-                             lambda: np.array([env._task_vector for env in envs])).copy()
+                             lambda es: np.array([env._task_vector for env in es]),
+                             take_rows).copy()
 
     @classmethod
     def _batch_advance(cls, envs: Sequence['MujocoMetaEnv'], actions: np.ndarray
@@ -449,7 +514,8 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         """Each env's sign d of a fwd/back task; 1. (exact) for +x-only envs."""
         if getattr(envs[0], 'direction_dims', None) == 1:
             return wave_constant(envs, 'directions',
-                                 lambda: np.array([env._task_vector[0] for env in envs]))
+                                 lambda es: np.array([env._task_vector[0] for env in es]),
+                                 take_rows)
         return 1.
 
     @classmethod
@@ -474,10 +540,11 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         numbers."""
         if field in _cstep.GATHER_FIELDS:
             lib = _cstep.library()
-            _, datas, pointers = wave_constant(
-                envs, 'step plan', lambda: MujocoMetaEnv._step_plan(envs, lib))
+            _, datas, pointers = MujocoMetaEnv._plan(envs)
             spec = wave_constant(envs, ('part', field, start, count),
-                                 lambda: MujocoMetaEnv._parts_spec(datas, ((field, start, count),)))
+                                 lambda es: MujocoMetaEnv._parts_spec(
+                                     MujocoMetaEnv._plan(es)[1], ((field, start, count),)),
+                                 take_whole)
             if spec is not None:
                 width = int(spec[2, 0])
                 if pointers is None:  # (no library, or models of other sizes)

@@ -6,7 +6,7 @@ the env modules only add the task.
 """
 from typing import Any, Dict, Tuple
 
-from garage_promp.envs._mujoco import DirectionTasks, MujocoMetaEnv, wave_constant
+from garage_promp.envs._mujoco import DirectionTasks, MujocoMetaEnv, take_whole, wave_constant
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class AntBase(MujocoMetaEnv):
     def _torso_rows(cls, envs) -> np.ndarray:
         """:meth:`_torso_xy` of every env, one row each (``_rows``: one call into the
         compiled library where every env's torso is the same body)."""
-        torsos = wave_constant(envs, 'torso', lambda: {env._torso for env in envs})  # pylint: disable=protected-access
+        torsos = wave_constant(envs, 'torso', lambda es: {env._torso for env in es}, take_whole)  # pylint: disable=protected-access
         if len(torsos) == 1:
             return cls._rows(envs, 'xpos', 3 * next(iter(torsos)), 2)
         return np.array([env.data.xpos[env._torso, :2] for env in envs])  # pylint: disable=protected-access
@@ -96,7 +96,7 @@ class AntDirectionBase(DirectionTasks, AntBase):
         if cls._overrides_any(AntDirectionBase, ('step', '_get_obs', '_progress', '_info',
                                                  '_torso_xy', '_contact_cost', '_simulate')):
             return MujocoMetaEnv.batch_step.__func__(cls, envs, actions)
-        torsos = wave_constant(envs, 'torso', lambda: {env._torso for env in envs})  # pylint: disable=protected-access
+        torsos = wave_constant(envs, 'torso', lambda es: {env._torso for env in es}, take_whole)  # pylint: disable=protected-access
         if len(torsos) == 1:  # every row read next to its step (MujocoMetaEnv._step_all)
             torso = ('xpos', 3 * next(iter(torsos)), 2)
             before, rows = MujocoMetaEnv._step_all(

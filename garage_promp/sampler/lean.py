@@ -122,11 +122,16 @@ class LeanStepper:
 
         Until the next ``start``, the MuJoCo envs with identical models are
         stepped with one of them (:func:`~garage_promp.envs._mujoco.identical_models`;
-        nothing changes a model within a wave, and the results are the same).
+        nothing changes a model within a wave, and the results are the same), and
+        what the envs' classes keep once a wave
+        (:func:`~garage_promp.envs._mujoco.wave_constant`) is kept for these envs, a
+        step's part of them taken out of it.
         """
         for row in rows:
             self._wrappers[row]._step_cnt = 0  # pylint: disable=protected-access
-        self._models = identical_models(self._targets) or None
+        models = identical_models(self._targets)
+        models.wave = self._targets  # a step's envs are some of these, in this order
+        self._models = models or None
 
     def step(self, rows: np.ndarray, actions: np.ndarray, counts: np.ndarray
              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Dict[str, np.ndarray]]:

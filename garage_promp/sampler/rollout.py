@@ -345,6 +345,14 @@ class RolloutWorker:
         (each block's GEMM has the same shape and strides, and its weights the
         same alignment), reading the weights once rather than once a block
         (:func:`_stacked_params`).
+
+        A wave of a single block (a share of at most :data:`FORWARD_BLOCK` episodes
+        alone in a wave: a worker's one task of a few episodes, a small budget's waves)
+        runs as two, the second all padding: torch's batched product of a single matrix
+        takes another kernel than that of several, which rounds otherwise for some
+        shapes (a one-unit output layer after 100 or more hidden units, one thread: the
+        1-D point env with wider layers), so the same episode among other tasks' blocks
+        in another worker layout would differ in its last bits.
         """
         offsets = [first % FORWARD_BLOCK for first in first_episodes]
         blocks = [-(-(offset + count) // FORWARD_BLOCK)
@@ -352,6 +360,8 @@ class RolloutWorker:
         starts = np.concatenate(([0], np.cumsum(blocks)[:-1])) * FORWARD_BLOCK
         keep = torch.as_tensor([int(start) + offset + j for start, offset, count
                                 in zip(starts, offsets, rows_per_share) for j in range(count)])
+        if sum(blocks) == 1:  # one share's one block: a second, of zeros, after it
+            blocks = [2]
         stacked = _stacked_params(params, blocks) if self._batched else None
         return dict(rows_per_share=rows_per_share, params=params, n_blocks=int(sum(blocks)),
                     keep=keep, stacked=stacked)
