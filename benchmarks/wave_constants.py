@@ -66,6 +66,7 @@ def _time(gym_cls, envs, actions, gather, reads_after=False, parts=None,
     with ``part_computed`` each part's constants are computed from its envs rather
     than taken out of the wave's."""
     spec = _mujoco.MujocoMetaEnv.__dict__['_parts_spec']
+    saved = _mujoco.wave_constant, _robots.wave_constant
     lookup = _every_step if gather else _each_part_computed if part_computed else _KEPT
     _mujoco.wave_constant = _robots.wave_constant = lookup
     if reads_after:
@@ -85,7 +86,7 @@ def _time(gym_cls, envs, actions, gather, reads_after=False, parts=None,
                 gym_cls.batch_step(subset, wave_actions[part])
             elapsed = time.perf_counter() - start
     finally:
-        _mujoco.wave_constant = _robots.wave_constant = _KEPT
+        _mujoco.wave_constant, _robots.wave_constant = saved
         _mujoco.MujocoMetaEnv._parts_spec = spec  # pylint: disable=protected-access
     return elapsed / stepped * 1e6
 

@@ -150,6 +150,7 @@ def test_meta_test_ends_with_one_error_line_when_a_worker_dies_or_stops(tmp_path
     finally:
         if meta_test.poll() is None:
             meta_test.kill()
+            meta_test.communicate()  # reaped: no zombie for later tests to count
         if how == 'SIGSTOP':
             try:
                 worker.send_signal(signal.SIGCONT)

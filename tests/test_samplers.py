@@ -827,6 +827,32 @@ def test_a_stopped_worker_ends_the_run_naming_it():
     _assert_no_children()
 
 
+def test_a_worker_stopped_while_idle_ends_the_run_when_its_job_is_larger_than_a_pipe():
+    """A job larger than the socket's buffer (a wide policy's parameters for each task)
+    sent to a worker stopped between jobs would block its sender for ever; it is sent from
+    a thread, and the wait for the result names the worker that makes no progress."""
+    env = LongPointEnv()
+    torch.manual_seed(0)
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(512, 512))
+    sampler = garage_promp.make_sampler(policy, env, kind='multiprocessing', n_workers=2,
+                                        worker_timeout=2., seed=7)
+    sampler.start_worker()
+    pids = sampler.backend.pids
+    os.kill(pids[1], signal.SIGSTOP)
+    start = time.monotonic()
+    try:
+        with pytest.raises(SamplerWorkerError, match=f'sampler worker 1 \\(pid {pids[1]}\\) '
+                                                     'made no progress'):
+            sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 1)
+    finally:
+        try:
+            os.kill(pids[1], signal.SIGCONT)
+        except OSError:
+            pass
+    assert time.monotonic() - start < 60
+    _assert_no_children()
+
+
 def _arrive_hanging(creator: int, env):
     """Unpickles as ``env``, except in another process, where it hangs (GIL released)
     for 90 s: a sampler that does not watch start-ups returns then, with no error."""

@@ -409,9 +409,11 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         lib = _cstep.library()
         step_models, datas, pointers = MujocoMetaEnv._plan(envs)
         if pointers is not None and np.shape(actions) == (len(envs), step_models[0].nu):
-            specs = wave_constant(envs, ('parts', before, after), lambda es: tuple(
-                MujocoMetaEnv._parts_spec(MujocoMetaEnv._plan(es)[1], parts)
-                for parts in (before, after)), take_whole)
+
+            def specs_of(es):  # (the wave's own datas where es are these envs)
+                own = datas if es is envs else MujocoMetaEnv._plan(es)[1]
+                return tuple(MujocoMetaEnv._parts_spec(own, parts) for parts in (before, after))
+            specs = wave_constant(envs, ('parts', before, after), specs_of, take_whole)
             if all(spec is not None for spec in specs):
                 return _cstep.step_batch(lib, step_models, datas, actions, envs[0].frame_skip,
                                          contact_forces, *(spec if len(spec[0]) else None
@@ -543,7 +545,8 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
             _, datas, pointers = MujocoMetaEnv._plan(envs)
             spec = wave_constant(envs, ('part', field, start, count),
                                  lambda es: MujocoMetaEnv._parts_spec(
-                                     MujocoMetaEnv._plan(es)[1], ((field, start, count),)),
+                                     datas if es is envs else MujocoMetaEnv._plan(es)[1],
+                                     ((field, start, count),)),
                                  take_whole)
             if spec is not None:
                 width = int(spec[2, 0])

@@ -658,12 +658,20 @@ class ProcessPoolBackend(Backend):
         return [proc.pid for proc in self._procs]
 
     def submit(self, worker_id: int, job: Job):
-        """Send worker ``worker_id`` its job."""
+        """Send worker ``worker_id`` its job.
+
+        From a thread of its own, as the configuration: a job larger than the socket's
+        buffer (a policy's parameters for many tasks) blocks its sender until the worker
+        reads it, and a worker stopped while idle never does; the worker is busy from
+        here on, so the wait for its result watches it (no progress past
+        ``worker_timeout`` ends the run naming it; a death is seen as its process ends).
+        """
         try:
-            try:
-                self._conns[worker_id].send_bytes(cloudpickle.dumps(job, protocol=5))
-            except OSError:  # it died while idle (e.g. killed for memory)
-                raise self._death(worker_id, 'receiving its job') from None
+            if self._procs[worker_id].poll() is not None:  # it died while idle
+                raise self._death(worker_id, 'receiving its job')
+            threading.Thread(target=_send_quietly,
+                             args=(self._conns[worker_id], cloudpickle.dumps(job, protocol=5)),
+                             daemon=True, name='garage_promp-job').start()
             self._busy.add(worker_id)
             self._watchdog.started(worker_id)
         except BaseException:

@@ -346,8 +346,8 @@ class RolloutWorker:
         same alignment), reading the weights once rather than once a block
         (:func:`_stacked_params`).
 
-        A wave of a single block (a share of at most :data:`FORWARD_BLOCK` episodes
-        alone in a wave: a worker's one task of a few episodes, a small budget's waves)
+        A wave of a single block (one share alone in a wave whose episodes fall in one
+        aligned block: a worker's one task of a few episodes, a small budget's waves)
         runs as two, the second all padding: torch's batched product of a single matrix
         takes another kernel than that of several, which rounds otherwise for some
         shapes (a one-unit output layer after 100 or more hidden units, one thread: the
