@@ -223,10 +223,11 @@ def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
         on_done (callable): ``on_done(name, returncode)`` as each one ends.
 
     Every way out (done, deadline, Ctrl-C, SIGTERM, an exception) stops
-    the runs still going with SIGTERM, as Ctrl-C would (a run ends its epoch's
-    work and keeps its last snapshot), and waits for them; a run also gets
-    SIGTERM if the runner is killed outright. Returns how it ended (:class:`Outcome`,
-    true when every command ran to its end).
+    the runs still going with SIGTERM (a run ends at once; its snapshots are
+    written whole or not at all, so its last one stays) and waits for them; a run
+    also gets SIGTERM if the runner is killed outright. A run that ended on its
+    own meanwhile is reported and, if it failed, counted failed. Returns how it
+    ended (:class:`Outcome`, true when every command ran to its end).
     """
     pending, running, logs, failed = list(specs), [], {}, []
     env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
@@ -262,12 +263,15 @@ def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
                    err=True)
         return Outcome(str(why) if isinstance(why, Stopped) else 'KeyboardInterrupt', failed)
     finally:
-        # A second stop signal while the runs save must not cut this short.
-        for sig in stops:
+        # A second stop signal (or Ctrl-C) while the runs save must not cut this short.
+        handlers.setdefault(signal.SIGINT, signal.getsignal(signal.SIGINT))
+        for sig in handlers:
             signal.signal(sig, _already_stopping)
+        stopped = set()
         for name, proc in running:
             if proc.poll() is None:
                 proc.terminate()  # Ctrl-C-like: the last snapshot stays intact
+                stopped.add(name)
                 click.echo(f'stopped {name}', err=True)
         failure = None
         for name, proc in running:  # every one waited for, whatever on_done raises
@@ -276,6 +280,10 @@ def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if name not in stopped:  # it ended on its own, as the runner stopped
+                click.echo(ended_message(name, proc.returncode, logs[name]), err=True)
+                if proc.returncode != 0:
+                    failed.append(name)
             if on_done is not None:
                 try:
                     on_done(name, proc.returncode)

@@ -98,10 +98,12 @@ import click
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from garage_promp._garage_compat import file_kind  # noqa: E402
 from garage_promp.experiment.plotting import mean_std, read_progress  # noqa: E402
 from garage_promp.experiment.run_dir import (  # noqa: E402
     DamagedRunFile,
     RunDirBusy,
+    lock_holder,
     owned_run_dir,
     read_variant,
 )
@@ -293,6 +295,10 @@ class Campaign:
         """Holds the pid of the run's ``train.py`` while it runs."""
         return self.runs_dir / f'{run.name}.pid'
 
+    def log_file(self, run: Run) -> pathlib.Path:
+        """The output of the run's ``train.py`` (appended to by each start)."""
+        return self.runs_dir / f'{run.name}.log'
+
     def result_dir(self, run: Run) -> pathlib.Path:
         return self.results_dir / run.name
 
@@ -474,8 +480,8 @@ class Campaign:
             return 'done', done
         run_dir = self.run_dir(run)
         done = learning.steps_done(run_dir)
-        # A runner's pid file, or the pid in the lock of a train.py writing there anyway.
-        if _alive(self.pid_file(run)) or _alive(run_dir / '.lock'):
+        # A runner's pid file (until its train.py takes the lock), or a lock held there.
+        if _alive(self.pid_file(run), run_dir) or lock_holder(str(run_dir)) is not None:
             return 'running', done
         if done >= run.steps:  # finished, but its results were not copied yet
             self.check_variant(run, run_dir)
@@ -490,9 +496,12 @@ class Campaign:
             return False
         target = self.result_dir(run)
         target.mkdir(parents=True, exist_ok=True)
-        for name in ('progress.csv', 'variant.json'):
+        # Each whole or not at all, the variant first: a stop between the two never
+        # leaves a log counted done without the variant it is checked against.
+        for name in ('variant.json', 'progress.csv'):
             if (self.run_dir(run) / name).exists():
-                shutil.copyfile(self.run_dir(run) / name, target / name)
+                shutil.copyfile(self.run_dir(run) / name, target / f'{name}.tmp')
+                os.replace(target / f'{name}.tmp', target / name)
         try:
             _remove_own(self.parked_dir(run), PARKED_FILES)
         except click.ClickException as error:
@@ -559,6 +568,31 @@ def _remove_own(path: pathlib.Path, names):
         path.rmdir()
 
 
+def _check_plain_file(path: pathlib.Path):
+    """Refuse, naming it, a ``path`` the runner writes that is something other than a
+    plain file or nothing: a named pipe would block the runner (or the run's shell) for
+    ever, a link be written through, a directory fail the run's end after hours."""
+    if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
+        raise click.ClickException(f'{path} is in the way ({file_kind(str(path))}, where the '
+                                   'runner writes a plain file): move it away')
+
+
+def _script(fig: str, command: List[str], deadline: float | None):
+    """Run a scripted figure's ``command`` within the time limit; its failure, or the time
+    limit reached, is one ``Error:`` line (and no training starts after it)."""
+    click.echo(' '.join(command), err=True)
+    timeout = None if deadline is None else max(deadline - time.time(), 1.)
+    try:  # (stopped with the runner, whatever stops it)
+        subprocess.run(command, check=True, timeout=timeout,
+                       preexec_fn=learning._die_with_parent)  # pylint: disable=protected-access
+    except subprocess.TimeoutExpired:
+        raise click.ClickException(f'{fig}: the time limit was reached while computing it '
+                                   '(nothing of it kept); give it more time') from None
+    except subprocess.CalledProcessError as error:
+        raise click.ClickException(f'{fig}: {pathlib.Path(command[1]).name} ended with exit '
+                                   f'{error.returncode} (its output is above)') from None
+
+
 def _partial(target: pathlib.Path) -> pathlib.Path:
     """Where a final evaluation writes until it has succeeded (then renamed to ``target``)."""
     return target.with_name(target.name + '.partial')
@@ -622,17 +656,20 @@ def final_evaluation_table(campaign: Campaign, runs: Sequence[Run]) -> List[str]
     return lines + ['']
 
 
-def _alive(pid_file: pathlib.Path) -> bool:
-    """Whether the pid in ``pid_file`` is a live ``train.py`` process."""
+def _alive(pid_file: pathlib.Path, run_dir: pathlib.Path) -> bool:
+    """Whether the pid in ``pid_file`` is a live process running ``run_dir``'s run: its
+    command line names a training script and the run dir (a stale pid reused by any
+    other process, another run's ``train.py`` included, is not it)."""
     try:
         if not pid_file.is_file():  # a named pipe would block the read, a device never end it
             return False
         with open(pid_file, 'rb') as f:
             pid = int(f.read(32))
-        cmdline = pathlib.Path(f'/proc/{pid}/cmdline').read_bytes()
+        arguments = pathlib.Path(f'/proc/{pid}/cmdline').read_bytes().split(b'\0')
     except (OSError, ValueError):
         return False
-    return b'train.py' in cmdline
+    return (any(a.endswith(b'.py') for a in arguments)
+            and os.fsencode(str(run_dir)) in arguments)
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -643,6 +680,11 @@ def parse_duration(text: str | None) -> float | None:
                          r'(?:(\d+(?:\.\d+)?)s?)?\s*', text)
     if not match or not any(match.groups()):
         raise click.BadParameter(f'expected a duration such as 2h, 45m, 1h30m or 600, got {text!r}',
+                                 param_hint='--time-limit')
+    if match.group(3) and not text.strip().endswith('s') and (match.group(1) or match.group(2)):
+        # '1h30' reads as 1 h 30 s to a parser and as 1 h 30 min to most people
+        raise click.BadParameter(f'{text!r} ends in a number without its unit: write '
+                                 f'{text.strip()}m or {text.strip()}s',
                                  param_hint='--time-limit')
     hours, minutes, seconds = (float(g) if g else 0. for g in match.groups())
     total = hours * 3600 + minutes * 60 + seconds
@@ -1564,9 +1606,10 @@ ONLY = click.option('--only', default=None, callback=_only_text,
 
 
 def _selected(figs, only, quick) -> List[Run]:
-    """The runs of FIGS that ``--only`` selects; an ``--only`` that selects nothing (no run
-    and no scripted figure) is a usage error naming a few of the names it could match."""
-    runs = [r for fig in figs for r in runs_of(fig, quick)]
+    """The runs of FIGS that ``--only`` selects, each once (``stepsize`` and ``logstd`` share
+    Fig. 2's runs); an ``--only`` that selects nothing (no run and no scripted figure) is a
+    usage error naming a few of the names it could match."""
+    runs = list({r.name: r for fig in figs for r in runs_of(fig, quick)}.values())
     chosen = [r for r in runs if only is None or only in r.name]
     if only is not None and not chosen and not any(only in fig for fig in figs
                                                      if fig in SCRIPTED):
@@ -1638,8 +1681,11 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
         if where == result or where in result.parents or result in where.parents:
             raise click.UsageError(f"--runs-dir and --results-dir put {r.name}'s run and its "
                                    f'results in one place ({where}): give two apart')
-    for fig in sorted(figs):  # one runner per figure: a second would start the first one's
-        try:                  # next runs again (runners of other figures may go beside it)
+    # One runner per figure: a second would start the first one's next runs again (runners
+    # of other figures may go beside it). A figure's runs may be another's too (stepsize and
+    # logstd run Fig. 2's HalfCheetah runs): the lock is the runs' own figures'.
+    for fig in sorted(set(figs) | {r.fig for r in selected}):
+        try:
             click.get_current_context().with_resource(
                 owned_run_dir(str(campaign.runs_dir / fig)))
         except RunDirBusy as error:
@@ -1652,13 +1698,12 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
         raise click.ClickException(
             'runs whose log cannot be read (move the file away to start the run again, or '
             'restore it): ' + '; '.join(campaign.damage[name] for name in damaged))
-    for fig, script in (('fig8', run_fig8), ('fig6', run_fig6)):
-        if fig in figs and (only is None or only in fig):
-            if (campaign.results_dir / fig / SCRIPTED[fig]).exists():
-                click.echo(f'{fig}: done ({campaign.results_dir / fig / SCRIPTED[fig]}; '
-                           'remove it to compute it again)', err=True)
-            else:
-                script(campaign, quick)
+    for r in todo:
+        if campaign.state(r)[0] == 'running':
+            click.echo(f'{r.name}: running elsewhere (its pid file or its run dir\'s lock); '
+                       'left to it', err=True)
+        for path in (campaign.pid_file(r), campaign.log_file(r)):
+            _check_plain_file(path)
     for r in todo:  # finished earlier but not yet copied
         if campaign.state(r)[0] == 'finished':
             campaign.collect(r)
@@ -1672,10 +1717,18 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
     specs += [(name, command, log) for name, command, log, _ in evaluations]
     for r in todo:
         command = campaign.command(r)
-        log = campaign.runs_dir / f'{r.name}.log'
         # The shell writes its pid, then becomes train.py (exec keeps the pid).
         specs.append((r.name, ['/bin/sh', '-c', 'echo $$ > "$0"; exec "$@"',
-                               str(campaign.pid_file(r)), *command], log))
+                               str(campaign.pid_file(r)), *command], campaign.log_file(r)))
+    # The scripted figures (benchmarks: alone on the cores) once every run's start is
+    # known to be possible, within the time limit.
+    for fig, script in (('fig8', run_fig8), ('fig6', run_fig6)):
+        if fig in figs and (only is None or only in fig):
+            if (campaign.results_dir / fig / SCRIPTED[fig]).exists():
+                click.echo(f'{fig}: done ({campaign.results_dir / fig / SCRIPTED[fig]}; '
+                           'remove it to compute it again)', err=True)
+            else:
+                script(campaign, quick, deadline)
 
     def on_done(name, code):
         if name in targets:  # a final evaluation: its table only once it is whole
@@ -1685,8 +1738,8 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
                 click.echo(f'evaluated {name} -> {targets[name]}', err=True)
             return
         r = by_name[name]
-        campaign.pid_file(r).unlink(missing_ok=True)
         try:
+            campaign.pid_file(r).unlink(missing_ok=True)
             if code == 0 and campaign.collect(r):
                 click.echo(f'collected {name} -> {campaign.result_dir(r)}', err=True)
             else:
@@ -1752,16 +1805,15 @@ def draw_fig5_trajectories(campaign: Campaign, quick: bool):
     subprocess.run(command, check=True)
 
 
-def run_fig6(campaign: Campaign, quick: bool):
+def run_fig6(campaign: Campaign, quick: bool, deadline: float | None = None):
     """Fig. 6: ``benchmarks/fig6.py`` (both formulations, the paper's batch and start)."""
     command = [sys.executable, str(HERE / 'fig6.py'), '--out', str(campaign.results_dir / 'fig6')]
     if quick:
         command.append('--quick')
-    click.echo(' '.join(command), err=True)
-    subprocess.run(command, check=True)
+    _script('fig6', command, deadline)
 
 
-def run_fig8(campaign: Campaign, quick: bool):
+def run_fig8(campaign: Campaign, quick: bool, deadline: float | None = None):
     """Fig. 8's numbers: ``benchmarks/throughput.py`` on HumanoidRandDirec."""
     out = campaign.results_dir / 'fig8'
     out.mkdir(parents=True, exist_ok=True)
@@ -1772,8 +1824,7 @@ def run_fig8(campaign: Campaign, quick: bool):
         command += ['--algo', algo]
     if quick:
         command += ['--iters', '1', '--raw-steps', '200']
-    click.echo(' '.join(command), err=True)
-    subprocess.run(command, check=True)
+    _script('fig8', command, deadline)
     fig8_report(out)
 
 

@@ -94,16 +94,23 @@ def test_status_counts_done_partial_missing_and_deleted(paper, tmp_path):
 
 
 def test_a_live_pid_file_is_running_a_stale_one_is_not(paper, tmp_path):
+    """A pid file names the run's process while the process's command line names a
+    training script and the run's dir; a pid since reused by another run's train.py (or
+    anything else) is not the run."""
     campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
-    run = paper.runs_of('fig5')[0]
-    _write_progress(campaign.run_dir(run), [1000], run=run)
-    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py'])
+    run, other = paper.runs_of('fig5')[:2]
+    for r in (run, other):
+        _write_progress(campaign.run_dir(r), [1000], run=r)
+    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py',
+                             '--resume', str(campaign.run_dir(run))])
     cmdline = pathlib.Path(f'/proc/{proc.pid}/cmdline')
     while b'sleep' not in cmdline.read_bytes():  # until the child has exec'd
         time.sleep(0.01)
     try:
-        campaign.pid_file(run).write_text(str(proc.pid))
+        for r in (run, other):
+            campaign.pid_file(r).write_text(str(proc.pid))
         assert campaign.state(run)[0] == 'running'
+        assert campaign.state(other)[0] == 'partial'  # another run's train.py
     finally:
         proc.kill()
         proc.wait()
@@ -820,20 +827,35 @@ def test_a_parked_copy_is_checked_whole_before_the_run_dir_is_touched(paper, tmp
 
 
 def test_a_train_py_writing_a_run_dir_is_running_without_a_pid_file(paper, tmp_path):
+    """A process holding the run dir's lock is its run; the pid a lock file keeps after its
+    run ended (here: a live train.py's, not holding the lock) is not, and a check takes
+    no lock (a run starting beside it would find its dir busy)."""
     campaign = paper.Campaign(tmp_path / 'runs', tmp_path / 'results')
     run = paper.runs_of('fig5')[0]
-    _stopped_run(campaign, run, [1000])
-    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py'])
-    cmdline = pathlib.Path(f'/proc/{proc.pid}/cmdline')
-    while b'sleep' not in cmdline.read_bytes():
-        time.sleep(0.01)
+    run_dir = _stopped_run(campaign, run, [1000])
+    holder = subprocess.Popen(
+        [sys.executable, '-c', 'import sys, time\n'
+         'from garage_promp.experiment.run_dir import owned_run_dir\n'
+         'with owned_run_dir(sys.argv[1]):\n    print("held", flush=True); time.sleep(30)',
+         str(run_dir)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
-        (campaign.run_dir(run) / '.lock').write_text(f'{proc.pid}\n')
+        assert holder.stdout.readline() == 'held\n'
         assert campaign.state(run)[0] == 'running'
+        assert paper.lock_holder(str(run_dir)) == holder.pid
     finally:
-        proc.kill()
-        proc.wait()
+        holder.kill()
+        holder.wait()
     assert campaign.state(run)[0] == 'partial'
+    stranger = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)',
+                                 'train.py', str(run_dir)])
+    try:
+        (run_dir / '.lock').write_text(f'{stranger.pid}\n')
+        assert campaign.state(run)[0] == 'partial'
+        with paper.owned_run_dir(str(run_dir)):  # what a run starting now does
+            assert paper.lock_holder(str(run_dir)) == os.getpid()
+    finally:
+        stranger.kill()
+        stranger.wait()
 
 
 def test_run_all_waits_for_every_run_whatever_on_done_raises(paper, tmp_path):
@@ -1102,16 +1124,86 @@ def test_a_pid_file_that_is_not_a_file_is_not_read(paper, tmp_path):
     """A run's pid or lock file that is a named pipe (whose read would block) or a link
     to a device (whose read would not end) names no live run; a real one does."""
     import os
+    run_dir = tmp_path / 'run'
     os.mkfifo(tmp_path / 'fifo')
     (tmp_path / 'zero').symlink_to('/dev/zero')
-    assert not paper._alive(tmp_path / 'fifo') and not paper._alive(tmp_path / 'zero')
-    assert not paper._alive(tmp_path / 'missing')
+    assert not paper._alive(tmp_path / 'fifo', run_dir)
+    assert not paper._alive(tmp_path / 'zero', run_dir)
+    assert not paper._alive(tmp_path / 'missing', run_dir)
+    for kind in ('fifo', 'zero'):
+        run_dir.mkdir(exist_ok=True)
+        (run_dir / '.lock').unlink(missing_ok=True)
+        os.replace(tmp_path / kind, run_dir / '.lock')
+        assert paper.lock_holder(str(run_dir)) is None
     (tmp_path / 'pid').write_text(f'{os.getpid()}\n')
-    assert not paper._alive(tmp_path / 'pid')  # this process is pytest, not train.py
-    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', 'train.py'])
+    assert not paper._alive(tmp_path / 'pid', run_dir)  # this process is pytest, not train.py
+    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', 'train.py',
+                             '--log-dir', str(run_dir)])
     try:
         (tmp_path / 'pid').write_text(f'{proc.pid}\n')
-        assert paper._alive(tmp_path / 'pid')
+        assert paper._alive(tmp_path / 'pid', run_dir)
+        assert not paper._alive(tmp_path / 'pid', tmp_path / 'another run')
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_figures_sharing_runs_run_each_once_under_their_own_figures_lock(paper, tmp_path):
+    """stepsize and logstd include Fig. 2's HalfCheetah runs: named with them, each run is
+    selected once, and a runner of stepsize takes fig2's lock too (a runner of fig2 beside
+    it would start the same runs)."""
+    runs = paper._selected(['fig2', 'stepsize', 'logstd'], None, False)
+    names = [r.name for r in runs]
+    assert len(names) == len(set(names))
+    assert set(names) == {r.name for f in ('fig2', 'stepsize', 'logstd')
+                          for r in paper.runs_of(f)}
+    assert len(names) < sum(len(paper.runs_of(f)) for f in ('fig2', 'stepsize', 'logstd'))
+    runs_dir = tmp_path / 'runs' / 'quick'
+    with paper.owned_run_dir(str(runs_dir / 'fig2')):  # a runner of fig2
+        err = _paper_fails('run', 'stepsize', '--quick', '--runs-dir', str(tmp_path / 'runs'),
+                           '--results-dir', str(tmp_path / 'results')).stderr
+    assert 'another paper.py run is running fig2' in err
+    assert not (runs_dir / 'stepsize').exists()
+
+
+def test_a_time_limit_ending_in_a_bare_number_is_refused(paper):
+    for ambiguous in ('1h30', '2m 5', '1h30m15'):
+        with pytest.raises(Exception, match='without its unit'):
+            paper.parse_duration(ambiguous)
+    assert paper.parse_duration('1h30s') == 3630
+    assert paper.parse_duration('90') == 90
+
+
+def test_a_named_pipe_where_a_run_s_log_goes_is_refused_before_any_work(paper, tmp_path):
+    run = paper.quick_runs('fig5')[0]
+    quick = paper.Campaign(tmp_path / 'runs' / 'quick', tmp_path / 'results')
+    log = quick.log_file(run)
+    log.parent.mkdir(parents=True)
+    os.mkfifo(log)
+    err = _paper_fails('run', 'fig5', '--quick', '--only', run.name, '--runs-dir',
+                       str(tmp_path / 'runs'), '--results-dir', str(tmp_path / 'results')).stderr
+    assert f'{log} is in the way (a named pipe' in err
+    assert not quick.run_dir(run).exists() and not quick.pid_file(run).exists()
+
+
+def test_a_scripted_figure_that_fails_or_overruns_is_one_error_line(paper):
+    with pytest.raises(paper.click.ClickException, match='fig6: -c ended with exit 3'):
+        paper._script('fig6', [sys.executable, '-c', 'raise SystemExit(3)'], None)
+    start = time.time()
+    with pytest.raises(paper.click.ClickException, match='fig8: the time limit was reached'):
+        paper._script('fig8', [sys.executable, '-c', 'import time; time.sleep(60)'],
+                      time.time() + 1)
+    assert time.time() - start < 30
+
+
+def test_a_run_that_fails_as_the_runner_stops_is_counted_failed(paper, tmp_path, capsys):
+    """A run that ended on its own while the runner was being stopped (here: Ctrl-C as the
+    first one's end is handled) is reported and counted, not taken for a stopped one."""
+    def on_done(name, code):
+        if name == 'a':
+            raise KeyboardInterrupt
+    specs = [('a', ['true'], tmp_path / 'a.log'), ('b', ['sh', '-c', 'exit 3'], tmp_path / 'b.log')]
+    outcome = paper.learning.run_all(specs, 2, None, on_done=on_done)
+    assert outcome.ended == 'KeyboardInterrupt'
+    assert outcome.failed == ['b']
+    assert 'FAILED b (exit 3)' in capsys.readouterr().err

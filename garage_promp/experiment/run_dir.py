@@ -78,6 +78,37 @@ def owned_run_dir(path: str, record_pid: bool = True):
         os.close(fd)  # closing drops the lock
 
 
+def lock_holder(path) -> int | None:
+    """The pid of the live process holding ``path``'s lock (:func:`owned_run_dir`), or None.
+
+    Read from the kernel's table of locks (``/proc/locks``), not taken: a check never
+    makes a run starting at that moment find its directory busy, and a pid left in the
+    lock file by a run that has ended (and since reused by another process) is not
+    mistaken for a writer. Only the pid the lock file names is looked for, on the lock
+    file's own inode. None where there is no lock file (or no ``/proc/locks``).
+    """
+    lock_path = os.path.join(path, LOCK_NAME)
+    try:
+        info = os.lstat(lock_path)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            pid = int(os.pread(fd, 32, 0) or b'0')
+        finally:
+            os.close(fd)
+        with open('/proc/locks', encoding='ascii', errors='replace') as table:
+            locks = table.read().splitlines()
+    except (OSError, ValueError):
+        return None
+    for line in locks:  # "1: FLOCK  ADVISORY  WRITE 2637 fe:00:2147498 0 EOF"
+        fields = line.split()
+        if (len(fields) > 5 and fields[1] == 'FLOCK' and fields[4] == str(pid)
+                and fields[5].rsplit(':', 1)[-1] == str(info.st_ino)):
+            return pid
+    return None
+
+
 class DamagedRunFile(ValueError):
     """A run directory's ``progress.csv`` or ``variant.json`` is not what a run writes."""
 
