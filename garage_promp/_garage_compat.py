@@ -166,7 +166,7 @@ def _install_tensorflow_free_import():
     sys.meta_path.insert(0, _GarageTFFinder())
 
 
-_RAY_MISSING_MESSAGE = (
+RAY_MISSING_MESSAGE = (
     '{name} needs Ray, which is not installed. Only the Ray sampler backend '
     "(make_sampler(kind='ray')) and garage's RaySampler use it: "
     'pip install "garage_promp[ray]" (or pip install ray)')
@@ -178,7 +178,7 @@ class _MissingRayModule(types.ModuleType):
     def __getattr__(self, attr):
         if attr.startswith('__'):
             raise AttributeError(attr)
-        raise ImportError(_RAY_MISSING_MESSAGE.format(name=f'ray.{attr}'))
+        raise ImportError(RAY_MISSING_MESSAGE.format(name=f'ray.{attr}'))
 
 
 def ray_available() -> bool:

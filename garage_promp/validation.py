@@ -27,7 +27,7 @@ import tempfile
 from typing import Any, Callable, Iterable
 
 from garage_promp._console import ensure_std_streams
-from garage_promp._garage_compat import file_kind
+from garage_promp._garage_compat import RAY_MISSING_MESSAGE, file_kind, ray_available
 
 import click
 import numpy as np
@@ -249,6 +249,14 @@ def positive(maximum: float | None = None) -> FiniteFloat:
 
 #: A click type: a duration in seconds, in (0, MAX_SECONDS].
 SECONDS = positive(MAX_SECONDS)
+
+
+def sampler_kind(ctx, param, value):
+    """A ``--sampler`` option's callback: ``ray`` without Ray installed is a usage error
+    while parsing (not the first sampling round's, after the run dir and envs are made)."""
+    if value == 'ray' and not ray_available():
+        raise click.BadParameter(RAY_MISSING_MESSAGE.format(name="'ray'"), ctx, param)
+    return value
 
 
 def distinct(ctx, param, values):

@@ -48,6 +48,7 @@ from garage_promp.validation import (
     check_run_dir,
     count,
     run_command,
+    sampler_kind,
     user_errors,
 )
 
@@ -279,7 +280,7 @@ def _load_snapshot(log_dir, itr):
 @click.option('--seed', type=SEED, default=1, show_default=True,
               help='Sampling seed.')
 @click.option('--sampler', type=click.Choice(list(garage_promp.sampler.SAMPLER_KINDS)),
-              default='local', show_default=True,
+              default='local', show_default=True, callback=sampler_kind,
               help='Sampler backend for the test tasks (local: no worker process).')
 @click.option('--n-workers', type=WORKERS, default=1, show_default=True,
               help='Sampler workers.')

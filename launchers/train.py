@@ -45,6 +45,7 @@ from garage_promp.validation import (
     given_flags,
     parse_overrides,
     run_command,
+    sampler_kind,
     usage_errors,
     user_errors,
 )
@@ -147,7 +148,7 @@ def _key(options):
 @click.option('--max-episode-length', type=EPISODE_LENGTH, default=None,
               help='[paper: per env; Meta-World: 500].')
 @click.option('--sampler', type=click.Choice(['local', 'multiprocessing', 'ray']), default='local',
-              show_default=True)
+              show_default=True, callback=sampler_kind)
 @click.option('--n-workers', type=WORKERS, default=1, show_default=True,
               help='Sampler workers (local: objects in this process; multiprocessing: '
                    'worker processes; ray: Ray actors).')

@@ -43,16 +43,44 @@ _BLOCK = ('import sys, importlib.abc\n'
 
 
 def test_import_garage_without_ray_and_a_clear_error_on_use():
+    """Without Ray everything imports; the Ray sampler is refused when made (not at its
+    first sample, after the envs are built), and init_ray says what to install."""
     result = _run_python(
         _BLOCK.format(blocked=('ray',)) +
         'import garage_promp, garage.sampler\n'
         'from garage_promp.sampler import init_ray\n'
+        'from garage_promp.envs import PointEnvCorner\n'
+        'from garage.torch.policies import GaussianMLPPolicy\n'
         "print('imported')\n"
+        'env = PointEnvCorner()\n'
+        'policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4,))\n'
+        'try:\n'
+        "    garage_promp.make_sampler(policy, env, kind='ray', n_workers=2)\n"
+        'except ImportError as error:\n'
+        "    print('refused:', error)\n"
         'init_ray()\n')
     assert 'imported' in result.stdout, result.stderr
+    assert "refused: the sampler kind='ray' needs Ray, which is not installed" in result.stdout
     assert result.returncode != 0
     assert 'ray.is_initialized needs Ray' in result.stderr
     assert 'pip install "garage_promp[ray]"' in result.stderr
+
+
+def test_launchers_refuse_the_ray_sampler_without_ray_while_parsing(tmp_path):
+    """``--sampler ray`` without Ray: a usage error (exit 2) naming the option, before the
+    run dir is made (it used to fail at the first sampling round)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for script, args in (('train.py', ['--env', 'PointEnvCorner', '--log-dir',
+                                       str(tmp_path / 'run')]),
+                         ('meta_test.py', [str(tmp_path / 'run')])):
+        result = _run_python(
+            _BLOCK.format(blocked=('ray',)) +
+            f'import runpy\nsys.argv = [{script!r}, "--sampler", "ray", *{args!r}]\n'
+            f'runpy.run_path({os.path.join(root, "launchers", script)!r}, run_name="__main__")\n')
+        assert result.returncode == 2, (script, result.stderr[-2000:])
+        assert "Invalid value for '--sampler'" in result.stderr, result.stderr[-2000:]
+        assert 'needs Ray, which is not installed' in result.stderr
+        assert not (tmp_path / 'run').exists()
 
 
 def test_import_prints_nothing():

@@ -268,6 +268,38 @@ def test_no_worker_outlives_the_main_process(tmp_path, how):
     _assert_none_left(tag)
 
 
+_RAY_UP = '''
+import time
+from garage_promp.sampler import make_sampler
+from tests.helpers import make_setup
+env, policy, sampler, task_sampler = make_setup(1, n_workers=2)
+sampler = make_sampler(policy, env, kind='ray', n_workers=2, seed=1)
+sampler.start_worker()
+print('up', flush=True)
+time.sleep(600)
+'''
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_ray_run_stopped_by_sigterm_ends_as_stopped_and_leaves_nothing_running():
+    """``ray.init`` makes SIGTERM ``sys.exit(15)``, an error exit a campaign runner counts
+    as a failed run; the process's own handler is put back, so the run ends killed by
+    SIGTERM as with the other backends, and Ray's processes end with it."""
+    env, tag = _tagged_env()
+    proc = subprocess.Popen([sys.executable, '-c', _RAY_UP], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == 'up\n', proc.stderr.read()[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _assert_none_left(tag, timeout=60.)
+
+
 def _default_stop_signals():
     """The runner as started from a terminal: SIGINT, SIGHUP and SIGTERM at their default
     action. A child inherits ignored signals, and the suite may run under ``nohup`` or as a

@@ -968,6 +968,89 @@ def test_a_ray_actor_hung_or_failing_in_its_start_up_ends_the_run_naming_it(monk
         ray.shutdown()
 
 
+class _UpdateBrokenInTheWorker(SetTaskUpdate):
+    """A task that unpickles as itself here and raises in any other process."""
+
+    def __reduce__(self):
+        return _arrive_broken, (os.getpid(), SetTaskUpdate(*self._args()))
+
+    def _args(self):
+        return self._env_type, self._task, self._wrapper_cons
+
+
+def _ray_sampler(n_workers, timeout, env_class=LongPointEnv):
+    env, policy, _, _ = make_setup(7, n_workers=n_workers, kind='ray', env_class=env_class)
+    return policy, garage_promp.make_sampler(policy, env, kind='ray', n_workers=n_workers,
+                                             worker_timeout=timeout, seed=7)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_actors_beyond_the_clusters_cpus_end_the_start_up_and_a_ray_of_its_own_runs_them(
+        monkeypatch):
+    """Three actors of one CPU each on a Ray of 2 CPUs: the third is never placed, and
+    the start-up ends after its timeout naming the cluster's CPUs (it used to wait for
+    ever, untimed). A Ray the sampler starts itself gets a CPU for each worker: the
+    same three sample (as three pool workers on two cores do)."""
+    import ray
+    monkeypatch.setattr(backends, 'STARTUP_SECONDS', 3.)
+    garage_promp.sampler.init_ray(num_cpus=2)
+    try:
+        _, sampler = _ray_sampler(3, 1.)
+        start = time.monotonic()
+        with pytest.raises(SamplerWorkerError) as error:
+            sampler.start_worker()
+        assert 3. < time.monotonic() - start < 120.
+        message = str(error.value)
+        assert ('(Ray actor, not placed yet: 3 actors of one CPU each, the Ray cluster has 2 '
+                'CPUs) made no progress') in message, message
+        assert backends.RAY_PLACEMENT_WHERE in message
+    finally:
+        ray.shutdown()
+    try:
+        policy, sampler = _ray_sampler(3, 60.)
+        sampler.start_worker()
+        assert ray.cluster_resources()['CPU'] == max(os.cpu_count(), 3)
+        batch = sampler.obtain_meta_batch(_early_ending_tasks()[:3], _noisy_params(policy, 3), 2)
+        assert len(batch.lengths) == 3 * 2
+        sampler.shutdown_worker()
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_ray_actor_stopped_before_its_first_job_or_given_one_it_cannot_load_ends_the_run():
+    """An actor stopped between its start-up and its first job ends the run after
+    worker_timeout, named (its clock used to start only once a progress call had been
+    answered, which a fast start-up never gave); a job whose task cannot be unpickled on
+    the actor is reported as a worker's error (it escaped as Ray's own RayTaskError)."""
+    import ray
+    garage_promp.sampler.init_ray(num_cpus=2)
+    pid = None
+    try:
+        policy, sampler = _ray_sampler(2, 2.)
+        sampler.start_worker()
+        tasks = _early_ending_tasks()[:4]
+        broken = _UpdateBrokenInTheWorker(LongPointEnv, {'goal': np.array([0.2, 0.])}, None)
+        with pytest.raises(SamplerWorkerError, match=r'sampler worker \d raised '
+                                                     r'.*ValueError: this env cannot be built'):
+            sampler.obtain_meta_batch([broken] + tasks[1:], _noisy_params(policy, 4), 2)
+        policy, sampler = _ray_sampler(2, 2.)
+        sampler.start_worker()
+        pid = sampler.backend._pids[1]  # pylint: disable=protected-access
+        os.kill(pid, signal.SIGSTOP)
+        start = time.monotonic()
+        with pytest.raises(SamplerWorkerError, match=f'sampler worker 1 \\(Ray actor, pid {pid}\\) '
+                                                     'made no progress'):
+            sampler.obtain_meta_batch(tasks, _noisy_params(policy, 4), 2)
+        assert time.monotonic() - start < 60.
+    finally:
+        if pid is not None and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+        ray.shutdown()
+
+
 class _BallastPointEnv(LongPointEnv):
     """Carries 2 MB: its worker's configuration outgrows a socket's buffer, so sending it
     waits until the worker reads it."""

@@ -22,13 +22,17 @@ Errors: an exception in a worker is re-raised in the main process as a
 :class:`SamplerWorkerError` that is also an instance of the original
 exception's type when possible (``except ValueError`` still works); its
 message names the worker, env, task, slot and step, and carries the worker's
-traceback. A worker that dies (SIGKILL, segfault, out of memory) is noticed
-within a second (its end of the socket closes); a pool worker, Ray actor
-or in-process job that makes no progress for ``worker_timeout`` seconds ends
-the run, naming it. Either way every worker is stopped before the error propagates, and no
-worker outlives the main process (workers ignore SIGINT so that Ctrl-C is
+traceback. A pool worker that dies (SIGKILL, segfault, out of memory) is
+noticed within a second (its end of the socket closes), a Ray actor's death
+when its call fails; a pool worker, Ray actor or in-process job that makes no
+progress for ``worker_timeout`` seconds (a Ray actor from its creation: one
+Ray cannot place ends the start-up) ends the run, naming it. Either way every
+worker is stopped (Ray actors killed) before the error propagates. No pool
+worker outlives the main process (pool workers ignore SIGINT so that Ctrl-C is
 handled by the main process alone, exit when the main process's end of their
-socket closes, and are stopped at interpreter exit).
+socket closes, and are stopped at interpreter exit); a Ray started by the
+sampler ends with the main process (Ray's own fate sharing), a cluster's
+actors are Ray's to clean up.
 """
 import atexit
 import builtins
@@ -350,6 +354,8 @@ class _Watchdog:
 STARTUP_SECONDS = 120.
 #: Where a starting worker is, in the watchdog's messages.
 STARTUP_WHERE = 'its start-up (imports, env construction)'
+#: Where a Ray actor not yet placed on a node is.
+RAY_PLACEMENT_WHERE = 'its placement (waiting for a free CPU of the Ray cluster)'
 
 
 #: Seconds the in-process watchdog waits, after interrupting a stuck job, for
@@ -786,13 +792,31 @@ def init_ray(**kwargs):
 
     If you start Ray yourself, pass ``runtime_env=RAY_RUNTIME_ENV``; to join a
     running cluster, ``init_ray(address='auto')`` (or the head's address).
+
+    ``ray.init`` makes SIGTERM a ``sys.exit(15)`` in the main thread; the handler
+    the process had before is put back, so that a run stopped by SIGTERM ends as
+    one (killed by the signal, as with the other backends; a campaign runner tells
+    a stopped run from a failed one by that), not as an error exit.
     """
     import ray
     if not ray.is_initialized():
         kwargs.setdefault('runtime_env', RAY_RUNTIME_ENV)
         kwargs.setdefault('log_to_driver', False)
         kwargs.setdefault('include_dashboard', False)
+        main = threading.current_thread() is threading.main_thread()
+        before = signal.getsignal(signal.SIGTERM) if main else None
         ray.init(**kwargs)
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _ray_cpus() -> str:
+    """The Ray cluster's CPUs, in words, for a message about an actor not yet placed."""
+    import ray
+    try:
+        return f'{ray.cluster_resources().get("CPU", 0):g} CPUs'
+    except Exception:  # pylint: disable=broad-except
+        return 'CPUs unknown'
 
 
 class _RayWorker:
@@ -807,12 +831,14 @@ class _RayWorker:
         self._config_bytes = config_bytes
         self._worker = None
 
-    def setup(self) -> 'FailureReport | None':
+    def setup(self) -> 'int | FailureReport':
         """Build the RolloutWorker (imports, env construction): the actor's start-up.
 
         A call of its own rather than the constructor's work, so that ``progress``
         answers while it runs and the start-up is watched as a pool worker's is; a
         failure comes back as a :class:`FailureReport`, as a pool worker's does.
+        Returns the actor's pid (the main process knows every actor's from then on,
+        whether or not a progress call was answered).
         """
         import torch
         torch.set_num_threads(WORKER_THREADS)
@@ -821,11 +847,14 @@ class _RayWorker:
         except Exception as exc:  # pylint: disable=broad-except
             return _report(self._worker_id, exc, Context())
         self._config_bytes = None
-        return None
+        return os.getpid()
 
     def sample(self, job_bytes: bytes):
-        return _sample_or_report(self._worker, self._worker_id,
-                                 cloudpickle.loads(job_bytes))
+        try:  # a job that cannot be rebuilt here (a class missing on this node) is reported
+            job = cloudpickle.loads(job_bytes)
+        except Exception as exc:  # pylint: disable=broad-except
+            return _report(self._worker_id, exc, Context())
+        return _sample_or_report(self._worker, self._worker_id, job)
 
     def progress(self) -> Tuple[int, str, int]:
         """The worker's step counter, where it is, and the actor's pid."""
@@ -845,11 +874,13 @@ class RayBackend(Backend):
     whose step counter has not moved for ``worker_timeout`` seconds, or that
     does not answer (stopped, or stuck in native code holding the GIL), ends
     the run with a ``SamplerWorkerError`` naming it, and every actor is killed.
-    The clock starts when the actor has answered once: waiting for Ray to place
-    an actor (a node with a free CPU) is not timed. Its start-up (the
-    RolloutWorker's imports and env construction, :meth:`_RayWorker.setup`) is,
-    as a pool worker's is: it gets ``worker_timeout`` but at least
-    STARTUP_SECONDS.
+    An actor's start-up is timed from its creation: waiting for Ray to place it
+    (a node with a free CPU), then its imports and env construction
+    (:meth:`_RayWorker.setup`), each get ``worker_timeout`` but at least
+    STARTUP_SECONDS (an actor Ray cannot place, more actors than the cluster's
+    CPUs, ends the start-up naming the cluster's CPUs). A Ray started here, on this
+    machine, gets a CPU for each worker (at least the machine's cores), so that
+    more workers than cores run as the pool's do.
 
     Args:
         config (dict): ``RolloutWorker`` arguments.
@@ -871,7 +902,11 @@ class RayBackend(Backend):
         config, n_workers, worker_timeout = check_backend_arguments(
             config, n_workers, worker_timeout, max_workers=self.max_workers)
         import ray
-        init_ray()
+        if ray.is_initialized() or os.environ.get('RAY_ADDRESS'):
+            init_ray()  # a cluster's own CPUs
+        else:  # a Ray of this machine's: a CPU for each worker, as many as the pool's
+            check_backend_arguments(config, n_workers, worker_timeout, max_workers=MAX_WORKERS)
+            init_ray(num_cpus=max(os.cpu_count() or 1, n_workers))
         actor = ray.remote(num_cpus=1, max_concurrency=2)(_RayWorker)
         config_bytes = cloudpickle.dumps(config)
         self._actors = [actor.remote(w, config_bytes) for w in range(n_workers)]
@@ -886,19 +921,22 @@ class RayBackend(Backend):
             raise
 
     def _start_up(self):
-        """Every actor's :meth:`_RayWorker.setup`, watched from its first answer on."""
+        """Every actor's :meth:`_RayWorker.setup`, watched from its creation on: its
+        placement until it first answers, then its setup."""
         import ray
         setups = {actor.setup.remote(): w for w, actor in enumerate(self._actors)}
+        for worker_id in setups.values():
+            self._watchdog.started(worker_id, RAY_PLACEMENT_WHERE)
         while setups:
             ready, _ = ray.wait(list(setups), num_returns=len(setups),
                                 timeout=self.POLL_SECONDS)
             for ref in ready:
-                self._result(ref, setups.pop(ref), 'in its start-up')
+                worker_id = setups.pop(ref)
+                self._pids[worker_id] = self._result(ref, worker_id, 'in its start-up')
             starting = set(setups.values())
             if starting:
                 self._probe(starting)
-                self._watchdog.check(starting & set(self._pids), self._describe,
-                                     at_least=STARTUP_SECONDS)
+                self._watchdog.check(starting, self._describe, at_least=STARTUP_SECONDS)
         self._probes = {}  # (answers to start-up probes carry nothing for the jobs)
 
     def submit(self, worker_id: int, job: Job):
@@ -906,8 +944,7 @@ class RayBackend(Backend):
         try:
             self._pending[self._actors[worker_id].sample.remote(cloudpickle.dumps(job))] = \
                 worker_id
-            if worker_id in self._pids:  # else when it first answers
-                self._watchdog.started(worker_id)
+            self._watchdog.started(worker_id)  # (every actor is up: its setup returned)
         except BaseException:
             self.close()
             raise
@@ -924,8 +961,7 @@ class RayBackend(Backend):
                 if ready:
                     break
                 self._probe()
-                self._watchdog.check(set(self._pending.values()) & set(self._pids),
-                                     self._describe)
+                self._watchdog.check(set(self._pending.values()), self._describe)
             ref = ready[0]
             worker_id = self._pending.pop(ref)
             return worker_id, self._result(ref, worker_id, 'while sampling')
@@ -942,6 +978,9 @@ class RayBackend(Backend):
         except ray.exceptions.RayActorError as exc:
             raise SamplerWorkerError(f'{self._describe(worker_id)} died {doing}: {exc}',
                                      worker_id) from exc
+        except ray.exceptions.RayError as exc:  # Ray's own failure around the call
+            raise SamplerWorkerError(f'{self._describe(worker_id)} failed {doing}: '
+                                     f'{type(exc).__name__}: {exc}', worker_id) from exc
         if isinstance(result, FailureReport):
             raise worker_error(result)
         return result
@@ -963,9 +1002,9 @@ class RayBackend(Backend):
                     count, where, pid = ray.get(ref)
                 except ray.exceptions.RayError:
                     continue  # a dead actor: its job's result says so
-                if worker_id not in self._pids:  # up now: its clock starts
+                if worker_id not in self._pids:  # placed: its setup's clock starts
                     self._pids[worker_id] = pid
-                    self._watchdog.started(worker_id)
+                    self._watchdog.started(worker_id, STARTUP_WHERE)
                 if worker_id in busy:
                     self._watchdog.note(worker_id, count, where)
         for worker_id in busy:
@@ -974,8 +1013,11 @@ class RayBackend(Backend):
 
     def _describe(self, worker_id: int) -> str:
         pid = self._pids.get(worker_id)
-        return (f'sampler worker {worker_id} (Ray actor' +
-                (f', pid {pid})' if pid is not None else ')'))
+        if pid is None:
+            return (f'sampler worker {worker_id} (Ray actor, not placed yet: {len(self._actors)} '
+                    f'actors of one CPU each, the Ray cluster has {_ray_cpus()})')
+        return f'sampler worker {worker_id} (Ray actor, pid {pid})'
+
 
     def close(self):
         """Kill the actors (also one stuck in an env)."""

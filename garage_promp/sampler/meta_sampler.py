@@ -47,6 +47,7 @@ import math
 import numbers
 from typing import Any, Callable, Dict, List, Sequence
 
+from garage_promp._garage_compat import RAY_MISSING_MESSAGE, ray_available
 from garage_promp._threads import learner_cores_while_sampling
 from garage_promp.policies import AdaptedPolicy, check_env_and_policy, check_params_of
 from garage_promp.sampler.backends import BACKENDS, DEFAULT_WORKER_TIMEOUT
@@ -168,6 +169,8 @@ class MetaSampler(Sampler):
         # pylint: disable=super-init-not-called
         # (garage's Sampler.__init__(algo, env) is deprecated.)
         kind = check_choice(kind, 'kind', BACKENDS)
+        if kind == 'ray' and not ray_available():  # not after the envs are built
+            raise ImportError(RAY_MISSING_MESSAGE.format(name="the sampler kind='ray'"))
         # Before any worker starts, naming which does not fit (the horizon is checked below:
         # the sampler's own may stand in for the env's).
         check_env_and_policy(env, policy, need_horizon=False)
