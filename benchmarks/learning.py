@@ -237,6 +237,9 @@ def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
     handlers = {sig: signal.signal(sig, _stop_on_signal) for sig in stops}
     try:
         while pending or running:
+            if deadline and time.time() > deadline:  # checked before any start, too: none
+                click.echo('time limit reached', err=True)  # starts to be stopped at once
+                return Outcome('time limit', failed)
             while pending and len(running) < parallel:
                 name, command, log = pending.pop(0)
                 logs[name] = log
@@ -254,9 +257,6 @@ def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
                         failed.append(name)
                     if on_done is not None:
                         on_done(name, proc.returncode)
-            if deadline and time.time() > deadline:
-                click.echo('time limit reached', err=True)
-                return Outcome('time limit', failed)
         return Outcome('done', failed)
     except (KeyboardInterrupt, Stopped) as why:
         click.echo(f'stopping the runs ({why if isinstance(why, Stopped) else "Ctrl-C"})',
@@ -264,7 +264,8 @@ def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
         return Outcome(str(why) if isinstance(why, Stopped) else 'KeyboardInterrupt', failed)
     finally:
         # A second stop signal (or Ctrl-C) while the runs save must not cut this short.
-        handlers.setdefault(signal.SIGINT, signal.getsignal(signal.SIGINT))
+        if signal.getsignal(signal.SIGINT) is not None:  # (None: set outside Python)
+            handlers.setdefault(signal.SIGINT, signal.getsignal(signal.SIGINT))
         for sig in handlers:
             signal.signal(sig, _already_stopping)
         stopped = set()
@@ -280,7 +281,12 @@ def run_all(specs, parallel, deadline, on_done=None) -> Outcome:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            if name not in stopped:  # it ended on its own, as the runner stopped
+            if name in stopped:
+                pass
+            elif proc.returncode in (-signal.SIGINT, 128 + signal.SIGINT):
+                # Ctrl-C reaches the runs from the terminal too: stopped, not failed
+                click.echo(f'stopped {name} (Ctrl-C)', err=True)
+            else:  # it ended on its own, as the runner stopped
                 click.echo(ended_message(name, proc.returncode, logs[name]), err=True)
                 if proc.returncode != 0:
                     failed.append(name)

@@ -577,20 +577,27 @@ def _check_plain_file(path: pathlib.Path):
                                    'runner writes a plain file): move it away')
 
 
-def _script(fig: str, command: List[str], deadline: float | None):
+def _script(fig: str, command: List[str], deadline: float | None,
+            marker: pathlib.Path | None = None):
     """Run a scripted figure's ``command`` within the time limit; its failure, or the time
-    limit reached, is one ``Error:`` line (and no training starts after it)."""
+    limit reached, is one ``Error:`` line (and no training starts after it). ``marker``:
+    the file whose presence says the figure is done (the script rewrites it as it goes),
+    removed if the script does not end well, so that the next ``run`` computes it again."""
     click.echo(' '.join(command), err=True)
     timeout = None if deadline is None else max(deadline - time.time(), 1.)
     try:  # (stopped with the runner, whatever stops it)
         subprocess.run(command, check=True, timeout=timeout,
                        preexec_fn=learning._die_with_parent)  # pylint: disable=protected-access
-    except subprocess.TimeoutExpired:
-        raise click.ClickException(f'{fig}: the time limit was reached while computing it '
-                                   '(nothing of it kept); give it more time') from None
-    except subprocess.CalledProcessError as error:
-        raise click.ClickException(f'{fig}: {pathlib.Path(command[1]).name} ended with exit '
-                                   f'{error.returncode} (its output is above)') from None
+    except BaseException as error:
+        if marker is not None:
+            marker.unlink(missing_ok=True)
+        if isinstance(error, subprocess.TimeoutExpired):
+            raise click.ClickException(f'{fig}: the time limit was reached while computing it '
+                                       '(its partial numbers removed); give it more time') from None
+        if isinstance(error, subprocess.CalledProcessError):
+            raise click.ClickException(f'{fig}: {pathlib.Path(command[1]).name} ended with '
+                                       f'exit {error.returncode} (its output is above)') from None
+        raise
 
 
 def _partial(target: pathlib.Path) -> pathlib.Path:
@@ -666,10 +673,13 @@ def _alive(pid_file: pathlib.Path, run_dir: pathlib.Path) -> bool:
         with open(pid_file, 'rb') as f:
             pid = int(f.read(32))
         arguments = pathlib.Path(f'/proc/{pid}/cmdline').read_bytes().split(b'\0')
+        cwd = os.readlink(f'/proc/{pid}/cwd')  # (its relative paths are relative to it)
     except (OSError, ValueError):
         return False
+    target = os.path.realpath(run_dir)
     return (any(a.endswith(b'.py') for a in arguments)
-            and os.fsencode(str(run_dir)) in arguments)
+            and any(os.path.realpath(os.path.join(cwd, os.fsdecode(a))) == target
+                    for a in arguments if a))
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -683,8 +693,8 @@ def parse_duration(text: str | None) -> float | None:
                                  param_hint='--time-limit')
     if match.group(3) and not text.strip().endswith('s') and (match.group(1) or match.group(2)):
         # '1h30' reads as 1 h 30 s to a parser and as 1 h 30 min to most people
-        raise click.BadParameter(f'{text!r} ends in a number without its unit: write '
-                                 f'{text.strip()}m or {text.strip()}s',
+        raise click.BadParameter(f'{text!r} ends in a number without its unit (minutes or '
+                                 'seconds?): give each number its unit, e.g. 1h30m',
                                  param_hint='--time-limit')
     hours, minutes, seconds = (float(g) if g else 0. for g in match.groups())
     total = hours * 3600 + minutes * 60 + seconds
@@ -1802,7 +1812,7 @@ def draw_fig5_trajectories(campaign: Campaign, quick: bool):
                '--out', str(campaign.results_dir / 'fig5')]
     for r in firsts:
         command += ['--run', f'{r.algo}={campaign.run_dir(r)}']
-    subprocess.run(command, check=True)
+    _script('fig5 trajectories', command, None)
 
 
 def run_fig6(campaign: Campaign, quick: bool, deadline: float | None = None):
@@ -1810,7 +1820,7 @@ def run_fig6(campaign: Campaign, quick: bool, deadline: float | None = None):
     command = [sys.executable, str(HERE / 'fig6.py'), '--out', str(campaign.results_dir / 'fig6')]
     if quick:
         command.append('--quick')
-    _script('fig6', command, deadline)
+    _script('fig6', command, deadline, campaign.results_dir / 'fig6' / SCRIPTED['fig6'])
 
 
 def run_fig8(campaign: Campaign, quick: bool, deadline: float | None = None):
@@ -1824,7 +1834,7 @@ def run_fig8(campaign: Campaign, quick: bool, deadline: float | None = None):
         command += ['--algo', algo]
     if quick:
         command += ['--iters', '1', '--raw-steps', '200']
-    _script('fig8', command, deadline)
+    _script('fig8', command, deadline, out / SCRIPTED['fig8'])
     fig8_report(out)
 
 

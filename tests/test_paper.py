@@ -1199,11 +1199,62 @@ def test_a_scripted_figure_that_fails_or_overruns_is_one_error_line(paper):
 def test_a_run_that_fails_as_the_runner_stops_is_counted_failed(paper, tmp_path, capsys):
     """A run that ended on its own while the runner was being stopped (here: Ctrl-C as the
     first one's end is handled) is reported and counted, not taken for a stopped one."""
+    mark = tmp_path / 'b ends'
+
     def on_done(name, code):
         if name == 'a':
+            while not mark.exists():  # b is ending on its own
+                time.sleep(0.01)
+            time.sleep(0.2)
             raise KeyboardInterrupt
-    specs = [('a', ['true'], tmp_path / 'a.log'), ('b', ['sh', '-c', 'exit 3'], tmp_path / 'b.log')]
-    outcome = paper.learning.run_all(specs, 2, None, on_done=on_done)
+    specs = [('a', ['true'], tmp_path / 'a.log'),
+             ('b', ['sh', '-c', 'sleep 1.5; touch "$0"; exit 3', str(mark)], tmp_path / 'b.log'),
+             ('c', ['sh', '-c', 'sleep 1.2; kill -INT $$'], tmp_path / 'c.log')]
+    outcome = paper.learning.run_all(specs, 3, None, on_done=on_done)
     assert outcome.ended == 'KeyboardInterrupt'
-    assert outcome.failed == ['b']
-    assert 'FAILED b (exit 3)' in capsys.readouterr().err
+    assert outcome.failed == ['b']  # c, ended by SIGINT (as Ctrl-C ends it), was stopped
+    err = capsys.readouterr().err
+    assert 'FAILED b (exit 3)' in err and 'stopped c (Ctrl-C)' in err
+
+
+def test_runs_are_not_started_past_the_time_limit(paper, tmp_path, capsys):
+    specs = [('a', ['touch', str(tmp_path / 'started')], tmp_path / 'a.log')]
+    outcome = paper.learning.run_all(specs, 1, time.time() - 1)
+    assert outcome.ended == 'time limit' and not (tmp_path / 'started').exists()
+    assert 'start a' not in capsys.readouterr().err
+
+
+def test_a_scripted_figure_that_fails_leaves_no_done_marker(paper, tmp_path):
+    """Fig. 8's throughput.py rewrites its JSON after every measurement: one stopped
+    half-way would count as done at the next run; the marker goes with the failure."""
+    marker = tmp_path / 'throughput.json'
+    write_then_fail = f'open({str(marker)!r}, "w").write("{{}}"); raise SystemExit(4)'
+    with pytest.raises(paper.click.ClickException, match='ended with exit 4'):
+        paper._script('fig8', [sys.executable, '-c', write_then_fail], None, marker)
+    assert not marker.exists()
+    write_then_hang = f'open({str(marker)!r}, "w").write("{{}}"); import time; time.sleep(60)'
+    with pytest.raises(paper.click.ClickException, match='partial numbers removed'):
+        paper._script('fig8', [sys.executable, '-c', write_then_hang], time.time() + 2, marker)
+    assert not marker.exists()
+    paper._script('fig8', [sys.executable, '-c', f'open({str(marker)!r}, "w").write("{{}}")'],
+                  None, marker)
+    assert marker.exists()
+
+
+def test_a_pid_files_run_dir_is_compared_as_a_path(paper, tmp_path):
+    """A run started with a relative --runs-dir from another working directory is the run
+    its pid file names."""
+    run_dir = tmp_path / 'runs' / 'fig5' / 'r'
+    run_dir.mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py',
+                             '--resume', 'runs/./fig5/r'], cwd=tmp_path)
+    cmdline = pathlib.Path(f'/proc/{proc.pid}/cmdline')
+    while b'sleep' not in cmdline.read_bytes():
+        time.sleep(0.01)
+    try:
+        (tmp_path / 'pid').write_text(f'{proc.pid}\n')
+        assert paper._alive(tmp_path / 'pid', run_dir)
+        assert not paper._alive(tmp_path / 'pid', tmp_path / 'runs' / 'fig5')
+    finally:
+        proc.kill()
+        proc.wait()

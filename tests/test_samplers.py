@@ -1002,7 +1002,7 @@ def test_ray_actors_beyond_the_clusters_cpus_end_the_start_up_and_a_ray_of_its_o
             sampler.start_worker()
         assert 3. < time.monotonic() - start < 120.
         message = str(error.value)
-        assert ('(Ray actor, not placed yet: 3 actors of one CPU each, the Ray cluster has 2 '
+        assert ('(Ray actor, not up yet: 3 actors of one CPU each, the Ray cluster has 2 '
                 'CPUs) made no progress') in message, message
         assert backends.RAY_PLACEMENT_WHERE in message
     finally:

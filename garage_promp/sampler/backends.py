@@ -355,7 +355,8 @@ STARTUP_SECONDS = 120.
 #: Where a starting worker is, in the watchdog's messages.
 STARTUP_WHERE = 'its start-up (imports, env construction)'
 #: Where a Ray actor not yet placed on a node is.
-RAY_PLACEMENT_WHERE = 'its placement (waiting for a free CPU of the Ray cluster)'
+RAY_PLACEMENT_WHERE = ('its placement and process start (Ray waits for a free CPU of the '
+                       'cluster)')
 
 
 #: Seconds the in-process watchdog waits, after interrupting a stuck job, for
@@ -804,10 +805,12 @@ def init_ray(**kwargs):
         kwargs.setdefault('log_to_driver', False)
         kwargs.setdefault('include_dashboard', False)
         main = threading.current_thread() is threading.main_thread()
-        before = signal.getsignal(signal.SIGTERM) if main else None
-        ray.init(**kwargs)
-        if before is not None:
-            signal.signal(signal.SIGTERM, before)
+        before = signal.getsignal(signal.SIGTERM) if main else None  # (None: set outside
+        try:                                                          # Python, left to Ray)
+            ray.init(**kwargs)
+        finally:
+            if before is not None:
+                signal.signal(signal.SIGTERM, before)
 
 
 def _ray_cpus() -> str:
@@ -875,10 +878,12 @@ class RayBackend(Backend):
     does not answer (stopped, or stuck in native code holding the GIL), ends
     the run with a ``SamplerWorkerError`` naming it, and every actor is killed.
     An actor's start-up is timed from its creation: waiting for Ray to place it
-    (a node with a free CPU), then its imports and env construction
-    (:meth:`_RayWorker.setup`), each get ``worker_timeout`` but at least
-    STARTUP_SECONDS (an actor Ray cannot place, more actors than the cluster's
-    CPUs, ends the start-up naming the cluster's CPUs). A Ray started here, on this
+    (a node with a free CPU) and start its process, then its imports and env
+    construction (:meth:`_RayWorker.setup`), each get ``worker_timeout`` but at
+    least STARTUP_SECONDS (an actor Ray cannot place, more actors than the
+    cluster's CPUs, ends the start-up naming the cluster's CPUs; with
+    ``worker_timeout=None`` nothing is timed and the console says which actor the
+    start-up waits for). A Ray started here, on this
     machine, gets a CPU for each worker (at least the machine's cores), so that
     more workers than cores run as the pool's do.
 
@@ -906,7 +911,12 @@ class RayBackend(Backend):
             init_ray()  # a cluster's own CPUs
         else:  # a Ray of this machine's: a CPU for each worker, as many as the pool's
             check_backend_arguments(config, n_workers, worker_timeout, max_workers=MAX_WORKERS)
-            init_ray(num_cpus=max(os.cpu_count() or 1, n_workers))
+            try:  # (the cores this process may use, as Ray counts them)
+                init_ray(num_cpus=max(len(os.sched_getaffinity(0)), n_workers))
+            except ValueError as error:  # a Ray started here already (`ray start --head`),
+                if 'existing cluster' not in str(error):  # which ray.init joins: its CPUs
+                    raise
+                init_ray()
         actor = ray.remote(num_cpus=1, max_concurrency=2)(_RayWorker)
         config_bytes = cloudpickle.dumps(config)
         self._actors = [actor.remote(w, config_bytes) for w in range(n_workers)]
@@ -1014,7 +1024,7 @@ class RayBackend(Backend):
     def _describe(self, worker_id: int) -> str:
         pid = self._pids.get(worker_id)
         if pid is None:
-            return (f'sampler worker {worker_id} (Ray actor, not placed yet: {len(self._actors)} '
+            return (f'sampler worker {worker_id} (Ray actor, not up yet: {len(self._actors)} '
                     f'actors of one CPU each, the Ray cluster has {_ray_cpus()})')
         return f'sampler worker {worker_id} (Ray actor, pid {pid})'
 
