@@ -1702,22 +1702,23 @@ def run(figs, parallel, time_limit, only, runs_dir, results_dir, quick):
             raise click.ClickException(f'another paper.py run is running {fig} in --runs-dir '
                                        f'{campaign.runs_dir} ({error}); let it finish or stop '
                                        'it first') from None
-    todo = [r for r in selected if campaign.state(r)[0] != 'done']
-    damaged = [r.name for r in todo if campaign.state(r)[0] == 'damaged']
+    state = {r.name: campaign.state(r)[0] for r in selected}  # (each reads the run's logs)
+    todo = [r for r in selected if state[r.name] != 'done']
+    damaged = [r.name for r in todo if state[r.name] == 'damaged']
     if damaged:  # before any work
         raise click.ClickException(
             'runs whose log cannot be read (move the file away to start the run again, or '
             'restore it): ' + '; '.join(campaign.damage[name] for name in damaged))
     for r in todo:
-        if campaign.state(r)[0] == 'running':
+        if state[r.name] == 'running':
             click.echo(f'{r.name}: running elsewhere (its pid file or its run dir\'s lock); '
                        'left to it', err=True)
         for path in (campaign.pid_file(r), campaign.log_file(r)):
             _check_plain_file(path)
     for r in todo:  # finished earlier but not yet copied
-        if campaign.state(r)[0] == 'finished':
+        if state[r.name] == 'finished':
             campaign.collect(r)
-    todo = [r for r in todo if campaign.state(r)[0] in ('partial', 'missing')]
+    todo = [r for r in todo if state[r.name] in ('partial', 'missing')]
     by_name = {r.name: r for r in todo}
     specs = []
     evaluations, elsewhere = final_evaluations(campaign, selected, quick)

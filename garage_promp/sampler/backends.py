@@ -910,7 +910,7 @@ class RayBackend(Backend):
         if ray.is_initialized() or os.environ.get('RAY_ADDRESS'):
             init_ray()  # a cluster's own CPUs
         else:  # a Ray of this machine's: a CPU for each worker, as many as the pool's
-            check_backend_arguments(config, n_workers, worker_timeout, max_workers=MAX_WORKERS)
+            check_sampler_options(max_workers=MAX_WORKERS, n_workers=n_workers)  # the pool's bound
             try:  # (the cores this process may use, as Ray counts them)
                 init_ray(num_cpus=max(len(os.sched_getaffinity(0)), n_workers))
             except ValueError as error:  # a Ray started here already (`ray start --head`),
@@ -1027,7 +1027,6 @@ class RayBackend(Backend):
             return (f'sampler worker {worker_id} (Ray actor, not up yet: {len(self._actors)} '
                     f'actors of one CPU each, the Ray cluster has {_ray_cpus()})')
         return f'sampler worker {worker_id} (Ray actor, pid {pid})'
-
 
     def close(self):
         """Kill the actors (also one stuck in an env)."""
