@@ -290,6 +290,35 @@ def test_wave_constants_benchmark_side_by_side(tmp_path):
     assert '| AntRandDirec | 4 |' in (tmp_path / 'wave_constants.md').read_text()
 
 
+def test_wave_seeding_benchmark_side_by_side(tmp_path):
+    result = _run_benchmark('wave_seeding.py', '--env', 'HopperRandParams', '--envs', '5',
+                            '--repeats', '1', '--out', str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads((tmp_path / 'wave_seeding.json').read_text())['results']
+    assert [r['env'] for r in rows] == ['HopperRandParams']
+    row = rows[0]
+    assert row['seeding_each_us'] > 0 and row['seeding_at_once_us'] > 0
+    assert row['seeding_speedup'] == pytest.approx(row['seeding_each_us']
+                                                   / row['seeding_at_once_us'])
+    assert row['meta_batch_speedup'] == pytest.approx(row['meta_batch_each_us']
+                                                      / row['meta_batch_at_once_us'])
+    assert '| HopperRandParams | 5 |' in (tmp_path / 'wave_seeding.md').read_text()
+
+
+def test_wave_seeding_one_by_one_takes_numpys_objects_and_puts_the_sampler_back():
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    try:
+        wave_seeding = load_script(ROOT / 'benchmarks' / 'wave_seeding.py', 'wave_seeding_bench')
+    finally:
+        sys.path.remove(str(ROOT / 'benchmarks'))
+    from garage_promp.sampler import rollout  # pylint: disable=import-outside-toplevel
+    with wave_seeding.one_by_one():
+        _, noise = rollout.wave_seeds(1, (0, ), [(0, 0)])
+        assert isinstance(noise[0], np.random.SeedSequence)
+    _, noise = rollout.wave_seeds(1, (0, ), [(0, 0)])
+    assert isinstance(noise[0], dict)
+
+
 @pytest.mark.mujoco
 def test_wave_constants_reads_after_the_steps_only_in_that_column(monkeypatch):
     """The third column steps without the parts read next to each step (gathered after);

@@ -21,6 +21,14 @@ import abc
 import itertools
 from typing import Any, Dict, List, Sequence
 
+from garage_promp._seeding import (
+    assembled_entropy,
+    column_words,
+    generate_state,
+    pcg64_state,
+    reseeded,
+    seed_sequence_pools,
+)
 from garage_promp.validation import MAX_BATCH_STEPS
 
 from dowel import tabular
@@ -188,14 +196,40 @@ class MetaEnv(abc.ABC):
     def _seed_generators(self, seed_seq: np.random.SeedSequence) -> None:
         # The children seed_seq.spawn(2) would give, built directly. The sampler reseeds
         # before every episode and never samples tasks from the env, so the task
-        # generator is made when it is first asked for (sample_tasks): the same stream.
-        task_seq, reset_seq = (spawned_child(seed_seq.entropy, seed_seq.spawn_key, i,
-                                             seed_seq.pool_size) for i in (0, 1))
-        self._task_seq = task_seq
+        # generator and its seed material are made when first asked for (sample_tasks):
+        # the same stream.
+        self._task_seq = (seed_seq.entropy, (*seed_seq.spawn_key, 0), seed_seq.pool_size)
         self._task_rng = None
         # gymnasium's own generator; reset() never reseeds it (we never pass
         # reset(seed=...)), so it is the single source of reset noise.
+        reset_seq = spawned_child(seed_seq.entropy, seed_seq.spawn_key, 1, seed_seq.pool_size)
         self.np_random = np.random.Generator(np.random.PCG64(reset_seq))
+
+    def seeded_by_state(self) -> bool:
+        """Whether :meth:`seed` is this class's :meth:`MetaEnv.seed`, so that
+        :meth:`reset_generator_states` and :meth:`seed_with_state` reproduce it."""
+        cls = type(self)
+        return cls.seed is MetaEnv.seed and cls._seed_generators is MetaEnv._seed_generators
+
+    @staticmethod
+    def reset_generator_states(seeds: Sequence[int]) -> List[Dict] | None:
+        """The reset-noise generator's state (``PCG64.state``) that :meth:`seed` gives for
+        each of ``seeds``, computed for all at once (:mod:`garage_promp._seeding`); None
+        if a seed is not one 32-bit word (then seed one by one)."""
+        words = column_words(seeds)
+        if words is None:
+            return None
+        # SeedSequence(seed) spawned child 1: entropy [seed], spawn key (1,).
+        entropy = assembled_entropy(words[:, None], np.ones((len(words), 1), np.uint32))
+        return [pcg64_state(row) for row in
+                generate_state(seed_sequence_pools(entropy), 4, np.uint64)]
+
+    def seed_with_state(self, seed: int, state: Dict) -> None:
+        """What :meth:`seed` (``seed``) does, given the reset generator's ``state`` from
+        :meth:`reset_generator_states` (the env's generator object re-seeded in place)."""
+        self._task_seq = (check_seed(seed), (0,), 4)
+        self._task_rng = None
+        self.np_random = reseeded(getattr(self, '_np_random', None), state)
 
     def sample_tasks(self, n_tasks: int) -> List[Any]:
         """Sample tasks from the env's task distribution.
@@ -218,7 +252,11 @@ class MetaEnv(abc.ABC):
             raise ValueError(f'n_tasks must be at most {MAX_TASKS:,} (more tasks than a '
                              f'meta-batch can hold), got {n_tasks:,}')
         if self._task_rng is None:
-            self._task_rng = np.random.Generator(np.random.PCG64(self._task_seq))
+            seq = self._task_seq
+            if not isinstance(seq, np.random.SeedSequence):  # (entropy, spawn key, pool size)
+                entropy, spawn_key, pool_size = seq
+                seq = np.random.SeedSequence(entropy, spawn_key=spawn_key, pool_size=pool_size)
+            self._task_rng = np.random.Generator(np.random.PCG64(seq))
         return self._sample_tasks(self._task_rng, int(n_tasks))
 
     def set_task(self, task: Any) -> None:

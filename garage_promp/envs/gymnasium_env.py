@@ -7,9 +7,10 @@ meta-environment interface (``sample_tasks``, ``set_task``, ``get_task``,
 wrappers such as ``garage.envs.normalize`` reach it.
 """
 import contextlib
+import functools
 import inspect
 import math
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from garage_promp.envs.base import MetaEnv, check_seed, real_array
 from garage_promp.validation import MAX_EPISODE_LENGTH, check_bool
@@ -78,6 +79,40 @@ def finiteness_checked_by_caller(envs):
     finally:
         for layer in layers:
             layer._checked_outside -= 1  # pylint: disable=protected-access
+
+
+def seeders(envs: Sequence[Any], seeds: Sequence[int]) -> List[Callable[[], None] | None]:
+    """For each of ``envs`` (garage envs) the call that does ``env.seed(seed)`` (None
+    where the env has no ``seed``), to be made where the caller would seed it.
+
+    Where every env is a package meta-env (:class:`~garage_promp.envs.base.MetaEnv`,
+    its own ``seed``) under a :class:`GymnasiumEnv` (its own ``seed``), alone or
+    under garage's ``normalize`` (which has no ``seed`` of its own), the reset
+    generators' states are computed for all seeds at once
+    (:meth:`~garage_promp.envs.base.MetaEnv.reset_generator_states`) and each call
+    sets its env's: the sampler seeds every episode's env, and one by one that is
+    three ``SeedSequence`` objects and a ``PCG64`` an episode. The same streams.
+    """
+    from garage.envs import normalize  # pylint: disable=import-outside-toplevel
+    inner = []
+    for env in envs:
+        layer = env._env if type(env) is normalize else env  # pylint: disable=protected-access,unidiomatic-typecheck
+        meta = getattr(layer, '_env', None) if isinstance(layer, GymnasiumEnv) else None
+        if getattr(type(layer), 'seed', None) is not GymnasiumEnv.seed \
+                or not isinstance(meta, MetaEnv) \
+                or not meta.seeded_by_state():
+            inner = None
+            break
+        inner.append(meta)
+    # One generator object re-seeded in place per env: never two envs sharing one.
+    states = None
+    if inner is not None and len({id(getattr(m, '_np_random', None)) for m in inner}) == len(inner):
+        states = MetaEnv.reset_generator_states(seeds)
+    if states is None:
+        return [functools.partial(env.seed, seed) if callable(getattr(env, 'seed', None))
+                else None for env, seed in zip(envs, seeds)]
+    return [functools.partial(meta.seed_with_state, seed, state)
+            for meta, seed, state in zip(inner, seeds, states)]
 
 
 def _to_akro_box(space: gymnasium.Space, name: str) -> akro.Box:

@@ -154,7 +154,8 @@ class LeanStepper:
             scaled = np.clip(lb + (actions + s) * (0.5 * (ub - lb) / s), lb, ub)
         if self._check and not np.isfinite(scaled).all():
             self._raise(rows, 'action', scaled, scaled, counts)
-        envs = [self._targets[r] for r in rows]
+        targets = self._targets
+        envs = [targets[r] for r in rows.tolist()]
         try:
             with stepping_with_models(self._models):
                 obs, rewards, terminated, truncated, infos = self._batch_step(envs, scaled)
@@ -176,9 +177,10 @@ class LeanStepper:
             types[counts >= self._max_length] = _TIMEOUT
         types[np.asarray(truncated, dtype=bool)] = _TIMEOUT
         types[np.asarray(terminated, dtype=bool)] = _TERMINAL
-        for row, count, kind in zip(rows, counts, types):
-            self._wrappers[row]._step_cnt = (  # pylint: disable=protected-access
-                None if kind in (_TERMINAL, _TIMEOUT) else int(count))
+        ended = ((types == _TERMINAL) | (types == _TIMEOUT)).tolist()
+        wrappers = self._wrappers
+        for row, count, end in zip(rows.tolist(), counts.tolist(), ended):
+            wrappers[row]._step_cnt = None if end else count  # pylint: disable=protected-access
         return obs, rewards, types, infos
 
     def _raise(self, rows, field, values, scaled, counts):

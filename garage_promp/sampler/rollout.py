@@ -32,8 +32,17 @@ import dataclasses
 import math
 from typing import Any, Dict, List, Sequence, Tuple
 
+from garage_promp._seeding import (
+    assembled_entropy,
+    column_words,
+    generate_state,
+    int_words,
+    pcg64_state,
+    reseeded,
+    seed_sequence_pools,
+)
 from garage_promp.envs.base import spawned_child
-from garage_promp.envs.gymnasium_env import finiteness_checked_by_caller
+from garage_promp.envs.gymnasium_env import finiteness_checked_by_caller, seeders
 from garage_promp.policies import BatchedGaussianMLP, distribution_params
 from garage_promp.sampler.lean import _TERMINAL, LeanStepper
 from garage_promp.sampler.options import check_sampler_options
@@ -107,6 +116,34 @@ def episode_seed_sequences(seed: int, key: Sequence[int], task: int, episode: in
     """
     spawn_key = (*map(int, key), int(task), int(episode))
     return tuple(spawned_child(int(seed), spawn_key, child) for child in (0, 1))
+
+
+def wave_seeds(seed: int, key: Sequence[int], episodes: Sequence[Tuple[int, int]]
+               ) -> Tuple[List[int], List[Any]]:
+    """Each ``(task, episode)``'s env seed and its action-noise seed material.
+
+    The env seed is ``generate_state(1)[0]`` of the episode's env child
+    (:func:`episode_seed_sequences`), and the noise material the state of
+    ``PCG64`` on its noise child (a dict, :func:`garage_promp._seeding.pcg64_state`):
+    numpy's arithmetic computed for all of a wave's episodes at once. Where a
+    word of the seed material is not one 32-bit word (a key element of 2**32 or
+    more), the noise material is the child ``SeedSequence`` itself, built one by one.
+    """
+    spawn = [(*map(int, key), int(task), int(episode)) for task, episode in episodes]
+    columns = [column_words(column) for column in zip(*spawn)] if spawn else []
+    if not spawn or any(column is None for column in columns):
+        children = [tuple(spawned_child(int(seed), k, child) for child in (0, 1)) for k in spawn]
+        return ([int(env_seq.generate_state(1)[0]) for env_seq, _ in children],
+                [noise_seq for _, noise_seq in children])
+    n = len(spawn)
+    entropy = np.broadcast_to(int_words(int(seed)), (n, len(int_words(int(seed)))))
+    base = np.stack(columns, axis=1)
+    seeds = []
+    for child in (0, 1):
+        keys = np.concatenate([base, np.full((n, 1), child, np.uint32)], axis=1)
+        seeds.append(seed_sequence_pools(assembled_entropy(entropy, keys)))
+    env_seeds = generate_state(seeds[0], 1)[:, 0].tolist()
+    return env_seeds, [pcg64_state(row) for row in generate_state(seeds[1], 4, np.uint64)]
 
 
 @dataclasses.dataclass
@@ -263,6 +300,7 @@ class RolloutWorker:
         self._max_envs_per_worker = options['max_envs_per_worker']
         self._pool: List[Any] = []
         self._where = None
+        self._noise_rng = None  # the action noise's generator, re-seeded every episode
         self._fast = self._checked_fast_forward() if self._batched else None
 
     def _checked_fast_forward(self):
@@ -442,15 +480,14 @@ class RolloutWorker:
         plan = self._forward_plan([rows_per_share[s] for s in used],
                                   [params[s] for s in used], [first[s] for s in used])
         first_obs, noise, recs = [], [], []
-        for s, j, env in rows:
+        env_seeds, noise_seeds = wave_seeds(
+            self._seed, job.key, [(shares[s].task, shares[s].first + j) for s, j, _ in rows])
+        seed_calls = seeders([env for _, _, env in rows], env_seeds)
+        for (s, j, env), seed_env, noise_seed in zip(rows, seed_calls, noise_seeds):
             share = shares[s]
-            episode = share.first + j
             self._where = (env, share, j, 0)
-            env_seq, noise_seq = episode_seed_sequences(self._seed, job.key, share.task,
-                                                        episode)
-            seed_fn = getattr(env, 'seed', None)
-            if callable(seed_fn):
-                seed_fn(int(env_seq.generate_state(1)[0]))
+            if seed_env is not None:
+                seed_env()
             obs, info = self._reset(env)
             self.progress += 1
             rec = recorders[s][j]
@@ -458,9 +495,14 @@ class RolloutWorker:
             if not np.isfinite(obs).all():
                 _check_finite('observation', obs, self.context)
             first_obs.append(np.asarray(obs, dtype=np.float32))
-            action_dim = int(np.prod(env.spec.action_space.shape))
-            noise.append(np.random.default_rng(noise_seq).standard_normal(
-                (self._max_episode_length, action_dim), dtype=np.float32))
+            action_dim = math.prod(env.spec.action_space.shape)
+            if isinstance(noise_seed, dict):  # a PCG64 state: one generator, re-seeded
+                self._noise_rng = reseeded(self._noise_rng, noise_seed)
+                rng = self._noise_rng
+            else:
+                rng = np.random.default_rng(noise_seed)
+            noise.append(rng.standard_normal((self._max_episode_length, action_dim),
+                                             dtype=np.float32))
             recs.append(rec)
         obs = np.stack(first_obs)
         noise = np.stack(noise)
