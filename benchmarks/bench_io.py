@@ -18,6 +18,27 @@ def write_results(out, stem: str, results, table: str, **settings) -> None:
     (out / f'{stem}.md').write_text(table + '\n')
 
 
+def medians(**samples) -> dict:
+    """Each named list of timings' median, under its name."""
+    import statistics  # pylint: disable=import-outside-toplevel
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def measure_envs(envs, measure, format_table, out, stem: str) -> None:
+    """``measure(env_name)`` (a result row) for each of ``envs``, saying which on stderr; the
+    rows' ``format_table`` printed, and written with them as ``<stem>.{json,md}`` in ``out``
+    where given."""
+    import click  # pylint: disable=import-outside-toplevel
+    rows = []
+    for env_name in envs:
+        click.echo(f'measuring {env_name}', err=True)
+        rows.append(measure(env_name))
+    table = format_table(rows)
+    click.echo(table)
+    if out:
+        write_results(out, stem, rows, table)
+
+
 #: The largest saved results file a ``--summarize`` reads (the committed ones are < 1 MiB).
 MAX_RESULTS_BYTES = 64 * 2 ** 20
 

@@ -26,7 +26,6 @@ times in one process. Medians; the ratios are speed-ups of ``batch_step`` alone 
 sampler's step also holds the policy forward and the recording). Run it on quiet
 cores.
 """
-import statistics
 import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
@@ -34,7 +33,7 @@ from garage_promp.envs import _mujoco, _robots
 from garage_promp.experiment.env_names import ENVS
 from garage_promp.validation import IntRange, StrictCommand
 
-from bench_io import write_results
+from bench_io import measure_envs, medians
 import click
 import numpy as np
 
@@ -123,10 +122,8 @@ def measure(env_name: str, n_envs: int, steps: int, repeats: int) -> dict:
         computed.append(_time(gym_cls, envs, actions, gather=False, parts=parts,
                               part_computed=True))
     row = dict(env=env_name, envs=n_envs, steps=steps, repeats=repeats,
-               gathered_us=statistics.median(gathered), kept_us=statistics.median(kept),
-               reads_after_us=statistics.median(reads_after),
-               parts_taken_us=statistics.median(taken),
-               parts_computed_us=statistics.median(computed))
+               **medians(gathered_us=gathered, kept_us=kept, reads_after_us=reads_after,
+                         parts_taken_us=taken, parts_computed_us=computed))
     row['speedup'] = row['gathered_us'] / row['kept_us']
     row['reads_speedup'] = row['reads_after_us'] / row['kept_us']
     row['parts_speedup'] = row['parts_computed_us'] / row['parts_taken_us']
@@ -163,14 +160,8 @@ def format_table(rows) -> str:
               help='Write wave_constants.json and wave_constants.md here.')
 def main(envs, n_envs, steps, repeats, out):
     """Print the table of ENVS."""
-    rows = []
-    for env_name in envs:
-        click.echo(f'measuring {env_name}', err=True)
-        rows.append(measure(env_name, n_envs, steps, repeats))
-    table = format_table(rows)
-    click.echo(table)
-    if out:
-        write_results(out, 'wave_constants', rows, table)
+    measure_envs(envs, lambda name: measure(name, n_envs, steps, repeats), format_table, out,
+                 'wave_constants')
 
 
 if __name__ == '__main__':

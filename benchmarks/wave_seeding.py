@@ -19,7 +19,6 @@ at once and one by one. Medians. Run it on quiet cores.
 """
 import contextlib
 import math
-import statistics
 import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
@@ -30,7 +29,7 @@ from garage_promp.experiment.env_names import ENVS
 from garage_promp.sampler import rollout
 from garage_promp.validation import IntRange, StrictCommand
 
-from bench_io import promp_experiment, write_results
+from bench_io import measure_envs, medians, promp_experiment
 import click
 import numpy as np
 
@@ -96,12 +95,10 @@ def measure(env_name: str, n_envs: int, repeats: int) -> dict:
     finally:
         exp.algo.sampler.shutdown_worker()
     row = dict(env=env_name, envs=n_envs, repeats=repeats,
-               seeding_each_us=statistics.median(each),
-               seeding_at_once_us=statistics.median(at_once),
-               meta_batch_each_us=statistics.median(batch_each),
-               meta_batch_at_once_us=statistics.median(batch_at_once))
-    row['seeding_speedup'] = row['seeding_each_us'] / row['seeding_at_once_us']
-    row['meta_batch_speedup'] = row['meta_batch_each_us'] / row['meta_batch_at_once_us']
+               **medians(seeding_each_us=each, seeding_at_once_us=at_once,
+                         meta_batch_each_us=batch_each, meta_batch_at_once_us=batch_at_once))
+    for part in ('seeding', 'meta_batch'):  # one by one / at once
+        row[f'{part}_speedup'] = row[f'{part}_each_us'] / row[f'{part}_at_once_us']
     return row
 
 
@@ -130,14 +127,8 @@ def format_table(rows) -> str:
               help='Write wave_seeding.json and wave_seeding.md here.')
 def main(envs, n_envs, repeats, out):
     """Print the table of ENVS."""
-    rows = []
-    for env_name in envs:
-        click.echo(f'measuring {env_name}', err=True)
-        rows.append(measure(env_name, n_envs, repeats))
-    table = format_table(rows)
-    click.echo(table)
-    if out:
-        write_results(out, 'wave_seeding', rows, table)
+    measure_envs(envs, lambda name: measure(name, n_envs, repeats), format_table, out,
+                 'wave_seeding')
 
 
 if __name__ == '__main__':
