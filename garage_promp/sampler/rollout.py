@@ -497,7 +497,7 @@ class RolloutWorker:
             first_obs.append(np.asarray(obs, dtype=np.float32))
             action_dim = math.prod(env.spec.action_space.shape)
             if isinstance(noise_seed, dict):  # a PCG64 state: one generator, re-seeded
-                self._noise_rng = reseeded(self._noise_rng, noise_seed)
+                self._noise_rng = reseeded(getattr(self, '_noise_rng', None), noise_seed)
                 rng = self._noise_rng
             else:
                 rng = np.random.default_rng(noise_seed)
