@@ -22,7 +22,7 @@ import math
 import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
-from garage_promp._seeding import reseeded
+from garage_promp._seeding import generator_for
 from garage_promp.envs.base import MetaEnv
 from garage_promp.envs.gymnasium_env import seeders
 from garage_promp.experiment.env_names import ENVS
@@ -61,10 +61,7 @@ def _seed_wave(envs, horizon, action_dim):
     generator = None
     for call, material in zip(seeders(envs, env_seeds), noise_seeds):
         call()
-        if isinstance(material, dict):
-            generator = reseeded(generator, material)
-        else:
-            generator = np.random.default_rng(material)
+        generator = generator_for(material, generator)
         generator.standard_normal((horizon, action_dim), dtype=np.float32)
     return time.perf_counter() - start
 

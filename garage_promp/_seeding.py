@@ -153,6 +153,23 @@ def pcg64_state(words: Sequence[int]) -> Dict:
             'has_uint32': 0, 'uinteger': 0}
 
 
+def pcg64_states(entropy: np.ndarray, pool_size: int = 4) -> list:
+    """The ``PCG64`` state (:func:`pcg64_state`) seeded by the ``SeedSequence`` of each row
+    of assembled ``entropy`` (:func:`assembled_entropy`)."""
+    pools = seed_sequence_pools(entropy, pool_size)
+    return [pcg64_state(row) for row in generate_state(pools, 4, np.uint64)]
+
+
+def generator_for(material, generator: np.random.Generator | None = None
+                  ) -> np.random.Generator:
+    """A generator on ``material``: ``generator`` re-seeded to it where it is a
+    :func:`pcg64_state` (:func:`reseeded`), else ``numpy.random.default_rng(material)``
+    (a ``SeedSequence`` built one by one)."""
+    if isinstance(material, dict):
+        return reseeded(generator, material)
+    return np.random.default_rng(material)
+
+
 def reseeded(generator: np.random.Generator | None, state: Dict) -> np.random.Generator:
     """``generator`` set to ``state`` (a :func:`pcg64_state`), or a new ``Generator`` where
     it is None or not on ``PCG64``: then the same stream as ``Generator(PCG64(seq))``."""

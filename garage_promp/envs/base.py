@@ -21,14 +21,7 @@ import abc
 import itertools
 from typing import Any, Dict, List, Sequence
 
-from garage_promp._seeding import (
-    assembled_entropy,
-    column_words,
-    generate_state,
-    pcg64_state,
-    reseeded,
-    seed_sequence_pools,
-)
+from garage_promp._seeding import assembled_entropy, column_words, pcg64_states, reseeded
 from garage_promp.validation import MAX_BATCH_STEPS
 
 from dowel import tabular
@@ -220,9 +213,8 @@ class MetaEnv(abc.ABC):
         if words is None:
             return None
         # SeedSequence(seed) spawned child 1: entropy [seed], spawn key (1,).
-        entropy = assembled_entropy(words[:, None], np.ones((len(words), 1), np.uint32))
-        return [pcg64_state(row) for row in
-                generate_state(seed_sequence_pools(entropy), 4, np.uint64)]
+        return pcg64_states(assembled_entropy(words[:, None],
+                                              np.ones((len(words), 1), np.uint32)))
 
     def seed_with_state(self, seed: int, state: Dict) -> None:
         """What :meth:`seed` (``seed``) does, given the reset generator's ``state`` from

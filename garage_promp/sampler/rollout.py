@@ -36,9 +36,9 @@ from garage_promp._seeding import (
     assembled_entropy,
     column_words,
     generate_state,
+    generator_for,
     int_words,
-    pcg64_state,
-    reseeded,
+    pcg64_states,
     seed_sequence_pools,
 )
 from garage_promp.envs.base import spawned_child
@@ -132,18 +132,19 @@ def wave_seeds(seed: int, key: Sequence[int], episodes: Sequence[Tuple[int, int]
     spawn = [(*map(int, key), int(task), int(episode)) for task, episode in episodes]
     columns = [column_words(column) for column in zip(*spawn)] if spawn else []
     if not spawn or any(column is None for column in columns):
-        children = [tuple(spawned_child(int(seed), k, child) for child in (0, 1)) for k in spawn]
+        children = [episode_seed_sequences(seed, key, task, episode)
+                    for task, episode in episodes]
         return ([int(env_seq.generate_state(1)[0]) for env_seq, _ in children],
                 [noise_seq for _, noise_seq in children])
     n = len(spawn)
-    entropy = np.broadcast_to(int_words(int(seed)), (n, len(int_words(int(seed)))))
+    words = int_words(int(seed))
+    entropy = np.broadcast_to(words, (n, len(words)))
     base = np.stack(columns, axis=1)
-    seeds = []
-    for child in (0, 1):
-        keys = np.concatenate([base, np.full((n, 1), child, np.uint32)], axis=1)
-        seeds.append(seed_sequence_pools(assembled_entropy(entropy, keys)))
-    env_seeds = generate_state(seeds[0], 1)[:, 0].tolist()
-    return env_seeds, [pcg64_state(row) for row in generate_state(seeds[1], 4, np.uint64)]
+    env_seq, noise_seq = (
+        assembled_entropy(entropy, np.concatenate([base, np.full((n, 1), child, np.uint32)],
+                                                  axis=1)) for child in (0, 1))
+    env_seeds = generate_state(seed_sequence_pools(env_seq), 1)[:, 0].tolist()
+    return env_seeds, pcg64_states(noise_seq)
 
 
 @dataclasses.dataclass
@@ -496,13 +497,10 @@ class RolloutWorker:
                 _check_finite('observation', obs, self.context)
             first_obs.append(np.asarray(obs, dtype=np.float32))
             action_dim = math.prod(env.spec.action_space.shape)
-            if isinstance(noise_seed, dict):  # a PCG64 state: one generator, re-seeded
-                self._noise_rng = reseeded(getattr(self, '_noise_rng', None), noise_seed)
-                rng = self._noise_rng
-            else:
-                rng = np.random.default_rng(noise_seed)
-            noise.append(rng.standard_normal((self._max_episode_length, action_dim),
-                                             dtype=np.float32))
+            # A PCG64 state re-seeds one generator; a SeedSequence makes its own.
+            self._noise_rng = generator_for(noise_seed, getattr(self, '_noise_rng', None))
+            noise.append(self._noise_rng.standard_normal(
+                (self._max_episode_length, action_dim), dtype=np.float32))
             recs.append(rec)
         obs = np.stack(first_obs)
         noise = np.stack(noise)
