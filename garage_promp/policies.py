@@ -284,13 +284,24 @@ class BatchedGaussianMLP:
             observations (torch.Tensor): :math:`(S, W, O)`.
 
         """
+        mean = self.means(params, observations)
+        return mean, self.log_stds(params, mean)
+
+    def means(self, params: Params, observations: torch.Tensor) -> torch.Tensor:
+        """The means alone, :math:`(S, W, A)` (the first output of a call)."""
         x = observations
         for weight, bias, act in self._layers:
             x = torch.baddbmm(params[bias].unsqueeze(1), x, params[weight].transpose(1, 2))
             if act is not None:
                 x = act(x)
-        log_std = torch.zeros_like(x) + self.raw_log_std(params, x.shape[0]).unsqueeze(1)
-        return x, self.log_std_of(log_std)
+        return x
+
+    def log_stds(self, params: Params, means: torch.Tensor) -> torch.Tensor:
+        """The log-stds alone, of the shape of ``means`` :math:`(S, W, A)` (the second
+        output of a call): they depend on the parameters only, so a caller whose
+        parameters stay may compute them once (the same operations on the same shape)."""
+        log_std = torch.zeros_like(means) + self.raw_log_std(params, means.shape[0]).unsqueeze(1)
+        return self.log_std_of(log_std)
 
     @property
     def layers(self):

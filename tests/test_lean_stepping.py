@@ -598,3 +598,56 @@ def test_a_waves_rows_are_each_envs_own_numbers(compiled, monkeypatch):
                 torso = gyms[0]._torso  # pylint: disable=protected-access
                 assert np.array_equal(type(gyms[0])._torso_rows(gyms),  # pylint: disable=protected-access
                                       [g.data.xpos[torso, :2] for g in gyms])
+
+
+def test_wave_models_number_the_same_envs_alike_whatever_list_holds_them():
+    """The wave's constants are kept under :meth:`WaveModels.group`: one number for the same
+    envs in the same order (the same list object or another), another for other envs or
+    another order, so no constant of some envs is handed to others."""
+    from garage_promp.envs._mujoco import WaveModels, stepping_with_models, wave_constant  # pylint: disable=import-outside-toplevel
+    a, b, c = object(), object(), object()
+    models = WaveModels()
+    first = [a, b]
+    assert models.group(first) == models.group(first) == models.group([a, b])
+    assert len({models.group([a, b]), models.group([b, a]), models.group([a, b, c]),
+                models.group([c])}) == 4
+    assert models.group(first) == models.group([a, b])  # after other lists in between
+    calls = []
+    with stepping_with_models(models):
+        for envs in (first, [a, b], [b, a], first, [c]):
+            wave_constant(envs, 'names', lambda es: calls.append(list(es)) or len(calls))
+    assert calls == [[a, b], [b, a], [c]]
+
+
+@pytest.mark.mujoco
+def test_a_lean_step_stopped_by_an_error_leaves_every_wrapper_at_its_count(monkeypatch):
+    """The stepper writes the wrappers' step counts of a wave's running episodes only where
+    a step stops on an error (an ended episode's at once): there each wrapper of the
+    step's rows is at that step's count, as ``GymnasiumEnv.step`` counts a step before it
+    runs, and the error names the step."""
+    envs = [normalize_actions(ENVS['HopperRandParams']['env']()) for _ in range(3)]
+    for env in envs:
+        env.reset()
+    wrappers = [env._env for env in envs]  # pylint: disable=protected-access
+    gym_cls = type(wrappers[0].gym_env)
+    real, fail = gym_cls.batch_step, []
+
+    def failing(cls, gyms, scaled):
+        obs, rewards, terminated, truncated, infos = real.__func__(cls, gyms, scaled)
+        if len(gyms) == 3 and fail:  # the second env's episode ends at the second step
+            terminated = np.array([False, True, False])
+        elif fail:
+            obs[1, 0] = np.nan
+        return obs, rewards, terminated, truncated, infos
+    monkeypatch.setattr(gym_cls, 'batch_step', classmethod(failing))
+    stepper = LeanStepper.of(envs)
+    stepper.start(range(3))
+    actions = np.zeros((3, envs[0].action_space.shape[0]), dtype=np.float32)
+    stepper.step(np.arange(3), actions, np.full(3, 1))
+    fail.append(True)
+    stepper.step(np.arange(3), actions, np.full(3, 2))
+    assert wrappers[1]._step_cnt is None  # pylint: disable=protected-access
+    with pytest.raises(ValueError, match='at step 3') as error:
+        stepper.step(np.array([0, 2]), actions[:2], np.full(2, 3))
+    assert error.value.lean_row == 2
+    assert [w._step_cnt for w in wrappers] == [3, None, 3]  # pylint: disable=protected-access

@@ -54,6 +54,23 @@ class WaveModels(dict):
         #: the whole wave's (see :func:`wave_constant`).
         self.wave: Sequence[Any] | None = None
         self._index: Dict[int, int] | None = None
+        self._groups: Dict[Tuple[int, ...], int] = {}
+        self._last: Tuple[Any, int] | None = None
+
+    def group(self, envs: Sequence[Any]) -> int:
+        """A number for the envs of ``envs`` in this order, the same for the same envs.
+
+        The constants are kept under it: the identities of 200 envs are read and
+        hashed only when ``envs`` is another list object than at the last call (a
+        step's callers pass one list along, and the lean stepper one list while a
+        step's envs stay), which the callers do not modify.
+        """
+        last = self._last
+        if last is not None and last[0] is envs:
+            return last[1]
+        number = self._groups.setdefault(tuple(map(id, envs)), len(self._groups))
+        self._last = (envs, number)
+        return number
 
     def positions(self, envs: Sequence[Any]) -> np.ndarray | None:
         """Each of ``envs``' position in :attr:`wave`, or None where one is not in it."""
@@ -100,7 +117,7 @@ def wave_constant(envs: Sequence[Any], name: str, compute, take=None):
     models = _STEP_MODELS.get()
     if not isinstance(models, WaveModels):
         return compute(envs)
-    key = (name, tuple(map(id, envs)))
+    key = (name, models.group(envs))
     try:
         return models.constants[key]
     except KeyError:

@@ -147,15 +147,27 @@ def check_rand_params(task: Any, init_params: Dict[str, np.ndarray]
                          f'{sorted(init_params)}, got {_describe(task)}')
     checked = {}
     for key, init in init_params.items():
-        _refuse_complex(task[key], f'[{key!r}]',
-                        f'a finite, non-negative array of shape {init.shape}')
-        value = np.array(task[key], dtype=np.float64)
-        if value.shape != init.shape or not np.isfinite(value).all() or (
-                value < 0).any():
-            raise ValueError(f'task[{key!r}] should be a finite, non-negative '
-                             f'array of shape {init.shape}, got {task[key]!r}')
+        given = task[key]
+        if not (isinstance(given, np.ndarray) and given.dtype == np.float64):  # (a real dtype)
+            _refuse_complex(given, f'[{key!r}]',
+                            f'a finite, non-negative array of shape {init.shape}')
+        value = np.array(given, dtype=np.float64)
+        if value.shape != init.shape:
+            _refuse_rand_param(key, init, given)
         checked[key] = value
+    # The values' checks over all arrays at once (a set_task per env and sampling round);
+    # the culprit is looked for only where one fails.
+    flat = np.concatenate([value.ravel() for value in checked.values()])
+    if not np.isfinite(flat).all() or (flat < 0).any():
+        for key, value in checked.items():
+            if not np.isfinite(value).all() or (value < 0).any():
+                _refuse_rand_param(key, init_params[key], task[key])
     return checked
+
+
+def _refuse_rand_param(key: str, init: np.ndarray, given: Any):
+    raise ValueError(f'task[{key!r}] should be a finite, non-negative '
+                     f'array of shape {init.shape}, got {given!r}')
 
 
 def flat_params(params: Dict[str, np.ndarray], keys: Sequence[str]

@@ -87,6 +87,9 @@ class LeanStepper:
         # What batch_step steps: the gymnasium envs, or the garage envs that step a batch.
         self._targets = [w if i is None else i for _, w, i in layers]
         self._batch_step = type(self._targets[0]).batch_step
+        # A garage env's batch_step may read its own step count (Meta-World's success
+        # ending does); a gymnasium env's cannot see its wrapper's.
+        self._counted = layers[0][2] is None
         first = self._outer[0]
         self._scale = None
         if first is not None and isinstance(first.action_space, akro.Box):
@@ -95,6 +98,8 @@ class LeanStepper:
             if np.all(lb != -np.inf) and np.all(ub != -np.inf):
                 self._scale = (lb, ub, first._expected_action_scale)  # pylint: disable=protected-access
         self._models = None
+        self._all = np.arange(len(self._targets))
+        self._rows, self._envs = self._all, self._targets  # the last step's, and its envs
         self._check = self._wrappers[0]._check_finite  # pylint: disable=protected-access
         self._max_length = self._wrappers[0]._max_episode_length  # pylint: disable=protected-access
 
@@ -129,6 +134,7 @@ class LeanStepper:
         """
         for row in rows:
             self._wrappers[row]._step_cnt = 0  # pylint: disable=protected-access
+        self._rows, self._envs = self._all, self._targets
         models = identical_models(self._targets)
         models.wave = self._targets  # a step's envs are some of these, in this order
         self._models = models or None
@@ -154,12 +160,12 @@ class LeanStepper:
             scaled = np.clip(lb + (actions + s) * (0.5 * (ub - lb) / s), lb, ub)
         if self._check and not np.isfinite(scaled).all():
             self._raise(rows, 'action', scaled, scaled, counts)
-        targets = self._targets
-        envs = [targets[r] for r in rows.tolist()]
+        envs = self._envs_of(rows)
         try:
             with stepping_with_models(self._models):
                 obs, rewards, terminated, truncated, infos = self._batch_step(envs, scaled)
         except Exception as error:
+            self._count(rows, counts)
             index = getattr(error, 'lean_index', None)  # the env of the batch it is about
             if index is not None:
                 error.lean_row = int(rows[index])
@@ -167,6 +173,7 @@ class LeanStepper:
         obs = np.asarray(obs, dtype=np.float32)
         rewards = np.asarray(rewards, dtype=np.float64)
         if self._check and not (np.isfinite(rewards).all() and np.isfinite(obs).all()):
+            self._count(rows, counts)
             for n in range(len(rows)):  # env by env, reward before observation, as wrapped
                 for field, values in (('reward', rewards), ('observation', obs)):
                     if not np.isfinite(values[n]).all():
@@ -177,21 +184,43 @@ class LeanStepper:
             types[counts >= self._max_length] = _TIMEOUT
         types[np.asarray(truncated, dtype=bool)] = _TIMEOUT
         types[np.asarray(terminated, dtype=bool)] = _TERMINAL
-        ended = ((types == _TERMINAL) | (types == _TIMEOUT)).tolist()
+        ended = (types == _TERMINAL) | (types == _TIMEOUT)
         wrappers = self._wrappers
-        for row, count, end in zip(rows.tolist(), counts.tolist(), ended):
-            wrappers[row]._step_cnt = None if end else count  # pylint: disable=protected-access
+        if self._counted:
+            for row, count, end in zip(rows.tolist(), counts.tolist(), ended.tolist()):
+                wrappers[row]._step_cnt = None if end else count  # pylint: disable=protected-access
+        else:  # the counts are written only where a step stops on an error (:meth:`_count`)
+            for row in rows[ended].tolist():  # an ended episode refuses a step before a reset
+                wrappers[row]._step_cnt = None  # pylint: disable=protected-access
         return obs, rewards, types, infos
+
+    def _envs_of(self, rows: np.ndarray) -> Sequence[Any]:
+        """What ``batch_step`` steps for ``rows``: one list object while the rows stay
+        (the whole wave's own list for all rows), so the wave's constants of these envs
+        (:func:`~garage_promp.envs._mujoco.wave_constant`) are found without reading
+        every env's identity at every step."""
+        if not np.array_equal(rows, self._rows):
+            targets = self._targets
+            self._envs = targets if np.array_equal(rows, self._all) else [
+                targets[r] for r in rows.tolist()]
+            self._rows = rows.copy()
+        return self._envs
+
+    def _count(self, rows: np.ndarray, counts: np.ndarray):
+        """Each wrapper of ``rows`` at this step's count, as ``GymnasiumEnv.step``
+        counts a step before it runs, where the step stops on an error."""
+        for row, count in zip(rows.tolist(), counts.tolist()):
+            self._wrappers[row]._step_cnt = count  # pylint: disable=protected-access
 
     def _raise(self, rows, field, values, scaled, counts):
         """The wrapped path's error for the first row whose ``field`` is not finite.
 
         The error carries ``lean_row``, the row it is about (for the worker's context).
         """
+        self._count(rows, counts)
         for n, row in enumerate(rows):
             if not np.isfinite(values[n]).all():
                 wrapper = self._wrappers[row]
-                wrapper._step_cnt = int(counts[n])  # pylint: disable=protected-access
                 value = float(values[n]) if field == 'reward' else values[n]
                 try:
                     wrapper._raise_not_finite(field, value, scaled[n])  # pylint: disable=protected-access

@@ -430,13 +430,24 @@ class RolloutWorker:
         observations to ``(B, FORWARD_BLOCK, A)`` means and log-stds; by
         default vmap of the policy.
         """
+        n_rows = plan['n_blocks'] * FORWARD_BLOCK
+        # The padded rows are zeros and stay so: one buffer a wave, its kept rows rewritten.
+        padded = plan.get('padded')
+        if padded is None or padded.shape[-1] != obs.shape[-1]:
+            padded = plan['padded'] = obs.new_zeros((n_rows, obs.shape[-1]))
+        padded[plan['keep']] = obs
+        blocks = padded.reshape(plan['n_blocks'], FORWARD_BLOCK, -1)
         if forward is None:
             forward = vmap(lambda p, o: distribution_params(self._policy, p, o))
-        n_rows = plan['n_blocks'] * FORWARD_BLOCK
-        padded = obs.new_zeros((n_rows, obs.shape[-1]))
-        padded[plan['keep']] = obs
-        mean, log_std = forward(plan['stacked'],
-                                padded.reshape(plan['n_blocks'], FORWARD_BLOCK, -1))
+        elif isinstance(forward, BatchedGaussianMLP):
+            # A wave's parameters stay, so its log-stds are the first step's (computed as
+            # every step would compute them; the callers only read them).
+            mean = forward.means(plan['stacked'], blocks)
+            if 'log_std' not in plan:
+                plan['log_std'] = forward.log_stds(plan['stacked'], mean).reshape(
+                    n_rows, -1)[plan['keep']]
+            return mean.reshape(n_rows, -1)[plan['keep']], plan['log_std']
+        mean, log_std = forward(plan['stacked'], blocks)
         return (mean.reshape(n_rows, -1)[plan['keep']],
                 log_std.reshape(n_rows, -1)[plan['keep']])
 

@@ -111,10 +111,18 @@ def test_check_corner():
     (lambda t: t.pop('dof_damping'), 'keys'),
     (lambda t: t.update(extra=np.ones(1)), 'keys'),
     (lambda t: t.update(body_mass=np.ones(4)), r"task\['body_mass'\]"),
-    (lambda t: t.update(geom_friction=-np.ones(3)), 'non-negative'),
-    (lambda t: t.update(dof_damping=np.array([1., np.inf, 1.])), 'finite'),
+    (lambda t: t.update(geom_friction=-np.ones(3)),
+     r"task\['geom_friction'\] should be a finite, non-negative"),
+    (lambda t: t.update(dof_damping=np.array([1., np.inf, 1.])),
+     r"task\['dof_damping'\] should be a finite"),
+    (lambda t: t.update(body_inertia=np.array([1., 1., np.nan])),
+     r"task\['body_inertia'\] .* got array\(\[ 1.,  1., nan\]\)"),
+    (lambda t: t.update(body_inertia=[1, 2, -3]), r"task\['body_inertia'\] .* got \[1, 2, -3\]"),
+    (lambda t: t.update(body_mass=np.array([1, 1, 1j])), r"task \['body_mass'\] .* complex"),
 ])
 def test_check_rand_params_rejects(change, match):
+    """Each malformed parameter set is refused naming the array at fault (the values are
+    checked over all arrays at once; the culprit is then looked for)."""
     init = {key: np.ones(3) for key in _tasks.RAND_PARAMS_BASES}
     task = {key: np.ones(3) for key in _tasks.RAND_PARAMS_BASES}
     change(task)
