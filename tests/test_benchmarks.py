@@ -692,3 +692,89 @@ def test_physics_refuses_more_workers_than_episodes():
                                  '--workers', '2'])
     assert result.exit_code == 2 and '--workers 2 is more than the 1 x 1 episodes' in \
         result.output, result.output
+
+
+ANNOTATE = '''--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+46,820,283,049 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                      file:function
+--------------------------------------------------------------------------------
+2,000 ( 4.84%)  Python/ceval.c:_PyEval_EvalFrameDefault [/lib/libpython3.11.so.1.0]
+1,500 ( 2.51%)  ???:mj_kinematics [/site-packages/mujoco/libmujoco.so.3.3.0]
+  700 ( 2.01%)  ???:mj_step [/site-packages/mujoco/libmujoco.so.3.3.0]
+  300 ( 1.55%)  ./string/memset.S:__memset_avx2_unaligned_erms [/lib/libc.so.6]
+'''
+
+
+def _instructions_bench():
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    try:
+        return load_script(ROOT / 'benchmarks' / 'instructions.py', 'instructions_bench')
+    finally:
+        sys.path.remove(str(ROOT / 'benchmarks'))
+
+
+def test_instructions_parse_callgrinds_functions_and_group_them_by_library():
+    bench = _instructions_bench()
+    counts = bench.parse_annotate(ANNOTATE)
+    assert len(counts) == 4 and sum(counts.values()) == 4500  # the program's total left out
+    assert bench.by_group(counts) == dict(mujoco=2200, interpreter=2000, rest=300, total=4500)
+
+
+def test_instructions_are_the_timed_runs_less_the_start_up_per_env_step(tmp_path):
+    """Each revision's row is the run with the timed meta-batches less the one without, per
+    env step of the timed ones; a revision other than this tree is run in a checkout of it."""
+    bench = _instructions_bench()
+    seen = []
+
+    def run(checkout, env, n, meta_batch_size, episodes, workdir):
+        seen.append((checkout, n))
+        assert (checkout / 'garage_promp' / '__init__.py').is_file()
+        cost = 2 if checkout == bench.ROOT else 1  # this tree's meta-batch costs twice as much
+        counts = bench.parse_annotate(ANNOTATE)
+        return 40 * n, {name: 10 + cost * n * count for name, count in counts.items()}
+    rows = bench.measure(['HEAD', '.'], 'HalfCheetahFwdBack', 1, 2, 2, run=run)
+    assert [n for _, n in seen] == [0, 1, 0, 1]
+    assert seen[0][0] != bench.ROOT and seen[2][0] == bench.ROOT
+    assert not seen[0][0].exists()  # the revision's checkout is removed
+    first, second = rows
+    assert first['mujoco'] == 2200 / 40 and first['interpreter'] == 2000 / 40
+    assert first['own'] == 2300 / 40 and second['own'] == 2 * 2300 / 40
+    assert second['own_ratio'] == 2 and second['total_ratio'] == 2
+    assert second['revision'].startswith('working tree')
+    table = bench.format_table(rows, 2, 2)
+    assert '| HalfCheetahFwdBack | working tree' in table and '| 2.000 |' in table
+    with pytest.raises(Exception, match='not a revision'):
+        bench.measure(['no-such-revision'], 'HalfCheetahFwdBack', 1, 2, 2, run=run)
+
+
+def test_instructions_child_samples_the_meta_batches_it_is_asked_for():
+    """The process callgrind counts: a start-up meta-batch and then N more, their env steps
+    printed, with this checkout's package."""
+    bench = _instructions_bench()
+    proc = subprocess.run([sys.executable, '-c', bench.CHILD, 'HalfCheetahFwdBack', '1', '2',
+                           '2'], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    child = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert child['steps'] == 2 * 2 * 2 * 100  # tasks x episodes x rounds x horizon
+    assert pathlib.Path(child['package']).is_relative_to(ROOT)
+
+
+@pytest.mark.parametrize('name', sorted(
+    p.name for p in (ROOT / 'benchmarks' / 'results').glob('instructions*.json')))
+def test_committed_instruction_counts_are_their_table(name):
+    """Each committed instruction count's table is its JSON's, and each row adds up: the
+    groups sum to the total, "own" is the total less MuJoCo's, the ratios against the first."""
+    bench = _instructions_bench()
+    saved = json.loads((ROOT / 'benchmarks' / 'results' / name).read_text())
+    rows, meta = saved['results'], saved['meta']
+    for row in rows:
+        assert row['mujoco'] + row['interpreter'] + row['rest'] == pytest.approx(row['total'])
+        assert row['own'] == pytest.approx(row['total'] - row['mujoco'])
+        assert row['own_ratio'] == pytest.approx(row['own'] / rows[0]['own'])
+    table = bench.format_table(rows, meta['meta_batch_size'], meta['episodes'])
+    assert (ROOT / 'benchmarks' / 'results' / name).with_suffix('.md').read_text() == table + '\n'
