@@ -157,12 +157,15 @@ def check_rand_params(task: Any, init_params: Dict[str, np.ndarray]
         checked[key] = value
     # The values' checks over all arrays at once (a set_task per env and sampling round);
     # the culprit is looked for only where one fails.
-    flat = np.concatenate([value.ravel() for value in checked.values()])
-    if not np.isfinite(flat).all() or (flat < 0).any():
+    if not _finite_non_negative(np.concatenate([value.ravel() for value in checked.values()])):
         for key, value in checked.items():
-            if not np.isfinite(value).all() or (value < 0).any():
+            if not _finite_non_negative(value):
                 _refuse_rand_param(key, init_params[key], task[key])
     return checked
+
+
+def _finite_non_negative(values: np.ndarray) -> bool:
+    return bool(np.isfinite(values).all() and not (values < 0).any())
 
 
 def _refuse_rand_param(key: str, init: np.ndarray, given: Any):

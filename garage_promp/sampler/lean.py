@@ -159,7 +159,8 @@ class LeanStepper:
             lb, ub, s = self._scale
             scaled = np.clip(lb + (actions + s) * (0.5 * (ub - lb) / s), lb, ub)
         if self._check and not np.isfinite(scaled).all():
-            self._raise(rows, 'action', scaled, scaled, counts)
+            self._count(rows, counts)
+            self._raise(rows, 'action', scaled, scaled)
         envs = self._envs_of(rows)
         try:
             with stepping_with_models(self._models):
@@ -177,8 +178,7 @@ class LeanStepper:
             for n in range(len(rows)):  # env by env, reward before observation, as wrapped
                 for field, values in (('reward', rewards), ('observation', obs)):
                     if not np.isfinite(values[n]).all():
-                        self._raise(rows[n:n + 1], field, values[n:n + 1], scaled[n:n + 1],
-                                    counts[n:n + 1])
+                        self._raise(rows[n:n + 1], field, values[n:n + 1], scaled[n:n + 1])
         types = np.where(counts == 1, _FIRST, _MID)
         if self._max_length is not None:
             types[counts >= self._max_length] = _TIMEOUT
@@ -212,12 +212,12 @@ class LeanStepper:
         for row, count in zip(rows.tolist(), counts.tolist()):
             self._wrappers[row]._step_cnt = count  # pylint: disable=protected-access
 
-    def _raise(self, rows, field, values, scaled, counts):
-        """The wrapped path's error for the first row whose ``field`` is not finite.
+    def _raise(self, rows, field, values, scaled):
+        """The wrapped path's error for the first row whose ``field`` is not finite (the
+        wrappers counted by the caller, :meth:`_count`).
 
         The error carries ``lean_row``, the row it is about (for the worker's context).
         """
-        self._count(rows, counts)
         for n, row in enumerate(rows):
             if not np.isfinite(values[n]).all():
                 wrapper = self._wrappers[row]

@@ -433,7 +433,7 @@ class RolloutWorker:
         n_rows = plan['n_blocks'] * FORWARD_BLOCK
         # The padded rows are zeros and stay so: one buffer a wave, its kept rows rewritten.
         padded = plan.get('padded')
-        if padded is None or padded.shape[-1] != obs.shape[-1]:
+        if padded is None:
             padded = plan['padded'] = obs.new_zeros((n_rows, obs.shape[-1]))
         padded[plan['keep']] = obs
         blocks = padded.reshape(plan['n_blocks'], FORWARD_BLOCK, -1)
