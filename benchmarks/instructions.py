@@ -13,9 +13,14 @@ seed-1 ProMP experiment (the in-process sampler, ``--meta-batch-size`` tasks x
 and then ``--meta-batches`` more, and in one that stops after the start-up one;
 the difference of the two, per env step of the timed meta-batches, is what a
 meta-batch costs (every sampling round and the learner's work between them),
-split by where it runs: MuJoCo's library, Python's interpreter, and the rest
-(NumPy, torch, the bindings, the package's compiled loop). ``total - MuJoCo`` is the
-package's own work an env step (with the policy and the learner).
+split by where it runs: MuJoCo (its library's functions and what they call in the C
+and maths libraries: ``memset``/``memcpy`` of its arena, ``sin``/``cos`` of its
+kinematics), Python's interpreter, and the rest (NumPy, torch, the bindings, the
+package's compiled loop). ``total - MuJoCo`` is the package's own work an env step
+(with the policy and the learner). The child runs on one thread (``OMP_NUM_THREADS``,
+``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` and torch's set to 1), as
+``benchmarks/physics.py`` does: an idle BLAS thread's spinning is counted by callgrind
+and depends on timing.
 
 Instructions are not time: the interpreter's run at a lower rate than MuJoCo's,
 so a saving there is worth more time than its share of instructions. Read them
@@ -50,6 +55,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: their env steps and where the package came from.
 CHILD = '''
 import json, sys
+import torch
+torch.set_num_threads(1)
 import garage_promp
 from garage_promp.experiment.builder import build_experiment
 env, n, m, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -68,30 +75,66 @@ print(json.dumps(dict(steps=steps, package=garage_promp.__file__)))
 #: Where a function's instructions are counted, by the object file it is in.
 GROUPS = (('mujoco', re.compile(r'libmujoco')), ('interpreter', re.compile(r'libpython')))
 
+#: The pseudo-function under which :func:`parse_annotate` counts the instructions of the
+#: calls MuJoCo's functions make into other libraries (the C library's ``memset`` and
+#: ``memcpy``, the maths library's ``sin`` and ``cos``): MuJoCo's work, though not in its
+#: object file. :func:`by_group` moves them from the rest to MuJoCo.
+MUJOCO_CALLS = "(MuJoCo's calls into other libraries) [libmujoco]"
+
 _LINE = re.compile(r'^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$')
+#: ``callgrind_annotate --tree=caller``: a function's line (its own instructions) and its
+#: callers' lines (the instructions of their calls to it, callees included).
+_SELF = re.compile(r'^\s*([\d,]+)\s+\([^)]*\)\s+\*\s+(.*)$')
+_CALLER = re.compile(r'^\s*([\d,]+)\s+\([^)]*\)\s+<\s+(.*)$')
+
+
+def _count(text: str) -> int:
+    return int(text.replace(',', ''))
 
 
 def parse_annotate(text: str) -> Dict[str, int]:
     """``callgrind_annotate``'s function lines as ``{function [object file]: instructions}``
-    (the program's total left out)."""
+    (the program's total left out).
+
+    With ``--tree=caller`` output, each function's own line is counted, and the calls that
+    MuJoCo's functions make into functions of other libraries (their callers' lines, whose
+    counts include everything the call ran) are summed under :data:`MUJOCO_CALLS`.
+    """
     counts: Dict[str, int] = {}
+    callers_in_mujoco = 0
     for line in text.splitlines():
-        match = _LINE.match(line)
-        if match and 'PROGRAM TOTALS' not in line:
+        if 'PROGRAM TOTALS' in line:
+            continue
+        caller = _CALLER.match(line)
+        if caller:  # a call into the function whose line ends this block
+            if GROUPS[0][1].search(caller.group(2)):
+                callers_in_mujoco += _count(caller.group(1))
+            continue
+        match = _SELF.match(line) or _LINE.match(line)
+        if match:
             name = match.group(2).strip()
-            counts[name] = counts.get(name, 0) + int(match.group(1).replace(',', ''))
+            counts[name] = counts.get(name, 0) + _count(match.group(1))
+            if callers_in_mujoco and not GROUPS[0][1].search(name):
+                counts[MUJOCO_CALLS] = counts.get(MUJOCO_CALLS, 0) + callers_in_mujoco
+            callers_in_mujoco = 0
     return counts
 
 
 def by_group(counts: Dict[str, int]) -> Dict[str, int]:
     """Instructions by :data:`GROUPS` (the first that names a function's object file), the
-    rest under ``rest``, and all under ``total``."""
+    rest under ``rest``, and all under ``total``; :data:`MUJOCO_CALLS` moved from the rest
+    to MuJoCo (the functions it calls are in other libraries' object files)."""
     groups = {name: 0 for name, _ in GROUPS}
     groups['rest'] = 0
     for function, count in counts.items():
+        if function == MUJOCO_CALLS:
+            continue
         group = next((name for name, pattern in GROUPS if pattern.search(function)), 'rest')
         groups[group] += count
-    groups['total'] = sum(counts.values())
+    groups['total'] = groups['mujoco'] + groups['interpreter'] + groups['rest']
+    calls = counts.get(MUJOCO_CALLS, 0)
+    groups['mujoco'] += calls
+    groups['rest'] -= calls
     return groups
 
 
@@ -110,8 +153,10 @@ def callgrind(checkout: pathlib.Path, env: str, n: int, meta_batch_size: int,
     out = workdir / f'callgrind.{os.getpid()}.{n}.out'
     command = [*_tools(), f'--callgrind-out-file={out}', sys.executable, '-c', CHILD, env,
                str(n), str(meta_batch_size), str(episodes)]
+    one_thread = dict.fromkeys(('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS'),
+                               '1')
     proc = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=False,
-                          env={**os.environ, 'PYTHONPATH': str(checkout)})
+                          env={**os.environ, **one_thread, 'PYTHONPATH': str(checkout)})
     if proc.returncode != 0:
         raise click.ClickException(f'{" ".join(command[:3])} ... in {checkout} failed '
                                    f'(exit {proc.returncode}): {proc.stderr[-2000:]}')
@@ -119,7 +164,8 @@ def callgrind(checkout: pathlib.Path, env: str, n: int, meta_batch_size: int,
     if not pathlib.Path(child['package']).resolve().is_relative_to(checkout.resolve()):
         raise click.ClickException(f'the run in {checkout} imported garage_promp from '
                                    f'{child["package"]}, not from that checkout')
-    annotate = subprocess.run(['callgrind_annotate', '--threshold=100', str(out)],
+    annotate = subprocess.run(['callgrind_annotate', '--threshold=100', '--tree=caller',
+                               '--auto=no', str(out)],
                               capture_output=True, text=True, check=True)
     out.unlink()
     return child['steps'], parse_annotate(annotate.stdout)

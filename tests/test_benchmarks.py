@@ -724,6 +724,46 @@ def test_instructions_parse_callgrinds_functions_and_group_them_by_library():
     assert bench.by_group(counts) == dict(mujoco=2200, interpreter=2000, rest=300, total=4500)
 
 
+TREE = '''--------------------------------------------------------------------------------
+Ir                      file:function
+--------------------------------------------------------------------------------
+46,820,283,049 (100.0%)  PROGRAM TOTALS
+
+ 9,000 (19.2%)  < Python/ceval.c:_PyEval_EvalFrameDefault (2x) [/lib/libpython3.11.so.1.0]
+ 2,000 ( 4.84%)  *  Python/ceval.c:_PyEval_EvalFrameDefault [/lib/libpython3.11.so.1.0]
+
+ 3,100 ( 2.51%)  < ???:cstep_loop (10x) [/site-packages/garage_promp/envs/cstep.so]
+ 1,500 ( 2.51%)  *  ???:mj_step [/site-packages/mujoco/libmujoco.so.3.3.0]
+
+   500 ( 2.51%)  < ???:mj_step (10x) [/site-packages/mujoco/libmujoco.so.3.3.0]
+   400 ( 2.51%)  *  ???:mj_kinematics [/site-packages/mujoco/libmujoco.so.3.3.0]
+
+   250 ( 1.55%)  < ???:mj_step (10x) [/site-packages/mujoco/libmujoco.so.3.3.0]
+    40 ( 1.55%)  < ???:mj_kinematics (3x) [/site-packages/mujoco/libmujoco.so.3.3.0]
+    30 ( 1.55%)  < ???:torch_zeros (3x) [/site-packages/torch/lib/libtorch_cpu.so]
+   320 ( 1.55%)  *  ./string/memset.S:__memset_avx2_unaligned_erms [/lib/libc.so.6]
+
+    60 ( 1.55%)  < ???:mj_kinematics (6x) [/site-packages/mujoco/libmujoco.so.3.3.0]
+    60 ( 1.55%)  *  ./math/s_sin.c:__cos_fma [/lib/libm.so.6]
+
+ 1,000 ( 1.55%)  *  ???:cstep_loop [/site-packages/garage_promp/envs/cstep.so]
+'''
+
+
+def test_instructions_count_what_mujoco_calls_in_other_libraries_as_mujocos():
+    """From ``--tree=caller`` output: each function's own instructions, and MuJoCo's calls
+    into the C and maths libraries (memset from mj_step and mj_kinematics, cos from
+    mj_kinematics) moved from the rest to MuJoCo; a memset torch calls stays in the rest."""
+    bench = _instructions_bench()
+    counts = bench.parse_annotate(TREE)
+    assert counts[bench.MUJOCO_CALLS] == 250 + 40 + 60
+    assert sum(v for k, v in counts.items() if k != bench.MUJOCO_CALLS) == 2000 + 1500 + 400 + \
+        320 + 60 + 1000
+    groups = bench.by_group(counts)
+    assert groups == dict(mujoco=1500 + 400 + 350, interpreter=2000, rest=320 + 60 + 1000 - 350,
+                          total=5280)
+
+
 def test_instructions_are_the_timed_runs_less_the_start_up_per_env_step(tmp_path):
     """Each revision's row is the run with the timed meta-batches less the one without, per
     env step of the timed ones; a revision other than this tree is run in a checkout of it."""
