@@ -33,8 +33,15 @@ import click
 import numpy as np
 
 
+def shown(value: Any, limit: int = 200) -> str:
+    """``repr(value)`` for a message, cut to ``limit`` characters (a 100 kB ``--set`` value
+    is named, not printed)."""
+    text = repr(value)
+    return text if len(text) <= limit else f'{text[:limit - 20]}... ({len(text):,} characters)'
+
+
 def _fail(name: str, requirement: str, value: Any):
-    raise ValueError(f'{name} must be {requirement}, got {value!r}')
+    raise ValueError(f'{name} must be {requirement}, got {shown(value)}')
 
 
 def is_complex(value: Any) -> bool:
@@ -154,8 +161,8 @@ def check_device(value: Any, name: str = 'device'):
         device = torch.device(value)
     except (RuntimeError, TypeError):
         _fail(name, "'cpu', 'cuda' or 'cuda:N'", value)
-    if device.type not in ('cpu', 'cuda'):
-        _fail(name, "'cpu', 'cuda' or 'cuda:N'", value)
+    if device.type not in ('cpu', 'cuda') or device.type == 'cpu' and device.index:
+        _fail(name, "'cpu', 'cuda' or 'cuda:N'", value)  # (torch takes 'cpu:1' for the CPU)
     if device.type == 'cuda':
         if not torch.cuda.is_available():
             build = ('a CPU-only build' if torch.version.cuda is None
@@ -204,11 +211,12 @@ MAX_WORKERS = max(32, 8 * (os.cpu_count() or 1))
 
 
 class IntRange(click.IntRange):
-    """click's IntRange written in ASCII digits: Python's ``int`` also reads other scripts'
-    digits ('١٢' is 12), which no other option and no file this package writes accepts."""
+    """click's IntRange written in the digits 0-9 (a sign allowed): Python's ``int`` also
+    reads other scripts' digits ('١٢' is 12) and digit groups ('1_0' is 10), which no other
+    option and no file this package writes accepts."""
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and not value.isascii():
+        if isinstance(value, str) and not re.fullmatch(r'[+-]?[0-9]+', value.strip()):
             self.fail(f'{value!r} is not an integer written in the digits 0-9.', param, ctx)
         return super().convert(value, param, ctx)
 
@@ -361,6 +369,10 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
         return f'{text!r} is a symbolic link to {os.readlink(full)!r}, which does not exist'
     if os.path.exists(full) and os.path.isdir(full) != directory:
         return f'{text!r} exists and is not a {what}'
+    if not directory and os.path.exists(full) and not os.path.isfile(full):
+        # Opening a named pipe blocks until a reader comes, a device takes or refuses the
+        # bytes after all the work: refused up front, not met at the end.
+        return f'{text!r} exists and is {file_kind(full)}, not a regular file'
     target = _nearest_existing(full if directory else os.path.dirname(full))
     if not os.path.isdir(target):
         return f'{text!r} cannot be written: {target!r} is not a directory'
@@ -426,7 +438,24 @@ class OutputPath(click.Path):
         problem = _output_path_problem(value, self.directory)
         if problem:
             self.fail(problem, param, ctx)
+        if self.directory:
+            value = normal_dir(value)
         return super().convert(value, param, ctx)
+
+
+def normal_dir(path: str) -> str:
+    """``path`` without a trailing ``/`` or ``.`` components, absolute where its last
+    component would be ``.`` or ``..``.
+
+    garage's ``wrap_experiment`` puts a run beside an existing directory by appending
+    ``_1``, ``_2``... to the path as written: ``run/`` would become ``run/_1``, inside the
+    other run's directory, and ``.`` a hidden ``._1``; ``run`` and an absolute ``/abs/cwd``
+    become ``run_1`` and ``/abs/cwd_1``, beside them.
+    """
+    text = os.path.normpath(os.fspath(path))
+    if os.path.basename(text) in ('.', '..'):
+        text = os.path.abspath(text)
+    return text
 
 
 #: A click type: a directory the command creates or writes into.
@@ -551,7 +580,7 @@ def parse_overrides(pairs: Iterable[str], option: str = '--set') -> dict:
     for pair in pairs:
         key, sep, value = pair.partition('=')
         if not sep or not key.strip():
-            raise click.BadParameter(f'expected key=value, got {pair!r}', param_hint=option)
+            raise click.BadParameter(f'expected key=value, got {shown(pair)}', param_hint=option)
         if value.lower() in ('true', 'false'):  # --set flag=true as well as flag=True
             parsed = value.lower() == 'true'
         else:
@@ -560,8 +589,8 @@ def parse_overrides(pairs: Iterable[str], option: str = '--set') -> dict:
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 parsed = value
         if key in out and out[key] != parsed:
-            raise click.BadParameter(f'{key} given twice, {out[key]!r} and {parsed!r}: give '
-                                     'it once', param_hint=option)
+            raise click.BadParameter(f'{key} given twice, {shown(out[key])} and '
+                                     f'{shown(parsed)}: give it once', param_hint=option)
         out[key] = parsed
     return out
 

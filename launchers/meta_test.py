@@ -28,7 +28,7 @@ from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
-from garage_promp.experiment.resume import check_snapshot_matches_variant
+from garage_promp.experiment.resume import check_snapshot_matches_variant, replace_atomically
 from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
 from garage_promp.sampler.backends import (
     DEFAULT_WORKER_TIMEOUT,
@@ -422,10 +422,16 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         tabular.clear()
         logger.remove_output_type(dowel.StdOutput)
     click.echo(format_table(rows))
-    with open(csv_path, 'w', newline='') as f:
+    def write(f):
         writer = csv.DictWriter(f, fieldnames=COLUMNS + ('protocol', ))
         writer.writeheader()
         writer.writerows([dict(r, protocol=described) for r in rows])
+    try:  # whole or not at all: a full disk leaves the table that was there
+        replace_atomically(csv_path, write)
+    except OSError as error:
+        raise click.ClickException(f'--csv: cannot write {csv_path} '
+                                   f'({error.strerror or error}); the table is printed '
+                                   'above') from None
     click.echo(f'wrote {csv_path}')
     return rows
 

@@ -38,7 +38,7 @@ COMMON_BAD = [
     ('positive_adv', 'yes'), ('positive_adv', None),
     ('evaluate_every_n_epochs', 0), ('evaluate_every_n_epochs', 1.5),
     ('baseline', 'linear'), ('dice_baseline', 'time'), ('meta_evaluator', 'x'),
-    ('device', 'gpu'), ('device', 'tpu'), ('device', None),
+    ('device', 'gpu'), ('device', 'tpu'), ('device', None), ('device', 'cpu:1'),
     ('learner_threads', 0), ('learner_threads', True), ('learner_threads', 10 ** 6),
     ('vectorize_tasks', 'true'),
     # Fine as a Python float, not as the float32 it is stored as (inf, 0).
@@ -47,13 +47,14 @@ COMMON_BAD = [
 ALGO_BAD = {
     'ProMP': [('learning_rate', INF), ('learning_rate', NAN), ('learning_rate', 0.),
               ('learning_rate', '1e-3'), ('clip_eps', -1.), ('clip_eps', 0.), ('clip_eps', 1.5),
-              ('clip_eps', INF), ('clip_eps', 'abc'), ('num_promp_steps', 0),
+              ('clip_eps', INF), ('clip_eps', 'abc'), ('clip_eps', 1e-50), ('num_promp_steps', 0),
               ('num_promp_steps', True), ('num_minibatches', 0), ('num_minibatches', 4),
               ('adaptive_inner_kl_penalty', 'no'), ('init_inner_kl_penalty', INF),
               ('init_inner_kl_penalty', -1.), ('anneal_factor', 0.), ('anneal_factor', 1.5),
               ('target_inner_step', 0.), ('exploration', True), ('inner_estimator', 'lvc')],
     'TRPOMAML': [('max_kl_step', INF), ('max_kl_step', 0.), ('max_kl_step', NAN),
                  ('cg_iters', 0), ('backtrack_ratio', 1.), ('backtrack_ratio', 0.),
+                 ('backtrack_ratio', 1e-300),
                  ('max_backtracks', 0), ('hvp_approach', 'guess'), ('fd_eps', 0.),
                  ('cg_damping', -1.), ('hvp_subsample', 0.), ('hvp_subsample', 1.5),
                  ('hvp_subsample', NAN), ('exploration', 'no'), ('inner_estimator', 'magic'),
@@ -221,6 +222,17 @@ LAUNCHER_CASES = [
 
 def _launcher():
     return load_script(LAUNCHER, 'train_launcher_bad')
+
+
+def test_a_huge_value_is_named_not_printed_whole(tmp_path):
+    """A 100 kB --set value is refused naming its key, and the message shows its start and
+    its length, not the whole value on one line."""
+    result = CliRunner().invoke(_launcher().main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--log-dir', str(tmp_path / 'log'),
+        '--set', 'inner_lr=' + '[' * 100000])
+    assert result.exit_code != 0 and 'inner_lr' in result.output, result.output[:500]
+    assert '(100,002 characters)' in result.output and len(result.output) < 2000
+    assert not (tmp_path / 'log').exists()
 
 
 @pytest.mark.parametrize('args, culprit', LAUNCHER_CASES,

@@ -53,7 +53,8 @@ SCRIPTS = {
     'benchmarks/shared_forwards.py': ([], []),  # its work starts with build_experiment
 }
 
-BAD_COUNT = ['0', '-1', 'abc', '', BIG, '\u0661\u0662']  # (the last: Arabic-Indic 12)
+# (the Arabic-Indic 12 and a digit group, both ints to Python's int())
+BAD_COUNT = ['0', '-1', 'abc', '', BIG, '\u0661\u0662', '1_0', '8.0']
 BAD_RATE = ['0', '-1', 'nan', 'inf', 'abc', '\u0661.\u0665']
 DANGLING = '{tmp}/dangling'  # a symbolic link to nothing
 BAD_OUT = ['/proc/x', FILE, '', FILE + '/sub', DANGLING]

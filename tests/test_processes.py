@@ -282,22 +282,44 @@ time.sleep(600)
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_ray_run_stopped_by_sigterm_ends_as_stopped_and_leaves_nothing_running():
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL])
+def test_a_ray_run_stopped_by_a_signal_ends_as_stopped_and_leaves_nothing_running(sig):
     """``ray.init`` makes SIGTERM ``sys.exit(15)``, an error exit a campaign runner counts
     as a failed run; the process's own handler is put back, so the run ends killed by
-    SIGTERM as with the other backends, and Ray's processes end with it."""
+    SIGTERM as with the other backends. Ray's processes end with it within seconds, the
+    raylet's agents too (on their own they outlive the run by a minute or more): the
+    watcher ``init_ray`` starts ends them, after SIGKILL as well."""
     env, tag = _tagged_env()
     proc = subprocess.Popen([sys.executable, '-c', _RAY_UP], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == 'up\n', proc.stderr.read()[-3000:]
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == -signal.SIGTERM
+        # The agents retitle themselves over their environment, so the tag does not find
+        # them: the run's whole process tree is noted instead.
+        family = _agents_up(proc.pid)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == -sig
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    _assert_none_left(tag, timeout=60.)
+    _assert_none_left(tag, timeout=10.)
+    deadline = time.time() + 10
+    while time.time() < deadline and any(p.is_running() for p in family):
+        time.sleep(0.2)
+    assert not [p.name() for p in family if p.is_running()]
+
+
+def _agents_up(pid, timeout=30.):
+    """The processes under ``pid`` once the raylet's agents are among them."""
+    deadline = time.time() + timeout
+    while True:
+        family = psutil.Process(pid).children(recursive=True)
+        names = [' '.join(p.cmdline()) for p in family if p.is_running()]
+        if sum('Agent' in name for name in names) >= 2 or time.time() > deadline:
+            assert sum('Agent' in name for name in names) >= 2, names
+            return family
+        time.sleep(0.5)
 
 
 def _default_stop_signals():

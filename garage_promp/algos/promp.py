@@ -83,7 +83,7 @@ class ProMP(MetaPolicySearch):
         num_promp_steps = check_int(num_promp_steps, 'num_promp_steps', 1)
         num_minibatches = check_int(num_minibatches, 'num_minibatches', 1)
         # ε in (0, 1]: the lower clip bound 1 - ε below 0 would never bind (ratios are > 0).
-        clip_eps = check_float(clip_eps, 'clip_eps', 0., 1., low_open=True)
+        clip_eps = check_float(clip_eps, 'clip_eps', 0., 1., low_open=True, float32=True)
         target_inner_step = check_float(target_inner_step,
                                         'target_inner_step', 0.,
                                         low_open=True, float32=True)

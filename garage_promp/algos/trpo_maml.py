@@ -112,8 +112,9 @@ class TRPOMAML(MetaPolicySearch):
         max_kl_step = check_float(max_kl_step, 'max_kl_step', 0.,
                                   low_open=True, float32=True)
         cg_iters = check_int(cg_iters, 'cg_iters', 1)
+        # (a ratio that is 0 in float32 would shrink every tried step to nothing)
         backtrack_ratio = check_float(backtrack_ratio, 'backtrack_ratio', 0.,
-                                      1., low_open=True, high_open=True)
+                                      1., low_open=True, high_open=True, float32=True)
         max_backtracks = check_int(max_backtracks, 'max_backtracks', 1)
         check_choice(hvp_approach, 'hvp_approach', HVP_APPROACHES)
         fd_eps = check_float(fd_eps, 'fd_eps', 0., low_open=True, float32=True)

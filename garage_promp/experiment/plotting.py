@@ -100,6 +100,30 @@ def group_runs(run_dirs) -> Dict[str, List[pathlib.Path]]:
     return groups
 
 
+#: The largest |mean ± std| drawn: matplotlib pads an axis's limits beyond its data and
+#: overflows to inf on values near the float range (1.8e308).
+MAX_DRAWN = 1e300
+
+
+def _check_drawable(label: str, key: str, n_runs: int, stats) -> None:
+    """Refuse, naming the group and column, a line with nothing to draw (every value
+    empty or NaN: a column the runs never logged a number in) or one beyond
+    :data:`MAX_DRAWN`, before anything is drawn.
+
+    Raises:
+        ValueError: As above.
+
+    """
+    bands = [(m - s, m + s) for m, s in stats if not math.isnan(m)]
+    if not bands:
+        raise ValueError(f'{label}: its {n_runs} run(s) have no number in {key!r} (every '
+                         'row empty or NaN): nothing to draw')
+    largest = max(abs(v) for band in bands for v in band)
+    if not largest <= MAX_DRAWN:
+        raise ValueError(f'{label}: {key!r} mean ± std reaches {largest:.3g}, beyond what '
+                         f'the figure can draw (|value| <= {MAX_DRAWN:g})')
+
+
 def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str | None],
                x_key: str = 'TotalEnvSteps', title: str = '', ylabel: str = 'average return'):
     """Mean ± std bands of each group's runs, one colour per group, one line style per key.
@@ -118,31 +142,34 @@ def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str
         dict: label -> {line name -> (x, mean, std)}, the numbers drawn.
 
     """
+    drawn = {}
+    for label, runs in groups.items():
+        runs = [rows for rows in runs if rows]
+        if not runs:
+            continue
+        n = min(len(rows) for rows in runs)
+        xs = [_float(r[x_key]) for r in runs[0][:n]]
+        for key in keys:
+            curves = [[_float(r.get(key or post_update_key(rows))) for r in rows[:n]]
+                      for rows in runs]
+            stats = [mean_std([c[i] for c in curves]) for i in range(n)]
+            name = {None: 'post-update', 'Step_0-AverageReturn': 'pre-update'}.get(key, key)
+            _check_drawable(label, key or post_update_key(runs[0]), len(runs), stats)
+            drawn.setdefault(label, {})[name] = (xs, [m for m, _ in stats],
+                                                 [sd for _, sd in stats])
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
     fig, ax = plt.subplots(figsize=(7, 4.5))
     colors = itertools.cycle(plt.rcParams['axes.prop_cycle'].by_key()['color'])
     styles = ['-', '--', ':', '-.']
-    drawn = {}
-    for label, runs in groups.items():
+    for label, lines in drawn.items():
         color = next(colors)
-        runs = [rows for rows in runs if rows]
-        if not runs:
-            continue
-        n = min(len(rows) for rows in runs)
-        xs = [_float(r[x_key]) for r in runs[0][:n]]
-        for style, key in zip(itertools.cycle(styles), keys):
-            curves = [[_float(r.get(key or post_update_key(rows))) for r in rows[:n]]
-                      for rows in runs]
-            stats = [mean_std([c[i] for c in curves]) for i in range(n)]
-            name = {None: 'post-update', 'Step_0-AverageReturn': 'pre-update'}.get(key, key)
-            drawn.setdefault(label, {})[name] = (xs, [m for m, _ in stats],
-                                                 [sd for _, sd in stats])
-            ax.plot(xs, [m for m, _ in stats], style, color=color,
+        for style, (name, (xs, means, stds)) in zip(itertools.cycle(styles), lines.items()):
+            ax.plot(xs, means, style, color=color,
                     label=f'{label}: {name}' if len(keys) > 1 else label)
-            ax.fill_between(xs, [m - s for m, s in stats], [m + s for m, s in stats],
-                            color=color, alpha=0.15)
+            ax.fill_between(xs, [m - s for m, s in zip(means, stds)],
+                            [m + s for m, s in zip(means, stds)], color=color, alpha=0.15)
     ax.set_xlabel(x_key)
     ax.set_ylabel(ylabel)
     if title:

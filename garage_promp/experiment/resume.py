@@ -8,6 +8,7 @@ again), appends the new epochs' rows, and leaves ``variant.json`` as it was.
 With garage_promp's algorithms the continued rows equal those of an
 uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 """
+import contextlib
 import csv
 import json
 import numbers
@@ -97,7 +98,7 @@ class AppendingCsvOutput(CsvOutput):
             writer.writerow(header)
             writer.writerows(row + [''] * len(new) for row in rows[1:])
 
-        _replace_atomically(self._filename, write)
+        replace_atomically(self._filename, write)
         self._append_under(header)
 
 
@@ -120,18 +121,24 @@ def _keep_rows(path: str, n_rows: int):
     kept = complete_lines(path)[:n_rows + 1]
     if ''.join(kept) == text:
         return
-    _replace_atomically(path, lambda f: f.writelines(kept))
+    replace_atomically(path, lambda f: f.writelines(kept))
 
 
-def _replace_atomically(path: str, write):
+def replace_atomically(path: str, write):
     """Write ``path`` anew through ``write(file)``: into ``path + '.tmp'``, synced to disk,
-    then renamed over it, so that a kill leaves the old file or the new one whole."""
+    then renamed over it, so that a kill leaves the old file or the new one whole; where
+    the write fails (a full disk) the partial ``.tmp`` is removed and the error raised."""
     tmp = path + '.tmp'
-    with open(tmp, 'w', newline='', encoding='utf-8') as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, 'w', newline='', encoding='utf-8') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _logged_rows(path: str) -> List[dict] | None:
@@ -430,28 +437,36 @@ def resume_run(log_dir: str, n_epochs: int | None = None,
                          'for the run): the snapshot cannot be checked against the run, so it is '
                          'not resumed; restore variant.json from a copy of the run')
     with owned_run_dir(log_dir):
-        snapshot_mode = _run_snapshot_mode(log_dir, snapshot_mode)
         return _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps)
 
 
 def _run_snapshot_mode(log_dir: str, given: str | None) -> str:
-    """The snapshot mode to continue with: ``given``, recorded in ``variant.json`` where it
-    differs from the run's (atomically), else the run's (``'last'`` where it has none)."""
-    path = os.path.join(log_dir, 'variant.json')
-    variant = read_variant(log_dir)
-    recorded = variant.get('snapshot_mode', 'last')
+    """The snapshot mode to continue with: ``given``, else the run's (``variant.json``;
+    ``'last'`` where it has none)."""
+    recorded = read_variant(log_dir).get('snapshot_mode', 'last')
     if given is None:
-        return check_choice(recorded, f"{path}'s snapshot_mode", SNAPSHOT_MODES)
-    if given != recorded and os.path.isfile(path):
-        if given == 'last':
-            variant.pop('snapshot_mode', None)
-        else:
-            variant['snapshot_mode'] = given
-        _replace_atomically(path, lambda f: json.dump(variant, f, indent=4))
+        return check_choice(recorded, f"{os.path.join(log_dir, 'variant.json')}'s "
+                            'snapshot_mode', SNAPSHOT_MODES)
     return given
 
 
+def _record_snapshot_mode(log_dir: str, mode: str) -> None:
+    """``mode`` recorded in the run's ``variant.json`` for the next resume where it differs
+    from the recorded one (atomically, in garage's layout of the file); called only once
+    every check has accepted the resume, so that a refused resume leaves the file as it was."""
+    path = os.path.join(log_dir, 'variant.json')
+    variant = read_variant(log_dir)
+    if mode == variant.get('snapshot_mode', 'last'):
+        return
+    if mode == 'last':
+        variant.pop('snapshot_mode', None)
+    else:
+        variant['snapshot_mode'] = mode
+    replace_atomically(path, lambda f: json.dump(variant, f, indent=2))
+
+
 def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
+    snapshot_mode = _run_snapshot_mode(log_dir, snapshot_mode)
     progress = os.path.join(log_dir, 'progress.csv')
     trainer = Trainer(ExperimentContext(snapshot_dir=log_dir,
                                         snapshot_mode=snapshot_mode,
@@ -506,6 +521,7 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
         if row_lost:
             warnings.warn(f'{progress} lacks the row of epoch {done - 1}, whose snapshot was '
                           'saved just before the run stopped: that row stays missing')
+        _record_snapshot_mode(log_dir, snapshot_mode)
         logger.add_output(dowel.StdOutput())
         logger.log(f'Resuming {log_dir}: {done} epochs and {trainer.total_env_steps} env steps '
                    f'done, training to {n_epochs} epochs')

@@ -30,6 +30,7 @@ import stat
 from typing import List
 
 from garage_promp._garage_compat import file_kind
+from garage_promp.validation import shown
 
 LOCK_NAME = '.lock'
 
@@ -224,6 +225,11 @@ def read_variant(run_dir) -> dict:
     if not isinstance(variant, dict):
         raise DamagedRunFile(f'{path} holds a JSON {type(variant).__name__}, not the object of '
                              'options a run writes')
+    overrides = variant.get('overrides')
+    if overrides is not None and not isinstance(overrides, dict):
+        # (what --set gave, by name: every reader looks its entries up by key)
+        raise DamagedRunFile(f'{path}: its overrides are {shown(overrides)}, not the object '
+                             'of constructor arguments by name a run records')
     return variant
 
 

@@ -55,6 +55,7 @@ import weakref
 
 from garage_promp._console import phase
 from garage_promp._threads import WORKER_THREADS, worker_threads
+from garage_promp.sampler import _ray_reaper
 from garage_promp.sampler.options import check_sampler_options
 from garage_promp.sampler.rollout import Context, EpisodeArrays, Job, RolloutWorker
 from garage_promp.validation import MAX_COUNT, MAX_WORKERS
@@ -798,6 +799,10 @@ def init_ray(**kwargs):
     the process had before is put back, so that a run stopped by SIGTERM ends as
     one (killed by the signal, as with the other backends; a campaign runner tells
     a stopped run from a failed one by that), not as an error exit.
+
+    A Ray started here (no address, none running) ends with this process, whatever it
+    dies of: a watcher (``garage_promp/sampler/_ray_reaper.py``) ends the raylet's agents,
+    which would otherwise outlive it by a minute or more.
     """
     import ray
     if not ray.is_initialized():
@@ -811,6 +816,7 @@ def init_ray(**kwargs):
         finally:
             if before is not None:
                 signal.signal(signal.SIGTERM, before)
+        _ray_reaper.watch(_ray_reaper.local_ray_pids())
 
 
 def _ray_cpus() -> str:

@@ -6,6 +6,7 @@ carry no ``Usage:`` header; a run writes its CSV and nothing else (in
 particular no ``./data/local/experiment`` in the working directory).
 """
 import csv
+import errno
 import json
 import os
 import pathlib
@@ -265,6 +266,48 @@ def test_csv_never_overwrites_a_file_that_is_not_a_meta_test_table(
     _assert_refused(result, '--csv')
     assert 'not a meta-test table' in result.output
     assert (run / name).read_bytes() == before
+
+
+@pytest.mark.parametrize('target', ['fifo', '/dev/full', '/dev/null'])
+def test_csv_that_is_no_regular_file_is_refused_before_any_work(
+        snapshot_dir, tmp_path, no_load, target):
+    """A named pipe would block the table's write until a reader came (after the whole
+    meta-test), a device take or refuse it at the end: refused naming --csv up front."""
+    run = _copy_run(snapshot_dir, tmp_path)
+    if target == 'fifo':
+        target = tmp_path / 'table.csv'
+        os.mkfifo(target)
+    result = _invoke(no_load, run, '--csv', target)
+    _assert_refused(result, '--csv')
+    assert 'not a regular file' in result.output
+
+
+def test_a_table_that_cannot_be_written_at_the_end_is_one_error_and_the_old_one_stays(
+        snapshot_dir, tmp_path, monkeypatch):
+    """A full disk at the end: one Error line naming --csv (the table is printed above),
+    the previous table whole and no partial file left."""
+    run = _copy_run(snapshot_dir, tmp_path)
+    args = (run, '--n-test-tasks', 1, '--n-exploration-eps', 1, '--n-test-episodes', 1)
+    module = _load('meta_test')
+    assert _invoke(module, *args).exit_code == 0
+    before = (run / 'meta_test.csv').read_bytes()
+
+    def full(path, write):
+        with open(path + '.tmp', 'w') as f:
+            f.write('partial')
+        import garage_promp.experiment.resume as resume  # pylint: disable=import-outside-toplevel
+        return resume.replace_atomically(path, _raise_enospc)
+    monkeypatch.setattr(module, 'replace_atomically', full)
+    result = _invoke(module, *args)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert 'Error: --csv: cannot write' in result.output and 'No space left' in result.output
+    assert 'Traceback' not in result.output
+    assert (run / 'meta_test.csv').read_bytes() == before
+    assert not (run / 'meta_test.csv.tmp').exists()
+
+
+def _raise_enospc(_):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def test_a_meta_test_table_is_overwritten_by_the_next_one(snapshot_dir, tmp_path):

@@ -123,3 +123,42 @@ def test_mean_std_of_huge_finite_returns_does_not_overflow():
     assert mean_std([1., 3.]) == (2., math.sqrt(2.))  # ordinary values: the plain formula
     assert mean_std([1e308, 1e308]) == (1e308, 0.)  # a sum beyond float range
     assert math.isinf(mean_std([math.inf, 1.])[0])  # (inf is refused when the log is read)
+
+
+def _with_column(src, dst, key, value):
+    """A copy of the run ``src`` whose ``key`` column holds ``value`` in every row."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.copytree(src, dst)
+    (dst / '.lock').unlink(missing_ok=True)
+    with open(dst / 'progress.csv', newline='') as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        row[key] = value
+    with open(dst / 'progress.csv', 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return dst
+
+
+@pytest.mark.parametrize('value, message', [
+    ('1e308', "mean ± std reaches 1.21e+308, beyond what the figure can draw"),
+    ('nan', "have no number in 'Step_1-AverageReturn'"),
+    ('', "have no number in 'Step_1-AverageReturn'")])
+def test_plot_refuses_a_line_it_cannot_draw_naming_it_and_writes_nothing(
+        runs, tmp_path, value, message):
+    """Returns near the float range (their band's limits overflow in matplotlib) or a
+    column with no number: one Error line naming the group and the column, no image."""
+    import json  # pylint: disable=import-outside-toplevel
+    odd = _with_column(runs[('ProMP', 2)], tmp_path / 'odd', 'Step_1-AverageReturn', value)
+    if value == '1e308':  # huge: averaged with the other seed's ordinary returns
+        others = [str(runs[('ProMP', 1)])]
+    else:  # none: alone, a configuration of its own
+        variant = json.loads((odd / 'variant.json').read_text())
+        (odd / 'variant.json').write_text(json.dumps(dict(variant, discount=0.5)))
+        others = []
+    out = tmp_path / 'x.png'
+    result = CliRunner().invoke(_main('plot'), [*others, str(odd), '--out', str(out)])
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert message in result.output and 'Traceback' not in result.output, result.output
+    assert not out.exists()

@@ -114,6 +114,20 @@ def test_a_snapshot_whose_log_std_is_not_the_variants_is_refused(tmp_path):
     assert (run / 'progress.csv').read_text() == before
 
 
+def test_a_refused_resume_leaves_the_runs_snapshot_mode_as_it_was(tmp_path):
+    """A mode given with a resume that is then refused (too few epochs) is not recorded: the
+    next plain resume saves as the run always did, and variant.json is byte for byte the same."""
+    log_dir = tmp_path / 'run'
+    assert _invoke(*TINY, '--epochs', '1', '--log-dir', str(log_dir)).exit_code == 0
+    before = (log_dir / 'variant.json').read_bytes()
+    for mode in ('none', 'all'):
+        result = _invoke('--resume', str(log_dir), '--epochs', '1', '--snapshot-mode', mode)
+        assert result.exit_code != 0 and '--epochs must be more' in result.output, result.output
+        assert (log_dir / 'variant.json').read_bytes() == before
+    assert _invoke('--resume', str(log_dir), '--epochs', '2').exit_code == 0
+    assert (log_dir / 'params.pkl').is_file() and not list(log_dir.glob('itr_*.pkl'))
+
+
 def test_resume_keeps_the_runs_snapshot_mode_unless_given(tmp_path):
     # The mode is the run's (variant.json), not garage's default 'last': a run saving every
     # epoch goes on saving every epoch; a mode given on resume is recorded for the next.

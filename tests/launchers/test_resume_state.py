@@ -345,6 +345,8 @@ def test_how_a_run_is_executed_may_change_on_resume(promp_run, tmp_path):
     ('hidden_sizes', [4.0], 'its hidden_sizes is [4.0]'),
     ('env', None, 'its env is None'),
     ('meta_batch_size', '2', "meta_batch_size=2, its variant.json '2'"),
+    ('overrides', [1, 2], 'its overrides are [1, 2], not the object'),
+    ('overrides', 'abc', "its overrides are 'abc', not the object"),
 ])
 def test_a_hand_edited_variant_is_refused_naming_the_entry(promp_run, tmp_path, key, value,
                                                            named):

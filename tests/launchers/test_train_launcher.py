@@ -433,6 +433,27 @@ def test_a_log_dir_with_files_whose_sibling_cannot_be_named_or_a_linked_lock_is_
     assert (linked / 'keep').read_text() == 'x'
 
 
+@pytest.mark.parametrize('spelling', ['{}/', '{}/.', '{}//', 'inner/..'])
+def test_a_log_dir_spelled_with_a_slash_or_dots_goes_beside_the_run_not_into_it(
+        tmp_path, spelling, monkeypatch):
+    """garage appends _1 to the path as written: 'run/' would put the new run in run/_1,
+    inside the other run's directory, and '.' a hidden '._1'. The path is normalised, so
+    the run goes to run_1 (the directory the notice names) and the old run is untouched."""
+    run = tmp_path / 'run'
+    assert _tiny_into(run).exit_code == 0
+    (run / 'inner').mkdir()
+    before = sorted(p.name for p in run.iterdir())
+    monkeypatch.chdir(run if spelling.startswith('inner') else tmp_path)
+    given = spelling.format('run')
+    result = _tiny_into(given)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in run.iterdir()) == before
+    beside = tmp_path / 'run_1'
+    assert (beside / 'progress.csv').is_file()
+    assert f'{beside if spelling.startswith("inner") else "run_1"} (garage' in \
+        ' '.join(result.output.split()), result.output
+
+
 def test_gradient_variance_says_where_it_goes_beside_a_log_dir_with_files(tmp_path):
     """As train.py: an existing --log-dir gets the run beside it, said up front (an empty
     one too: garage does not write into an existing directory)."""
