@@ -86,6 +86,11 @@ _LINE = re.compile(r'^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$')
 #: callers' lines (the instructions of their calls to it, callees included).
 _SELF = re.compile(r'^\s*([\d,]+)\s+\([^)]*\)\s+\*\s+(.*)$')
 _CALLER = re.compile(r'^\s*([\d,]+)\s+\([^)]*\)\s+<\s+(.*)$')
+#: C++ runtime functions, which MuJoCo's library carries a copy of: callgrind puts a call
+#: to ``operator delete`` in that copy or in the C++ library's from run to run (the same
+#: symbol in both), so its calls (``free`` of the model compiler's objects) are not
+#: counted as MuJoCo's; the engine's own calls (``memset`` of its arena, ``sin``) are.
+_CXX_RUNTIME = re.compile(r'operator (new|delete)|std::')
 
 
 def _count(text: str) -> int:
@@ -107,7 +112,7 @@ def parse_annotate(text: str) -> Dict[str, int]:
             continue
         caller = _CALLER.match(line)
         if caller:  # a call into the function whose line ends this block
-            if GROUPS[0][1].search(caller.group(2)):
+            if GROUPS[0][1].search(caller.group(2)) and not _CXX_RUNTIME.search(caller.group(2)):
                 callers_in_mujoco += _count(caller.group(1))
             continue
         match = _SELF.match(line) or _LINE.match(line)
@@ -133,6 +138,7 @@ def by_group(counts: Dict[str, int]) -> Dict[str, int]:
         groups[group] += count
     groups['total'] = groups['mujoco'] + groups['interpreter'] + groups['rest']
     calls = counts.get(MUJOCO_CALLS, 0)
+    groups['mujoco_own'] = groups['mujoco']  # its library's functions alone
     groups['mujoco'] += calls
     groups['rest'] -= calls
     return groups
@@ -232,11 +238,15 @@ def measure(revs, env, meta_batches, meta_batch_size, episodes, run=callgrind) -
 def format_table(rows, meta_batch_size, episodes) -> str:
     lines = [f'Instructions an env step of an in-process ProMP meta-batch ({meta_batch_size} '
              f'tasks x {episodes} episodes, every sampling round and the learner\'s work), '
-             'counted by callgrind; "own": all but MuJoCo\'s, each against the first row\'s:',
-             '', '| env | revision | env steps | MuJoCo | interpreter | rest | total | own | '
-             'own / first | total / first |', '|---|---|---|---|---|---|---|---|---|---|']
+             'counted by callgrind; "own": all but MuJoCo\'s, each against the first row\'s; '
+             '"MuJoCo\'s calls": of MuJoCo\'s, those of its calls into the C and maths libraries '
+             '("-": counted in the rest, as the first counts did):',
+             '', '| env | revision | env steps | MuJoCo | MuJoCo\'s calls | interpreter | rest | '
+             'total | own | own / first | total / first |',
+             '|---|---|---|---|---|---|---|---|---|---|---|']
     lines += [f'| {r["env"]} | {r["revision"]} | {r["steps"]} | {r["mujoco"]:,.0f} | '
-              f'{r["interpreter"]:,.0f} | {r["rest"]:,.0f} | {r["total"]:,.0f} | '
+              + (f'{r["mujoco"] - r["mujoco_own"]:,.0f}' if 'mujoco_own' in r else '-')
+              + f' | {r["interpreter"]:,.0f} | {r["rest"]:,.0f} | {r["total"]:,.0f} | '
               f'{r["own"]:,.0f} | {r["own_ratio"]:.3f} | {r["total_ratio"]:.4f} |'
               for r in rows]
     return '\n'.join(lines)
