@@ -19,7 +19,7 @@ import os
 import select
 import subprocess
 import sys
-from typing import Dict, Iterable, List
+from typing import Any, Dict, Iterable, List
 
 #: Seconds between two notes of the Ray processes.
 POLL_SECONDS = 1.0
@@ -56,51 +56,62 @@ def local_ray_pids() -> List[int]:
         return []
 
 
-def _note(roots: Iterable[int], noted: Dict[int, float]) -> None:
+def _note(roots: List, noted: Dict[int, Any]) -> None:
+    """Add the live roots and their descendants (one scan of the process table) to
+    ``noted``, as ``psutil.Process`` objects: each stands for the process it was made for
+    (psutil tells a pid taken by another process from it), so only those are ever ended."""
+    import psutil  # pylint: disable=import-outside-toplevel
+    children: Dict[int, List[int]] = {}
+    for proc in psutil.process_iter(['ppid']):
+        children.setdefault(proc.info['ppid'], []).append(proc.pid)
+    todo = [root.pid for root in roots if root.is_running()]
+    for root in roots:
+        if root.is_running():
+            noted.setdefault(root.pid, root)
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            if pid not in noted:
+                try:
+                    noted[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    continue
+                todo.append(pid)
+
+
+def _alive(roots: List) -> bool:
     import psutil  # pylint: disable=import-outside-toplevel
     for root in roots:
         try:
-            proc = psutil.Process(root)
-            family = [proc, *proc.children(recursive=True)]
-        except psutil.Error:
-            continue
-        for member in family:
-            try:
-                noted.setdefault(member.pid, member.create_time())
-            except psutil.Error:
-                pass
-
-
-def _end(noted: Dict[int, float]) -> None:
-    import psutil  # pylint: disable=import-outside-toplevel
-    for pid, created in noted.items():
-        try:
-            proc = psutil.Process(pid)
-            if proc.create_time() == created:
-                proc.kill()
-        except psutil.Error:
-            pass
-
-
-def _alive(roots: Iterable[int], noted: Dict[int, float]) -> bool:
-    import psutil  # pylint: disable=import-outside-toplevel
-    for pid in roots:
-        try:
-            proc = psutil.Process(pid)
-            if noted.get(pid) in (None, proc.create_time()) and \
-                    proc.status() != psutil.STATUS_ZOMBIE:
+            if root.is_running() and root.status() != psutil.STATUS_ZOMBIE:
                 return True
         except psutil.Error:
             pass
     return False
 
 
-def main(roots: List[int]) -> None:
-    noted: Dict[int, float] = {}
+def _end(noted: Dict[int, Any]) -> None:
+    import psutil  # pylint: disable=import-outside-toplevel
+    for proc in noted.values():
+        try:
+            if proc.is_running():
+                proc.kill()
+        except psutil.Error:
+            pass
+
+
+def main(pids: List[int]) -> None:
+    import psutil  # pylint: disable=import-outside-toplevel
+    roots = []
+    for pid in pids:  # (alive: the run that passed them has not reaped them)
+        try:
+            roots.append(psutil.Process(pid))
+        except psutil.Error:
+            pass
+    noted: Dict[int, Any] = {}
     stdin = sys.stdin.fileno()
     while True:
         _note(roots, noted)
-        if not _alive(roots, noted):  # Ray is down (the run died, or shut it down)
+        if not _alive(roots):  # Ray is down (the run died, or shut it down)
             break
         ready, _, _ = select.select([stdin], [], [], POLL_SECONDS)
         if ready and not os.read(stdin, 4096):  # the run's end of the pipe closed

@@ -51,6 +51,7 @@ import threading
 import time
 import traceback
 from typing import Any, Dict, List, Sequence, Tuple
+import warnings
 import weakref
 
 from garage_promp._console import phase
@@ -816,7 +817,12 @@ def init_ray(**kwargs):
         finally:
             if before is not None:
                 signal.signal(signal.SIGTERM, before)
-        _ray_reaper.watch(_ray_reaper.local_ray_pids())
+        try:
+            _ray_reaper.watch(_ray_reaper.local_ray_pids())
+        except OSError as error:  # (no process to spare): Ray runs, unwatched
+            warnings.warn(f'the watcher that ends a Ray started here with the run did not '
+                          f'start ({error}): if the run is killed, the raylet\'s agents may '
+                          'outlive it by a minute or more')
 
 
 def _ray_cpus() -> str:

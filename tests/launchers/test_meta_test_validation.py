@@ -285,25 +285,32 @@ def test_csv_that_is_no_regular_file_is_refused_before_any_work(
 def test_a_table_that_cannot_be_written_at_the_end_is_one_error_and_the_old_one_stays(
         snapshot_dir, tmp_path, monkeypatch):
     """A full disk at the end: one Error line naming --csv (the table is printed above),
-    the previous table whole and no partial file left."""
+    the previous table whole and no partial file left; a --csv that is a symbolic link has
+    the table it names replaced, the link and the table's permissions kept."""
     run = _copy_run(snapshot_dir, tmp_path)
-    args = (run, '--n-test-tasks', 1, '--n-exploration-eps', 1, '--n-test-episodes', 1)
+    table = tmp_path / 'tables' / 'meta_test.csv'
+    table.parent.mkdir()
+    options = (run, '--n-test-tasks', 1, '--n-exploration-eps', 1, '--n-test-episodes', 1)
     module = _load('meta_test')
-    assert _invoke(module, *args).exit_code == 0
-    before = (run / 'meta_test.csv').read_bytes()
-
-    def full(path, write):
-        with open(path + '.tmp', 'w') as f:
-            f.write('partial')
-        import garage_promp.experiment.resume as resume  # pylint: disable=import-outside-toplevel
-        return resume.replace_atomically(path, _raise_enospc)
-    monkeypatch.setattr(module, 'replace_atomically', full)
+    assert _invoke(module, *options, '--csv', table).exit_code == 0
+    link = run / 'latest.csv'
+    link.symlink_to(table)
+    args = (*options, '--csv', link)
+    table.chmod(0o640)
+    before = table.read_bytes()
+    listing = sorted(p.name for p in [*run.iterdir(), *table.parent.iterdir()])
+    import garage_promp.experiment.resume as resume  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(module, 'replace_atomically',
+                        lambda path, write: resume.replace_atomically(path, _raise_enospc))
     result = _invoke(module, *args)
     assert result.exit_code == 1, (result.output, result.exception)
     assert 'Error: --csv: cannot write' in result.output and 'No space left' in result.output
     assert 'Traceback' not in result.output
-    assert (run / 'meta_test.csv').read_bytes() == before
-    assert not (run / 'meta_test.csv.tmp').exists()
+    assert table.read_bytes() == before
+    assert sorted(p.name for p in [*run.iterdir(), *table.parent.iterdir()]) == listing
+    monkeypatch.undo()
+    assert _invoke(_load('meta_test'), *args).exit_code == 0
+    assert link.is_symlink() and table.stat().st_mode & 0o777 == 0o640
 
 
 def _raise_enospc(_):
