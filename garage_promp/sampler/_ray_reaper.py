@@ -24,7 +24,9 @@ from typing import Any, Dict, Iterable, List
 #: Seconds between two notes of the Ray processes.
 POLL_SECONDS = 1.0
 
-_WATCHERS: List[subprocess.Popen] = []  # their pipes' ends stay open while this process runs
+#: The write ends of the watchers' pipes, raw descriptors (no file object to be reported
+#: unclosed at exit): open while this process runs, closed by the kernel when it ends.
+_PIPES: List[int] = []
 
 
 def watch(pids: Iterable[int]) -> subprocess.Popen | None:
@@ -33,12 +35,19 @@ def watch(pids: Iterable[int]) -> subprocess.Popen | None:
     pids = [int(pid) for pid in pids]
     if not pids:
         return None
-    proc = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), *map(str, pids)],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
-        close_fds=True)
+    read_end, write_end = os.pipe()  # (both close-on-exec)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), *map(str, pids)],
+            stdin=read_end, stdout=subprocess.DEVNULL, start_new_session=True,
+            close_fds=True)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
     proc.wait()  # the first process forks the watcher and exits (below)
-    _WATCHERS.append(proc)  # (its stdin: the pipe's end the watcher reads)
+    _PIPES.append(write_end)
     return proc
 
 
