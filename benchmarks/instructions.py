@@ -74,6 +74,7 @@ print(json.dumps(dict(steps=steps, package=garage_promp.__file__)))
 
 #: Where a function's instructions are counted, by the object file it is in.
 GROUPS = (('mujoco', re.compile(r'libmujoco')), ('interpreter', re.compile(r'libpython')))
+_MUJOCO = GROUPS[0][1]
 
 #: The pseudo-function under which :func:`parse_annotate` counts the instructions of the
 #: calls MuJoCo's functions make into other libraries (the C library's ``memset`` and
@@ -112,14 +113,14 @@ def parse_annotate(text: str) -> Dict[str, int]:
             continue
         caller = _CALLER.match(line)
         if caller:  # a call into the function whose line ends this block
-            if GROUPS[0][1].search(caller.group(2)) and not _CXX_RUNTIME.search(caller.group(2)):
+            if _MUJOCO.search(caller.group(2)) and not _CXX_RUNTIME.search(caller.group(2)):
                 callers_in_mujoco += _count(caller.group(1))
             continue
         match = _SELF.match(line) or _LINE.match(line)
         if match:
             name = match.group(2).strip()
             counts[name] = counts.get(name, 0) + _count(match.group(1))
-            if callers_in_mujoco and not GROUPS[0][1].search(name):
+            if callers_in_mujoco and not _MUJOCO.search(name):
                 counts[MUJOCO_CALLS] = counts.get(MUJOCO_CALLS, 0) + callers_in_mujoco
             callers_in_mujoco = 0
     return counts

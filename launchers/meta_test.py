@@ -28,8 +28,8 @@ from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
-from garage_promp.experiment.resume import check_snapshot_matches_variant, replace_atomically
-from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
+from garage_promp.experiment.resume import check_snapshot_matches_variant
+from garage_promp.experiment.run_dir import DamagedRunFile, read_variant, replace_atomically
 from garage_promp.sampler.backends import (
     DEFAULT_WORKER_TIMEOUT,
     STALL_NOTICE_SECONDS,

@@ -8,13 +8,11 @@ again), appends the new epochs' rows, and leaves ``variant.json`` as it was.
 With garage_promp's algorithms the continued rows equal those of an
 uninterrupted run (see ``MetaPolicySearch.__getstate__``).
 """
-import contextlib
 import csv
 import json
 import numbers
 import os
 import re
-import secrets
 import stat
 from typing import Any, List
 import warnings
@@ -27,6 +25,7 @@ from garage_promp.experiment.run_dir import (
     owned_run_dir,
     read_progress,
     read_variant,
+    replace_atomically,
 )
 from garage_promp.validation import (
     MAX_COUNT,
@@ -123,42 +122,6 @@ def _keep_rows(path: str, n_rows: int):
     if ''.join(kept) == text:
         return
     replace_atomically(path, lambda f: f.writelines(kept))
-
-
-def replace_atomically(path: str, write):
-    """Write ``path`` anew through ``write(file)``: into a new temporary file beside it,
-    synced to disk, then renamed over it, so that a kill leaves the old file or the new one
-    whole; where the write fails (a full disk) the temporary file is removed and the error
-    raised.
-
-    The temporary name is short whatever the file's (``.<name>.<pid>.<random>.tmp``, the
-    name cut to 100 characters: a name near the file system's limit that ``path`` itself
-    fits still works) and never an existing file's; the file keeps its permissions; a
-    ``path`` that is a symbolic link has the file it names replaced, the link kept.
-    """
-    target = os.path.realpath(path)
-    directory, name = os.path.split(target)
-    while True:
-        tmp = os.path.join(directory, f'.{name[:100]}.{os.getpid()}.{secrets.token_hex(4)}.tmp')
-        try:  # (created with the umask's permissions, as open() would)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        try:
-            os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
-        except FileNotFoundError:
-            pass
-        with open(fd, 'w', newline='', encoding='utf-8') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _logged_rows(path: str) -> List[dict] | None:

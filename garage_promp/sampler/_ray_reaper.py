@@ -73,10 +73,10 @@ def _note(roots: List, noted: Dict[int, Any]) -> None:
     children: Dict[int, List[int]] = {}
     for proc in psutil.process_iter(['ppid']):
         children.setdefault(proc.info['ppid'], []).append(proc.pid)
-    todo = [root.pid for root in roots if root.is_running()]
-    for root in roots:
-        if root.is_running():
-            noted.setdefault(root.pid, root)
+    live = [root for root in roots if root.is_running()]
+    for root in live:
+        noted.setdefault(root.pid, root)
+    todo = [root.pid for root in live]
     while todo:
         for pid in children.get(todo.pop(), []):
             if pid not in noted:
