@@ -58,7 +58,7 @@ def read_saved_results(path) -> dict:
     import stat  # pylint: disable=import-outside-toplevel
     status = os.stat(path)
     if not stat.S_ISREG(status.st_mode):
-        from garage_promp._garage_compat import file_kind  # pylint: disable=import-outside-toplevel
+        from garage_promp._files import file_kind  # pylint: disable=import-outside-toplevel
         raise ValueError(f'not a file ({file_kind(path)})')
     if status.st_size > MAX_RESULTS_BYTES:
         raise ValueError(f'{status.st_size:,} bytes, more than any saved results '

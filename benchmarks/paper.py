@@ -98,7 +98,7 @@ import click
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from garage_promp._garage_compat import file_kind  # noqa: E402
+from garage_promp._files import file_kind  # noqa: E402
 from garage_promp.experiment.plotting import mean_std, read_progress  # noqa: E402
 from garage_promp.experiment.run_dir import (  # noqa: E402
     DamagedRunFile,

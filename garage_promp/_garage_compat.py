@@ -226,53 +226,26 @@ class SnapshotWriteError(OSError):
 
 
 def atomic_cloudpickle_dump(obj, file_name):
-    """Write ``obj`` to ``file_name`` so that readers never see a partial file.
+    """Write ``obj`` to ``file_name`` so that readers never see a partial file
+    (:func:`garage_promp._files.replace_atomically`: a temporary file beside it, synced,
+    renamed over it; through a symbolic link, keeping the file's permissions).
 
-    The object is written to ``file_name + '.tmp'`` in the same directory,
-    flushed and fsynced, then moved over ``file_name`` with ``os.replace``.
-    If writing fails, the temporary file is removed and any previous
-    ``file_name`` is left untouched.
+    Raises:
+        SnapshotWriteError: If the file cannot be written; any previous ``file_name`` is
+            left untouched.
+
     """
+    # (This module imports nothing of the package at its top: garage_promp/_import_order.py
+    # may load it before the package.)
+    from garage_promp._files import replace_atomically
+
     import cloudpickle
-    tmp_name = file_name + '.tmp'
     try:
-        with open(tmp_name, 'wb') as file:
-            cloudpickle.dump(obj, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp_name, file_name)
-    except BaseException as error:
-        if os.path.exists(tmp_name):
-            os.remove(tmp_name)
-        if isinstance(error, OSError):
-            raise SnapshotWriteError(
-                error.errno, f'could not write the snapshot {file_name} '
-                f'({error.strerror or error}); the previous one is kept', file_name) from error
-        raise
-
-
-def file_kind(path: str) -> str:
-    """What ``path`` is, in words, for a message about a file that should be a plain one
-    (``'a named pipe'``, ``'a symbolic link to a device'``, ``'a symbolic link loop'``...)."""
-    def kind(mode):
-        for test, word in ((stat.S_ISREG, 'a file'), (stat.S_ISDIR, 'a directory'),
-                           (stat.S_ISFIFO, 'a named pipe'), (stat.S_ISSOCK, 'a socket'),
-                           (stat.S_ISCHR, 'a device'), (stat.S_ISBLK, 'a device')):
-            if test(mode):
-                return word
-        return 'not a regular file'
-
-    try:
-        mode = os.lstat(path).st_mode
+        replace_atomically(file_name, lambda file: cloudpickle.dump(obj, file), binary=True)
     except OSError as error:
-        return f'unreadable: {error.strerror}'
-    if not stat.S_ISLNK(mode):
-        return kind(mode)
-    try:
-        return f'a symbolic link to {kind(os.stat(path).st_mode)}'
-    except OSError as error:
-        return ('a symbolic link loop' if error.errno == errno.ELOOP
-                else 'a symbolic link to nothing')
+        raise SnapshotWriteError(
+            error.errno, f'could not write the snapshot {file_name} '
+            f'({error.strerror or error}); the previous one is kept', file_name) from error
 
 
 def _load_snapshot_file(file_name):
@@ -285,6 +258,7 @@ def _load_snapshot_file(file_name):
                           f'({e.strerror or e})', file_name) from e
         regular = False
     if not regular:
+        from garage_promp._files import file_kind  # (see atomic_cloudpickle_dump)
         raise CorruptSnapshotError(f'snapshot file {file_name} is not a file '
                                    f'({file_kind(file_name)})')
     try:

@@ -27,7 +27,8 @@ import tempfile
 from typing import Any, Callable, Iterable
 
 from garage_promp._console import ensure_std_streams
-from garage_promp._garage_compat import RAY_MISSING_MESSAGE, file_kind, ray_available
+from garage_promp._files import file_kind
+from garage_promp._garage_compat import RAY_MISSING_MESSAGE, ray_available
 
 import click
 import numpy as np

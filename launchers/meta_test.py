@@ -23,13 +23,14 @@ import time
 
 import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp._console import set_listener
+from garage_promp._files import replace_atomically
 from garage_promp._garage_compat import CorruptSnapshotError, check_training_snapshot
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
 from garage_promp.experiment.resume import check_snapshot_matches_variant
-from garage_promp.experiment.run_dir import DamagedRunFile, read_variant, replace_atomically
+from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
 from garage_promp.sampler.backends import (
     DEFAULT_WORKER_TIMEOUT,
     STALL_NOTICE_SECONDS,

@@ -223,6 +223,30 @@ def test_snapshot_write_is_atomic(tmp_path, monkeypatch):
     assert not [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]
 
 
+def test_a_snapshot_is_written_through_a_link_keeping_its_permissions(tmp_path):
+    """A ``params.pkl`` that is a symbolic link (snapshots kept on another disk) has the
+    file it names replaced, the link kept; the file keeps its permissions; a leftover
+    ``params.pkl.tmp`` (a directory even) is not in the way."""
+    elsewhere = tmp_path / 'disk'
+    elsewhere.mkdir()
+    run = tmp_path / 'run'
+    run.mkdir()
+    snap = _snapshotter(run)
+    (elsewhere / 'params.pkl').write_bytes(b'')
+    os.chmod(elsewhere / 'params.pkl', 0o640)
+    (run / 'params.pkl').symlink_to(elsewhere / 'params.pkl')
+    (run / 'params.pkl.tmp').mkdir()
+    snap.save_itr_params(3, {'epoch': 3})
+    assert (run / 'params.pkl').is_symlink()
+    assert os.readlink(run / 'params.pkl') == str(elsewhere / 'params.pkl')
+    assert os.stat(elsewhere / 'params.pkl').st_mode & 0o777 == 0o640
+    with open(elsewhere / 'params.pkl', 'rb') as f:
+        assert cloudpickle.load(f) == {'epoch': 3}
+    assert snap.load(str(run))['epoch'] == 3
+    assert sorted(p.name for p in run.iterdir()) == ['params.pkl', 'params.pkl.tmp']
+    assert sorted(p.name for p in elsewhere.iterdir()) == ['params.pkl']
+
+
 def test_snapshot_load_last_sorts_epochs_numerically(tmp_path):
     snap = _snapshotter(tmp_path, mode='all')
     for epoch in (2, 9, 10):

@@ -17,6 +17,7 @@ import stat
 from typing import Any, List
 import warnings
 
+from garage_promp._files import replace_atomically
 from garage_promp._garage_compat import check_training_snapshot
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.run_dir import (
@@ -25,7 +26,6 @@ from garage_promp.experiment.run_dir import (
     owned_run_dir,
     read_progress,
     read_variant,
-    replace_atomically,
 )
 from garage_promp.validation import (
     MAX_COUNT,

@@ -26,11 +26,10 @@ import json
 import math
 import os
 import pathlib
-import secrets
 import stat
 from typing import List
 
-from garage_promp._garage_compat import file_kind
+from garage_promp._files import file_kind
 from garage_promp.validation import shown
 
 LOCK_NAME = '.lock'
@@ -199,42 +198,6 @@ def _check_fields(path: pathlib.Path, line: int, fields: dict, steps: float) -> 
 
 #: The largest variant.json read (a run's options are a few hundred bytes).
 MAX_VARIANT_BYTES = 1 << 20
-
-
-def replace_atomically(path: str, write):
-    """Write ``path`` anew through ``write(file)``: into a new temporary file beside it,
-    synced to disk, then renamed over it, so that a kill leaves the old file or the new one
-    whole; where the write fails (a full disk) the temporary file is removed and the error
-    raised.
-
-    The temporary name is short whatever the file's (``.<name>.<pid>.<random>.tmp``, the
-    name cut to 100 characters: a name near the file system's limit that ``path`` itself
-    fits still works) and never an existing file's; the file keeps its permissions; a
-    ``path`` that is a symbolic link has the file it names replaced, the link kept.
-    """
-    target = os.path.realpath(path)
-    directory, name = os.path.split(target)
-    while True:
-        tmp = os.path.join(directory, f'.{name[:100]}.{os.getpid()}.{secrets.token_hex(4)}.tmp')
-        try:  # (created with the umask's permissions, as open() would)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        try:
-            os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
-        except FileNotFoundError:
-            pass
-        with open(fd, 'w', newline='', encoding='utf-8') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def read_variant(run_dir) -> dict:

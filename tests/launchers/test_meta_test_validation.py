@@ -299,9 +299,9 @@ def test_a_table_that_cannot_be_written_at_the_end_is_one_error_and_the_old_one_
     table.chmod(0o640)
     before = table.read_bytes()
     listing = sorted(p.name for p in [*run.iterdir(), *table.parent.iterdir()])
-    from garage_promp.experiment import run_dir  # pylint: disable=import-outside-toplevel
+    from garage_promp import _files  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(module, 'replace_atomically',
-                        lambda path, write: run_dir.replace_atomically(path, _raise_enospc))
+                        lambda path, write: _files.replace_atomically(path, _raise_enospc))
     result = _invoke(module, *args)
     assert result.exit_code == 1, (result.output, result.exception)
     assert 'Error: --csv: cannot write' in result.output and 'No space left' in result.output
