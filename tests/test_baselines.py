@@ -250,3 +250,38 @@ def test_processing_gives_the_same_bits_with_one_or_two_blas_threads_by_default(
                              env=env, capture_output=True, text=True, check=True, timeout=300)
         digests.add(out.stdout.split()[-1])
     assert len(digests) == 1, digests
+
+
+class _Predicting(LinearFeatureBaseline):
+    """Predicts ``value`` on the valid cells (and a shape or dtype of its own where given)."""
+
+    def __init__(self, value, shape=None, dtype=np.float64):
+        super().__init__()
+        self.value, self.shape, self.dtype = value, shape, dtype
+
+    def fit_predict(self, observations, targets, mask):
+        return np.full(self.shape or mask.shape, self.value, dtype=self.dtype)
+
+
+@pytest.mark.parametrize('baseline, error, match', [
+    (_Predicting(np.nan), FloatingPointError, 'the baseline _Predicting predicted NaN or inf for '
+                                              'task 0 of the meta-batch'),
+    (_Predicting(-np.inf), FloatingPointError, 'predicted NaN or inf for task 0'),
+    (_Predicting(1e300), FloatingPointError, r'predicted 1e\+300 for task 0 of the meta-batch, '
+                                             'beyond float32'),
+    (_Predicting(1., shape=(3, 4)), ValueError, r'float64 values of shape \(3, 4\) for task 0'),
+    (_Predicting('1', dtype=object), ValueError, 'predicted object values'),
+])
+@pytest.mark.parametrize('normalize_adv', [False, True])
+def test_a_baseline_predicting_what_no_return_is_is_named(baseline, error, match, normalize_adv):
+    """A NaN prediction would come out as advantages "beyond float32" whose largest value
+    is 0, and 1e300 with normalised advantages as all-zero advantages (their std
+    overflows): an update that changes nothing, without a word. Both name the baseline."""
+    from garage_promp.algos._batch import process_episodes  # pylint: disable=import-outside-toplevel
+    inputs = list(_processing_inputs())
+    inputs[-1].baseline = baseline
+    inputs[-1].normalize_adv = normalize_adv
+    with pytest.raises(error, match=match):
+        process_episodes(*inputs)
+    inputs[-1].baseline = _Predicting(3.4e38)  # within float32: processed
+    assert process_episodes(*inputs).advantages.isfinite().all()

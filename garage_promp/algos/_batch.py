@@ -167,14 +167,14 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
     with processing_blas_threads():  # the fits round alike on every machine
         for i in range(n_tasks):
             returns = discount_cumsum(rewards[i], config.discount)
-            values = config.baseline.fit_predict(obs[i], returns, mask[i])
+            values = _predictions(config.baseline, obs[i], returns, mask[i], first_task + i)
             adv = gae_advantages(rewards[i], values, mask[i], config.discount,
                                  config.gae_lambda)
             advantages[i] = _postprocess(adv, mask[i], config)
             if dice is not None:
                 # Reference §2.3: r~_t = γ^t r_t − b(t), b fit on γ^t r_t.
                 disc = discounted_rewards(rewards[i], config.discount) * mask[i]
-                b = config.dice_baseline.fit_predict(obs[i], disc, mask[i])
+                b = _predictions(config.dice_baseline, obs[i], disc, mask[i], first_task + i)
                 dice[i] = _postprocess(disc - b, mask[i], config)
     mean_std_reward = _mean_std_reward(rewards, mask)
 
@@ -292,6 +292,37 @@ def concatenate_tasks(parts: List[MetaBatch], episodes: EpisodeBatch,
     fields['mean_std_reward'] = torch.as_tensor(_mean_std_reward(rewards, mask),
                                                 dtype=torch.float32)
     return MetaBatch(episodes=episodes, **fields)
+
+
+#: The largest |value| a baseline may predict: float32's, the batch's dtype.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _predictions(baseline, observations, targets, mask, task: int) -> np.ndarray:
+    """``baseline.fit_predict`` on one task's batch, refused (naming the baseline and the
+    task) unless it is numbers of the batch's (R, T) layout, within float32's range where the
+    returns are: a NaN would come out as advantages "beyond float32" of largest value 0,
+    and a prediction of 1e300 would make the normalised advantages all 0 (their std
+    overflows), an update that changes nothing without a word."""
+    values = baseline.fit_predict(observations, targets, mask)
+    name = type(baseline).__name__
+    array = np.asarray(values)
+    if array.shape != mask.shape or array.dtype.kind not in 'biuf':
+        raise ValueError(f'the baseline {name} predicted {array.dtype} values of shape '
+                         f'{array.shape} for task {task} of the meta-batch; it must predict '
+                         f'real numbers of the batch\'s (episodes, steps) shape {mask.shape}')
+    valid = array[mask > 0]
+    if not np.isfinite(valid).all():
+        raise FloatingPointError(f'the baseline {name} predicted NaN or inf for task {task} '
+                                 'of the meta-batch')
+    largest = float(np.abs(valid).max(initial=0.))
+    # (Returns beyond float32 are the rewards' doing, named where the batch is made.)
+    if largest > _FLOAT32_MAX and float(np.abs(targets[mask > 0]).max(initial=0.)) <= _FLOAT32_MAX:
+        raise FloatingPointError(f'the baseline {name} predicted {largest:.3g} for task {task} '
+                                 f'of the meta-batch, beyond float32 (the batch\'s dtype, up '
+                                 f'to {_FLOAT32_MAX:.3g}) where the returns it was fit on are '
+                                 'not')
+    return values
 
 
 def _postprocess(values, mask, config):

@@ -13,14 +13,33 @@ CORNERS = np.array([[-2., -2.], [2., -2.], [-2., 2.], [2., 2.]])
 """Goals of the 2-D point envs (MetaPointEnvCorner / MetaPointEnvMomentum)."""
 
 
-def _refuse_complex(task: Any, name: str, expected: str) -> None:
-    """A complex task value (numpy would drop its imaginary part, with only a warning)."""
+def _refuse_non_real(task: Any, name: str, expected: str) -> None:
+    """Refuse a task value that is not real numbers, which numpy would turn into some:
+    a complex number (its imaginary part dropped, with only a warning), text
+    (``np.array(['2'], float)`` is 2.: strings are never read as numbers) or booleans
+    (``True`` as 1.)."""
+    if _holds_bool_or_text(task):
+        raise ValueError(f'task {name} should be {expected}, got {task!r}: booleans and text '
+                         'are not read as numbers')
     try:
         values = np.asarray(task)  # (a list of numbers as one array)
     except (TypeError, ValueError):  # ragged or odd: the caller's own check names it
         return
     if is_complex(values):
         raise ValueError(f'task {name} should be {expected}, got {task!r}: a complex number')
+    if values.dtype.kind in 'bUS':
+        raise ValueError(f'task {name} should be {expected}, got {task!r}: booleans and text '
+                         'are not read as numbers')
+
+
+def _holds_bool_or_text(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is, or a list or tuple holds (a few levels deep), a bool or text
+    (``np.asarray([True, 1.5])`` is floats: the bool is gone before a dtype can show it)."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        return True
+    if isinstance(value, (list, tuple)) and depth < 3:
+        return any(_holds_bool_or_text(item, depth + 1) for item in value)
+    return False
 
 
 def sample_signs(rng: np.random.Generator, n_tasks: int) -> List[float]:
@@ -35,7 +54,7 @@ def check_sign(task: Any, name: str) -> float:
         ValueError: ``'task {name} should be 1. or -1., got ...'``.
 
     """
-    _refuse_complex(task, name, '1. or -1.')
+    _refuse_non_real(task, name, '1. or -1.')
     value = np.asarray(task, dtype=object)
     if value.size == 1 and value.item() in (-1., 1.) and not isinstance(
             value.item(), bool):
@@ -58,7 +77,7 @@ def check_vector(task: Any, name: str, dim: int = 2) -> np.ndarray:
         ValueError: If the task has another shape or is not finite.
 
     """
-    _refuse_complex(task, name, f'a finite array of shape ({dim},)')
+    _refuse_non_real(task, name, f'a finite array of shape ({dim},)')
     try:
         vector = np.array(task, dtype=np.float64)
     except (TypeError, ValueError):
@@ -149,7 +168,7 @@ def check_rand_params(task: Any, init_params: Dict[str, np.ndarray]
     for key, init in init_params.items():
         given = task[key]
         if not (isinstance(given, np.ndarray) and given.dtype == np.float64):  # (a real dtype)
-            _refuse_complex(given, f'[{key!r}]',
+            _refuse_non_real(given, f'[{key!r}]',
                             f'a finite, non-negative array of shape {init.shape}')
         value = np.array(given, dtype=np.float64)
         if value.shape != init.shape:

@@ -42,7 +42,11 @@ class AntRandGoalGym(AntBase):
         return _tasks.sample_disc_goals(rng, n_tasks, GOAL_RADIUS)
 
     def _check_task(self, task: Any) -> np.ndarray:
-        return _tasks.check_vector(task, 'goal_pos')
+        goal = _tasks.check_vector(task, 'goal_pos')
+        if not (np.abs(goal) < 1e154).all():  # (its squared distance, its progress: inf - inf)
+            raise ValueError(f'task goal_pos should be a goal whose distance has a float64 value '
+                             f'(|goal| under 1e154), got {task!r}')
+        return goal
 
     def _default_task(self) -> np.ndarray:
         return np.zeros(2)

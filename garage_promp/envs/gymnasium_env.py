@@ -262,8 +262,7 @@ class GymnasiumEnv(Environment):
             raise RuntimeError('reset() must be called before step()!')
         check = self._check_finite and not self._checked_outside
         if not self._checked_outside:  # the package's sampler makes its actions itself
-            self._check_action(action, check)
-        self._step_cnt += 1
+            action = self._check_action(action, check)
         raw = self._env.unwrapped
         checked = isinstance(raw, MetaEnv)  # the package's env: its own check not repeated
         if checked:
@@ -273,6 +272,7 @@ class GymnasiumEnv(Environment):
         finally:
             if checked:
                 raw._action_checked = False  # pylint: disable=protected-access
+        self._step_cnt += 1  # (a step the env refused or failed in is not counted)
         obs = np.asarray(obs, dtype=np.float32)
         reward = float(reward)
         if check:
@@ -306,10 +306,12 @@ class GymnasiumEnv(Environment):
         except AttributeError:
             return 'None'
 
-    def _check_action(self, action: Any, finite: bool) -> None:
-        """Refuse an action that is not numbers of the action space's shape (a (1,) or a
-        bare float would be broadcast into a (2,) env's state, a (2, 2) would reshape it)
-        or, with ``finite``, is not finite; nothing of the env has changed yet."""
+    def _check_action(self, action: Any, finite: bool) -> np.ndarray:
+        """``action`` as the array it reads as (its dtype kept: an array is itself; a list
+        or a torch tensor its numbers), refused if it is not numbers of the action space's
+        shape (a (1,) or a bare float would be broadcast into a (2,) env's state, a (2, 2)
+        would reshape it) or, with ``finite``, is not finite; nothing of the env has
+        changed yet."""
         shape = self._spec.action_space.shape
         values = real_array(action, shape)  # (complex numbers are not numbers here)
         if values is None:
@@ -318,6 +320,7 @@ class GymnasiumEnv(Environment):
                              f'{type(self._env.unwrapped).__name__})')
         if finite and not np.isfinite(values).all():
             self._raise_not_finite('action', action, action, f'at step {self._step_cnt + 1}')
+        return values
 
     def _raise_not_finite(self,
                           field: str,

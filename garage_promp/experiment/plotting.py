@@ -105,19 +105,30 @@ def group_runs(run_dirs) -> Dict[str, List[pathlib.Path]]:
 MAX_DRAWN = 1e300
 
 
-def _check_drawable(label: str, key: str, n_runs: int, stats) -> None:
+def _drawn_points(xs, means, stds):
+    """The points of a line that have a number at both coordinates: a column logged only
+    every few epochs (``MetaTest/*`` with ``--evaluate-every N``) is empty in the rows
+    between, and its line joins the epochs that have one."""
+    return [(x, m, s) for x, m, s in zip(xs, means, stds)
+            if not (math.isnan(x) or math.isnan(m))]
+
+
+def _check_drawable(label: str, key: str, n_runs: int, xs, stats, x_key: str) -> None:
     """Refuse, naming the group and column, a line with nothing to draw (every value
-    empty or NaN: a column the runs never logged a number in) or one beyond
-    :data:`MAX_DRAWN`, before anything is drawn.
+    empty or NaN: a column the runs never logged a number in, or none in a row whose
+    ``x_key`` has one) or one beyond :data:`MAX_DRAWN`, before anything is drawn.
 
     Raises:
         ValueError: As above.
 
     """
-    bands = [(m - s, m + s) for m, s in stats if not math.isnan(m)]
+    points = _drawn_points(xs, [m for m, _ in stats], [s for _, s in stats])
+    bands = [(m - s, m + s) for _, m, s in points]
     if not bands:
-        raise ValueError(f'{label}: its {n_runs} run(s) have no number in {key!r} (every '
-                         'row empty or NaN): nothing to draw')
+        where = ('every row empty or NaN' if all(math.isnan(m) for m, _ in stats)
+                 else f'none in a row with a number in {x_key!r}')
+        raise ValueError(f'{label}: its {n_runs} run(s) have no number in {key!r} ({where}): '
+                         'nothing to draw')
     largest = max(abs(v) for band in bands for v in band)
     if not largest <= MAX_DRAWN:
         raise ValueError(f'{label}: {key!r} mean ± std reaches {largest:.3g}, beyond what '
@@ -154,7 +165,8 @@ def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str
                       for rows in runs]
             stats = [mean_std([c[i] for c in curves]) for i in range(n)]
             name = {None: 'post-update', 'Step_0-AverageReturn': 'pre-update'}.get(key, key)
-            _check_drawable(label, key or post_update_key(runs[0]), len(runs), stats)
+            _check_drawable(label, key or post_update_key(runs[0]), len(runs), xs, stats,
+                            x_key)
             drawn.setdefault(label, {})[name] = (xs, [m for m, _ in stats],
                                                  [sd for _, sd in stats])
     import matplotlib  # pylint: disable=import-outside-toplevel
@@ -165,7 +177,8 @@ def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str
     styles = ['-', '--', ':', '-.']
     for label, lines in drawn.items():
         color = next(colors)
-        for style, (name, (xs, means, stds)) in zip(itertools.cycle(styles), lines.items()):
+        for style, (name, line) in zip(itertools.cycle(styles), lines.items()):
+            xs, means, stds = zip(*_drawn_points(*line))
             ax.plot(xs, means, style, color=color,
                     label=f'{label}: {name}' if len(keys) > 1 else label)
             ax.fill_between(xs, [m - s for m, s in zip(means, stds)],

@@ -119,6 +119,9 @@ def test_check_corner():
      r"task\['body_inertia'\] .* got array\(\[ 1.,  1., nan\]\)"),
     (lambda t: t.update(body_inertia=[1, 2, -3]), r"task\['body_inertia'\] .* got \[1, 2, -3\]"),
     (lambda t: t.update(body_mass=np.array([1, 1, 1j])), r"task \['body_mass'\] .* complex"),
+    (lambda t: t.update(body_mass=np.ones(3).astype(str)), r"task \['body_mass'\] .* text"),
+    (lambda t: t.update(dof_damping=np.ones(3, dtype=bool)), r"task \['dof_damping'\] .* booleans"),
+    (lambda t: t.update(geom_friction=[1., True, 1.]), r"task \['geom_friction'\] .* booleans"),
 ])
 def test_check_rand_params_rejects(change, match):
     """Each malformed parameter set is refused naming the array at fault (the values are
@@ -130,3 +133,28 @@ def test_check_rand_params_rejects(change, match):
         _tasks.check_rand_params(task, init)
     with pytest.raises(ValueError, match='dict'):
         _tasks.check_rand_params([1., 2.], init)
+
+
+@pytest.mark.parametrize('task', [['2', '2'], [b'2', b'2'], ('2', 2.), [True, False],
+                                  [1.5, True], np.array([True, False]), np.array(['1', '0'])])
+def test_a_task_of_text_or_booleans_is_refused_not_read_as_numbers(task):
+    """numpy reads ``['2', '2']`` and ``[True, False]`` as floats (``[1.5, True]`` as
+    floats before any dtype could show the bool): every task check refuses them."""
+    with pytest.raises(ValueError, match='booleans and text are not read as numbers'):
+        _tasks.check_vector(task, 'goal')
+    with pytest.raises(ValueError, match='booleans and text'):
+        _tasks.check_unit_vector(task, 'direction')
+    with pytest.raises(ValueError, match='task goal'):
+        _tasks.check_corner(task)
+
+
+def test_an_ant_goal_whose_distance_overflows_is_refused():
+    """A goal of 1e200 makes every step's distance inf and its progress NaN."""
+    from garage_promp.envs.ant_rand_goal import AntRandGoalEnv  # pylint: disable=import-outside-toplevel
+    env = AntRandGoalEnv()
+    with pytest.raises(ValueError, match=r'\|goal\| under 1e154'):
+        env.set_task([1e200, 1e200])
+    env.set_task([1e150, -2.])  # large, but every distance a number
+    env.reset()
+    info = env.step(np.zeros(8)).env_info
+    assert np.isfinite(info['forward_vel']) and np.isfinite(info['goal_dist'])

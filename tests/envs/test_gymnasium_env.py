@@ -235,6 +235,34 @@ def test_a_refused_action_leaves_the_episode_as_it_was(action, message):
     assert [s.last for s in steps] == [False, False, True]  # still 3 steps to the time limit
 
 
+def test_an_action_of_another_type_is_stepped_as_the_numbers_it_was_checked_as():
+    """A torch tensor or a list is read as its numbers: the env is stepped with the array
+    that was checked (the point env would fail on a tensor, after the wrapper had counted
+    the step), and a step the env fails in uses up no step."""
+    import torch  # pylint: disable=import-outside-toplevel
+    env = GymnasiumEnv(PointCornerGym(), max_episode_length=3)
+    env.reset()
+    state = env.gym_env.unwrapped._state.copy()
+    step = env.step(torch.tensor([0.1, -0.1], dtype=torch.float64))
+    assert isinstance(step.action, np.ndarray)
+    np.testing.assert_array_equal(env.gym_env.unwrapped._state, state + [0.1, -0.1])
+    env.step([0.1, 0.1])
+    np.testing.assert_array_equal(env.gym_env.unwrapped._state, state + [0.2, 0.])
+
+    class Failing(ToyEnv):
+        def step(self, action):
+            if self.t == 0 and self.bad == 'once':
+                self.bad = None
+                raise RuntimeError('the env failed')
+            return super().step(action)
+
+    env = GymnasiumEnv(Failing(bad='once'), max_episode_length=2)
+    env.reset()
+    with pytest.raises(RuntimeError, match='the env failed'):
+        env.step(np.zeros(3))
+    assert [env.step(np.zeros(3)).last for _ in range(2)] == [False, True]
+
+
 def test_non_finite_error_names_task_and_last_action():
     env = PointEnv1D(seed=0)
     env.set_task(-1.)

@@ -162,3 +162,42 @@ def test_plot_refuses_a_line_it_cannot_draw_naming_it_and_writes_nothing(
     assert result.exit_code == 1, (result.output, result.exception)
     assert message in result.output and 'Traceback' not in result.output, result.output
     assert not out.exists()
+
+
+def test_a_column_logged_every_few_epochs_is_drawn_through_the_epochs_that_have_it(
+        runs, tmp_path, monkeypatch):
+    """``MetaTest/*`` with ``--evaluate-every 2`` is empty in the rows between: every
+    number would be a lone point between NaNs, and the line invisible. The line joins
+    the rows that have a number; where none of them has an x, nothing can be drawn."""
+    import matplotlib.axes  # pylint: disable=import-outside-toplevel
+    src = runs[('ProMP', 1)]
+    dst = tmp_path / 'sparse'
+    _with_column(src, dst, 'Step_1-AverageReturn', '')
+    with open(src / 'progress.csv', newline='') as f:
+        original = list(csv.DictReader(f))
+    with open(dst / 'progress.csv', newline='') as f:
+        rows = list(csv.DictReader(f))
+    for i in (0, 2):  # epochs 0 and 2 evaluated, 1 not
+        rows[i]['Step_1-AverageReturn'] = original[i]['Step_1-AverageReturn']
+    with open(dst / 'progress.csv', 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = []
+    real_plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, 'plot', lambda self, xs, ys, *a, **k: (
+        lines.append((list(xs), list(ys))), real_plot(self, xs, ys, *a, **k))[1])
+    groups = {'sparse': [plotting.read_progress(dst)]}
+    plotting.plot_bands(tmp_path / 'sparse.png', groups, ['Step_1-AverageReturn'])
+    assert lines == [([float(original[i]['TotalEnvSteps']) for i in (0, 2)],
+                      [float(original[i]['Step_1-AverageReturn']) for i in (0, 2)])]
+    for row in rows:  # an x only where the column has no number
+        row['TotalEnvSteps'] = '' if row['Step_1-AverageReturn'] else '1'
+    with open(dst / 'progress.csv', 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(ValueError, match="none in a row with a number in 'TotalEnvSteps'"):
+        plotting.plot_bands(tmp_path / 'none.png', {'sparse': [plotting.read_progress(dst)]},
+                            ['Step_1-AverageReturn'])
+    assert not (tmp_path / 'none.png').exists()
