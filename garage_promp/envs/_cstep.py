@@ -18,18 +18,21 @@ or ``cc``; about 0.3 s) into ``$GARAGE_PROMP_CACHE`` (default
 ``~/.cache/garage_promp``, else ``garage_promp-<uid>`` in the temporary directory;
 a directory is used only if it is this user's and no one else may write to it),
 one file per source, MuJoCo, compiler and machine, and loaded with ``ctypes``. A
-cached file that does not load is built again once. Where there is no compiler,
+cached file that does not load is built again once; a compiler that runs past
+:data:`COMPILE_SECONDS` is ended with its children, and not tried again. Where there is no compiler,
 or the build fails, or ``GARAGE_PROMP_CSTEP=0``, :func:`library` returns None
 (:data:`reason` says why, and a warning says so once per process unless it was
 switched off) and the envs step from Python as before (same numbers, slower).
 :func:`main` builds it and says where (``scripts/install.sh`` runs it).
 """
+import contextlib
 import ctypes
 import hashlib
 import os
 import pathlib
 import platform
 import shlex
+import signal
 import stat
 import subprocess
 import tempfile
@@ -95,6 +98,15 @@ def _libmujoco() -> pathlib.Path:
     return found[0]
 
 
+#: How long the compiler may run (a build takes a few seconds).
+COMPILE_SECONDS = 120
+
+
+class CompileTimeout(OSError):
+    """The compiler ran past its time: not tried again (in another cache directory, or to
+    rebuild), so that a compiler that hangs costs one wait, not four."""
+
+
 def _compile(target: pathlib.Path):
     """Compile into ``target``: whole, or not there (a per-process file, then renamed, so
     concurrent builds are safe; removed on any failure or interruption)."""
@@ -104,11 +116,23 @@ def _compile(target: pathlib.Path):
                str(SOURCE), '-o', str(partial), str(libmujoco),
                f'-Wl,-rpath,{libmujoco.parent}']
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                              check=False)
+        # In a session of its own, so that a compiler that hangs is ended with whatever it
+        # started (a wrapper's child would hold the output pipes open past its kill).
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        try:
+            _, stderr = proc.communicate(timeout=COMPILE_SECONDS)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
         if proc.returncode != 0:
-            raise OSError(f'{shlex.join(command)} failed: {proc.stderr.strip()[-2000:]}')
+            raise OSError(f'{shlex.join(command)} failed: {stderr.strip()[-2000:]}')
         os.replace(partial, target)
+    except subprocess.TimeoutExpired:
+        raise CompileTimeout(f'{shlex.join(command)} ran past {COMPILE_SECONDS} s and was '
+                             'ended') from None
     except subprocess.SubprocessError as error:
         raise OSError(f'{shlex.join(command)}: {error}') from None
     finally:
@@ -131,6 +155,8 @@ def build(rebuild: bool = False) -> pathlib.Path:
             if rebuild or not target.is_file():
                 _compile(target)
             return target
+        except CompileTimeout:
+            raise
         except OSError as error:
             errors.append(str(error))
     raise OSError('; '.join(errors))
@@ -177,6 +203,8 @@ def library():
         try:
             try:
                 _library = _load(build())
+            except CompileTimeout:
+                raise
             except (OSError, AttributeError):  # a cached file that does not load: once more
                 _library = _load(build(rebuild=True))
             reason = None

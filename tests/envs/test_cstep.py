@@ -237,3 +237,27 @@ def test_parts_of_arrays_of_other_sizes_or_outside_them_have_no_spec():
     assert spec([ant.data], (('qpos', 0, ant.data.qpos.size + 1),)) is None
     assert spec([ant.data], (('qpos', ant.data.qpos.size + 1, None),)) is None
     assert spec([ant.data], (('qpos', -1, 1),)) is None
+
+
+def test_a_compiler_that_hangs_is_ended_once_and_the_envs_step_from_python(tmp_path):
+    """One bounded wait, not one per cache directory and rebuild (a hanging compiler held
+    every worker four times two minutes); the compiler's own children end with it (a
+    wrapper's child would hold the output pipes open)."""
+    calls = tmp_path / 'calls'
+    cc = tmp_path / 'cc.sh'
+    cc.write_text(f'#!/bin/sh\necho called >> {calls}\nsleep 60\n')
+    cc.chmod(0o755)
+    code = ('import time; from garage_promp.envs import _cstep; _cstep.COMPILE_SECONDS = 2; '
+            'start = time.monotonic(); lib = _cstep.library(); '
+            'print("none" if lib is None else "built"); print(_cstep.reason); '
+            'print(time.monotonic() - start)')
+    cache = tmp_path / 'cache'
+    proc = subprocess.run([sys.executable, '-W', 'ignore', '-c', code], capture_output=True,
+                          text=True, timeout=120, check=True,
+                          env=dict(os.environ, GARAGE_PROMP_CACHE=str(cache), CC=str(cc)))
+    state, reason, seconds = proc.stdout.splitlines()
+    assert state == 'none' and 'ran past 2 s and was ended' in reason
+    assert calls.read_text() == 'called\n'
+    assert float(seconds) < 30
+    assert not list(cache.glob('*'))  # nothing half-written left
+    assert not subprocess.run(['pgrep', '-f', f'{cc}'], capture_output=True, check=False).stdout
