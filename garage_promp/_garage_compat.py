@@ -78,6 +78,12 @@ Workarounds:
    missing, fails or does not answer, the run is recorded as one whose launcher is
    not in a git repository (``metadata.json`` holds the launcher's path only), as
    garage records such a launcher.
+12. **Collecting a half-made wrapper.** garage's ``Environment.__del__`` closes the env,
+   and ``Wrapper.close`` closes ``self._env``; a wrapper whose making was cut short (a
+   sampler worker's timeout while it copies its envs, an error in ``__init__``) has no
+   ``_env``, and its collection printed an ``Exception ignored in ... __del__``
+   traceback after the run's own error. Such a wrapper has nothing to close; every
+   other wrapper closes as before.
 
 The import banners of garage's dependencies are avoided by versions, not
 patches: cma>=3.3 imports fully on Python 3.11 (2.7.0, garage's pin, prints
@@ -541,6 +547,23 @@ def _shape_checked_normalized_step():
     NormalizedEnv.step = checked_step
 
 
+def _half_made_wrappers_close_quietly():
+    # Workaround 12.
+    from garage import Wrapper
+    close = Wrapper.close
+    if getattr(close, 'half_made_safe', False):
+        return
+
+    def safe_close(self):
+        if '_env' not in self.__dict__:  # (Wrapper.__getattr__ would raise for it)
+            return None
+        return close(self)
+
+    safe_close.__doc__ = close.__doc__
+    safe_close.half_made_safe = True
+    Wrapper.close = safe_close
+
+
 #: Seconds each of ``wrap_experiment``'s git calls may take (workaround 11).
 GIT_SECONDS = 30.
 
@@ -603,3 +626,4 @@ def apply():
     _device_safe_gaussian_mlp_module()
     _shape_checked_normalized_step()
     _git_safe_metadata()
+    _half_made_wrappers_close_quietly()

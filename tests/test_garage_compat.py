@@ -569,3 +569,24 @@ def test_a_run_starts_on_a_machine_without_git(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((log_dir / 'metadata.json').read_text()) == {
         'launcher': os.path.join(root, 'launchers', 'train.py')}
+
+
+def test_a_half_made_wrapper_is_collected_without_a_traceback():
+    """A wrapper whose making was cut short (no ``_env``) has nothing to close: its
+    collection prints nothing (garage's ``__del__`` printed an ignored AttributeError);
+    a whole wrapper still closes what it wraps."""
+    code = ('import gc, garage_promp\n'
+            'from garage.envs import normalize\n'
+            'half = normalize.__new__(normalize)\n'
+            'del half\n'
+            'gc.collect()\n'
+            'from garage_promp.envs import PointEnv1D\n'
+            'env = normalize(PointEnv1D(max_episode_length=2))\n'
+            'closed = []\n'
+            'env._env.close = lambda: closed.append(1)\n'
+            'env.close()\n'
+            'print(closed)\n')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert proc.stdout.strip() == '[1]'
+    assert 'Exception ignored' not in proc.stderr and 'Error' not in proc.stderr, proc.stderr

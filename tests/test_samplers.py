@@ -1232,3 +1232,55 @@ def test_actions_are_the_mean_plus_std_times_the_noise_childs_normal_draws():
             expected = (episode.agent_infos['mean']
                         + np.exp(episode.agent_infos['log_std']) * noise)
             np.testing.assert_allclose(episode.actions, expected, rtol=1e-6, atol=1e-6)
+
+
+_SLOW_COPIES = """
+import copy, sys, time
+import numpy as np
+import garage_promp
+from garage.envs.normalized_env import NormalizedEnv
+from garage.sampler.env_update import SetTaskUpdate
+from garage.torch.policies import GaussianMLPPolicy
+from garage_promp.sampler.backends import SamplerWorkerError
+from tests.helpers import LongPointEnv
+
+class SlowCopies(NormalizedEnv):
+    # Each copy takes DELAY s, the copy half made meanwhile (no wrapped env yet); the
+    # copy numbered HANG hangs.
+    DELAY, HANG, made = 0.3, None, 0
+
+    def __deepcopy__(self, memo):
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        SlowCopies.made += 1
+        time.sleep(3600 if SlowCopies.made == self.HANG else self.DELAY)
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
+
+env = SlowCopies(LongPointEnv())
+policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4, ))
+task = SetTaskUpdate(LongPointEnv, {'goal': np.array([0.2, 0.1])}, None)
+params = [dict(policy.named_parameters())]
+sampler = garage_promp.make_sampler(policy, env, worker_timeout=1., seed=1)
+batch = sampler.obtain_meta_batch([task], params, 8)  # 8 copies, 2.4 s: never 1 s still
+print('sampled', len(batch.lengths))
+SlowCopies.made, SlowCopies.HANG = 0, 2
+sampler = garage_promp.make_sampler(policy, env, worker_timeout=1., seed=1)
+try:
+    sampler.obtain_meta_batch([task], params, 3)
+except SamplerWorkerError as error:
+    print(error)
+    sys.exit(3)
+"""
+
+
+def test_a_worker_making_its_env_copies_is_not_stuck_and_one_hanging_in_a_copy_is_named():
+    """Making env copies is progress (a worker copying hundreds of heavy envs past
+    ``worker_timeout`` was ended as "stuck in step or reset"); a copy that hangs is named
+    as such, and the half-made copy left behind is collected without a traceback."""
+    proc = subprocess.run([sys.executable, '-c', _SLOW_COPIES], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == 3, (proc.returncode, proc.stdout, proc.stderr[-3000:])
+    assert 'sampled 8' in proc.stdout
+    assert 'made no progress' in proc.stdout and 'making its env copy 2' in proc.stdout
+    assert 'Exception ignored' not in proc.stderr and 'Traceback' not in proc.stderr, proc.stderr

@@ -347,8 +347,8 @@ class _Watchdog:
                     f', at least {at_least:g} s here' if at_least > self.timeout else '')
                 raise SamplerWorkerError(
                     f'{describe(worker_id)} made no progress for {idle:.0f} s '
-                    f'({limit}) at {where}: an env stuck in step or '
-                    'reset, or a stopped worker; every worker is stopped', worker_id)
+                    f'({limit}) at {where}: an env stuck (in its making, reset or '
+                    'step), or a stopped worker; every worker is stopped', worker_id)
 
 
 #: Seconds a pool worker or Ray actor may take to start (its imports and env

@@ -241,9 +241,12 @@ class Context:
     task_index: int | None = None
     episode: int | None = None
     step: int | None = None
+    making: int | None = None  # the env copy being made (its index in the worker's pool)
 
     def describe(self) -> str:
-        """One line naming the env, task, slot and step."""
+        """One line naming the env, task, slot and step (or the env copy being made)."""
+        if self.making is not None:
+            return f'making its env copy {self.making + 1} (env {self.env})'
         where = f'env {self.env}, task {self.task!r}'
         if self.task_index is not None:
             where += f', task slot {self.task_index}'
@@ -291,7 +294,8 @@ class RolloutWorker:
             batched=batched, max_envs_per_worker=max_envs_per_worker, lean=lean)
         self._policy = policy
         self._lean = options['lean']
-        #: Env steps and resets done so far (read by a pool worker's progress reports).
+        #: Env steps, resets and env copies made so far (read by a pool worker's progress
+        #: reports and the in-process watchdog: a worker making many copies is not stuck).
         self.progress = 0
         self._template = env
         self._seed = options['seed']
@@ -301,6 +305,7 @@ class RolloutWorker:
         self._max_envs_per_worker = options['max_envs_per_worker']
         self._pool: List[Any] = []
         self._where = None
+        self._making = None  # the pool position of the env copy being made
         self._noise_rng = None  # the action noise's generator, re-seeded every episode
         self._fast = self._checked_fast_forward() if self._batched else None
 
@@ -329,9 +334,14 @@ class RolloutWorker:
     # ---------------------------------------------------------------- envs
     def _env(self, position: int, update) -> Any:
         """The pool's env at ``position`` (made if missing), set by ``update``."""
-        while len(self._pool) <= position:
-            source = self._pool[0] if self._pool else self._template
-            self._pool.append(copy.deepcopy(source))
+        try:
+            while len(self._pool) <= position:
+                self._making = len(self._pool)
+                source = self._pool[0] if self._pool else self._template
+                self._pool.append(copy.deepcopy(source))
+                self.progress += 1
+        finally:
+            self._making = None
         old = self._pool[position]
         new = update(old)
         if not all(callable(getattr(new, m, None)) for m in ('reset', 'step', 'close')):
@@ -667,6 +677,8 @@ class RolloutWorker:
     @property
     def context(self) -> Context:
         """Where the worker is (env, task, slot, episode, step)."""
+        if self._making is not None:
+            return Context(_name(self._template), making=self._making)
         if self._where is None:
             return Context()
         env, share, j, t = self._where
