@@ -61,7 +61,9 @@ def check_layout(observations: np.ndarray, mask: np.ndarray,
         ('observations', observations), ('mask', mask), ('targets', targets))
         if value is not None}
     for name, value in given.items():
-        if not isinstance(value, np.ndarray):
+        if not isinstance(value, np.ndarray) or isinstance(value, (np.matrix,
+                                                                   np.ma.MaskedArray)):
+            # (a matrix's products and a masked array's hidden cells are not an array's)
             raise ValueError(f'a baseline takes numpy arrays; {name} is a '
                              f'{type(value).__module__}.{type(value).__qualname__}')
         if value.dtype.kind not in 'biuf':  # complex or object: a fit that is not real
@@ -163,7 +165,12 @@ class _LinearBaseline(Baseline):
         check_layout(observations, mask)
         if self.coeffs is None:
             return np.zeros(mask.shape)
-        predictions = _on_valid(self._features(observations) @ self.coeffs, mask)
+        features = self._features(observations)
+        if features.shape[-1] != len(self.coeffs):
+            raise ValueError(f'{type(self).__name__} was fit on observations of another size: '
+                             f'{features.shape[-1]} features of observations (R, T, '
+                             f'{observations.shape[-1]}), {len(self.coeffs)} fitted')
+        predictions = _on_valid(features @ self.coeffs, mask)
         if not np.isfinite(predictions).all():  # (fit refuses such observations too)
             raise FloatingPointError(f'{type(self).__name__} predict on NaN/inf observations')
         return predictions

@@ -390,3 +390,58 @@ def test_meta_evaluator_prefix_must_be_text():
     with pytest.raises(ValueError, match='prefix must be a str'):
         MetaEvaluator(test_task_sampler=task_sampler, n_test_tasks=2, n_exploration_eps=1,
                       prefix=5)
+
+
+# ------------------------------------------------- arguments named by their own names
+@pytest.mark.parametrize('kwargs, error, match', [
+    (dict(env=['PointEnvCorner']), TypeError, r"env must be a name \(a str\), got \['Point"),
+    (dict(algo=['ProMP']), TypeError, r"algo must be a name \(a str\), got \['ProMP'\]"),
+    (dict(sampler='Local'), ValueError, "sampler must be one of 'local', .* got 'Local'"),
+    (dict(sampler=None), ValueError, 'sampler must be one of .* got None'),
+    (dict(evaluate_every=0), ValueError, 'evaluate_every must be an int >= 1, got 0'),
+])
+def test_build_experiment_names_its_own_arguments(kwargs, error, match):
+    """A list for a name failed as an unhashable key; the sampler and the meta-test period
+    were named by the names the sampler and the algorithm give them (kind,
+    evaluate_every_n_epochs)."""
+    from garage_promp.experiment.builder import build_experiment  # pylint: disable=import-outside-toplevel
+    arguments = dict(dict(algo='ProMP', env='PointEnvCorner', seed=1), **kwargs)
+    with pytest.raises(error, match=match):
+        build_experiment(arguments.pop('algo'), arguments.pop('env'), arguments.pop('seed'),
+                         **arguments)
+
+
+def test_a_sampler_refuses_tasks_or_parameters_that_are_not_a_list():
+    env, policy, sampler, task_sampler = make_setup(1)
+    tasks = task_sampler.sample(2)
+    theta = dict(policy.named_parameters())
+    with pytest.raises(TypeError, match='task_updates must be a list .* got generator'):
+        sampler.obtain_meta_batch((t for t in tasks), [theta] * 2, 1)
+    with pytest.raises(TypeError, match='params must be a list .* got set'):
+        sampler.obtain_rounds(tasks, {1, 2}, [1])
+    with pytest.raises(TypeError, match='episodes_per_round must be a list .* got int'):
+        sampler.obtain_rounds(tasks, [theta] * 2, 1)
+    assert len(sampler.obtain_meta_batch(tuple(tasks), [theta] * 2, 1).lengths) == 2
+    sampler.shutdown_worker()
+
+
+def test_meta_evaluator_refuses_what_is_not_an_algorithm():
+    evaluator = MetaEvaluator(test_task_sampler=SetTaskSampler(ShortPointEnv), n_test_tasks=1,
+                              n_exploration_eps=1, n_test_episodes=1)
+    with pytest.raises(TypeError, match='algo must be a meta-RL algorithm .* got NoneType'):
+        evaluator.evaluate(None)
+
+
+def test_a_linear_baseline_refuses_observations_of_another_size_and_array_subclasses():
+    rng = np.random.default_rng(0)
+    obs, targets, mask = rng.normal(size=(2, 5, 2)), rng.normal(size=(2, 5)), np.ones((2, 5))
+    baseline = LinearFeatureBaseline()
+    baseline.fit(obs, targets, mask)
+    with pytest.raises(ValueError, match=r'fit on observations of another size: 10 features .* '
+                                         r'\(R, T, 3\), 8 fitted'):
+        baseline.predict(rng.normal(size=(2, 5, 3)), mask)
+    with pytest.raises(ValueError, match='targets is a numpy.matrix'):
+        baseline.fit(obs, np.matrix(targets), mask)
+    with pytest.raises(ValueError, match='observations is a numpy.ma.core.MaskedArray'):
+        baseline.fit(np.ma.masked_array(obs), targets, mask)
+    assert baseline.predict(obs, mask).shape == (2, 5)

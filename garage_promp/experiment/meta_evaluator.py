@@ -108,6 +108,9 @@ class MetaEvaluator(GarageMetaEvaluator):
                 sampler returned the tasks. What is logged is unchanged.
 
         """
+        if not callable(getattr(algo, 'get_exploration_policy', None)):
+            raise TypeError('algo must be a meta-RL algorithm (with get_exploration_policy), '
+                            f'got {type(algo).__name__}')
         if test_episodes_per_task is None:
             test_episodes_per_task = self._n_test_episodes
         test_episodes_per_task = check_int(test_episodes_per_task, 'test_episodes_per_task', 1)

@@ -269,6 +269,7 @@ class MetaSampler(Sampler):
             SamplerWorkerError: If a worker raises or dies.
 
         """
+        _check_sequences(task_updates=task_updates, params=params)
         if len(task_updates) != len(params):
             raise ValueError(f'{len(params)} parameter sets for '
                              f'{len(task_updates)} tasks')
@@ -328,6 +329,8 @@ class MetaSampler(Sampler):
                 worker or in ``on_task``, stops every worker first.
 
         """
+        _check_sequences(task_updates=task_updates, params=params,
+                         episodes_per_round=episodes_per_round)
         n_tasks = len(task_updates)
         if n_tasks != len(params):
             raise ValueError(f'{len(params)} parameter sets for {n_tasks} tasks')
@@ -566,3 +569,18 @@ def _to_numpy(params: Dict[str, Any]) -> Dict[str, np.ndarray]:
     return collections.OrderedDict(
         (k, v.detach().cpu().numpy().copy() if isinstance(v, torch.Tensor)
          else np.asarray(v)) for k, v in params.items())
+
+
+def _check_sequences(**arguments):
+    """Refuse, naming it, an argument that is not a sequence (a list, tuple or array of
+    its items: a generator or a set has no length or no order to pair tasks with).
+
+    Raises:
+        TypeError: As above.
+
+    """
+    for name, value in arguments.items():
+        if not isinstance(value, (collections.abc.Sequence, np.ndarray)) or isinstance(
+                value, (str, bytes)):
+            raise TypeError(f'{name} must be a list (one item per task or round), got '
+                            f'{type(value).__name__}')
