@@ -30,8 +30,12 @@ from garage_promp.experiment.run_dir import (
 from garage_promp.validation import (
     MAX_COUNT,
     MAX_ENV_STEPS,
+    MAX_SECONDS,
+    MAX_WORKERS,
     check_bool,
     check_choice,
+    check_device,
+    check_float,
     check_int,
     check_run_dir,
 )
@@ -204,6 +208,55 @@ def _paper_defaults(variant: dict) -> dict:
 #: so ``variant.json`` may be edited there; every other recorded option is the run's.
 EXECUTION_OPTIONS = frozenset({'sampler', 'n_workers', 'envs_per_task', 'worker_timeout',
                                'device'})
+
+
+def execution_options(log_dir: str) -> dict:
+    """The :data:`EXECUTION_OPTIONS` of the run's ``variant.json`` (those it holds), checked
+    as ``launchers/train.py`` checks them: a value the launcher would refuse (a sampler
+    kind not spelt as one, ``n_workers`` 0 or ``true``, a timeout under a second, a device
+    this machine has not) is refused naming the file and the entry.
+
+    Raises:
+        ValueError: As above.
+
+    """
+    from garage_promp.sampler import SAMPLER_KINDS  # pylint: disable=import-outside-toplevel
+    variant = read_variant(log_dir)
+    where = f"{os.path.join(log_dir, 'variant.json')}'s"
+    checks = {
+        'sampler': lambda v, name: check_choice(v, name, SAMPLER_KINDS),
+        'n_workers': lambda v, name: check_int(v, name, 1, MAX_WORKERS),
+        'envs_per_task': lambda v, name: None if v is None else check_int(v, name, 1),
+        'worker_timeout': lambda v, name: None if v is None else check_float(
+            v, name, 1., MAX_SECONDS),
+        'device': lambda v, name: check_device(v, name),
+    }
+    return {key: check(variant[key], f'{where} {key}') for key, check in checks.items()
+            if key in variant}
+
+
+def _execute_as_recorded(trainer, algo, options: dict) -> None:
+    """Continue the restored ``algo`` with the run's :func:`execution_options` (edited in
+    ``variant.json`` to continue on another machine): its sampler with the recorded
+    backend, workers, env copies and timeout (the same episodes: the sampler's seed and
+    round are kept), its meta-update on the recorded device."""
+    from garage_promp.sampler import DEFAULT_WORKER_TIMEOUT, MetaSampler  # pylint: disable=import-outside-toplevel
+    sampler = getattr(algo, '_sampler', None)
+    if isinstance(sampler, MetaSampler):
+        wanted = dict(
+            kind=options.get('sampler', sampler.kind),
+            n_workers=options.get('n_workers', sampler.n_workers),
+            envs_per_task=options.get('envs_per_task', sampler._envs_per_task),  # pylint: disable=protected-access
+            worker_timeout=(options.get('worker_timeout') or DEFAULT_WORKER_TIMEOUT)
+            if 'worker_timeout' in options else sampler._worker_timeout)  # pylint: disable=protected-access
+        have = dict(kind=sampler.kind, n_workers=sampler.n_workers,
+                    envs_per_task=sampler._envs_per_task,  # pylint: disable=protected-access
+                    worker_timeout=sampler._worker_timeout)  # pylint: disable=protected-access
+        if wanted != have:
+            algo._sampler = sampler.executed_otherwise(**wanted)  # pylint: disable=protected-access
+            trainer._sampler = algo._sampler  # pylint: disable=protected-access
+    if 'device' in options and hasattr(algo, '_device'):
+        algo._device = options['device']  # pylint: disable=protected-access
 
 
 def run_record(options: dict) -> dict:
@@ -450,6 +503,7 @@ def _record_snapshot_mode(log_dir: str, mode: str) -> None:
 
 def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
     snapshot_mode = _run_snapshot_mode(log_dir, snapshot_mode)
+    execution = execution_options(log_dir)  # (refused before the snapshot is read)
     progress = os.path.join(log_dir, 'progress.csv')
     trainer = Trainer(ExperimentContext(snapshot_dir=log_dir,
                                         snapshot_mode=snapshot_mode,
@@ -504,6 +558,7 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
         if row_lost:
             warnings.warn(f'{progress} lacks the row of epoch {done - 1}, whose snapshot was '
                           'saved just before the run stopped: that row stays missing')
+        _execute_as_recorded(trainer, algo, execution)
         _record_snapshot_mode(log_dir, snapshot_mode)
         logger.add_output(dowel.StdOutput())
         logger.log(f'Resuming {log_dir}: {done} epochs and {trainer.total_env_steps} env steps '

@@ -201,6 +201,21 @@ class MetaSampler(Sampler):
         self._round = 0
         self._backend = None
 
+    def executed_otherwise(self, *, kind: str, n_workers: int, envs_per_task: int | None,
+                           worker_timeout: float | None) -> 'MetaSampler':
+        """This sampler with other workers: the same episodes (seed, sampling round,
+        horizon, batched forward, lean path, env budget), another backend, worker count,
+        env copies per task or timeout (a run resumed on another machine). Its workers
+        start on first use; this one's are stopped."""
+        other = MetaSampler(self._policy, self._env, kind=kind, n_workers=n_workers,
+                            seed=self._seed, max_episode_length=self._max_episode_length,
+                            envs_per_task=envs_per_task, batched=self._batched,
+                            max_envs_per_worker=self._max_envs_per_worker, lean=self._lean,
+                            worker_timeout=worker_timeout)
+        other._round = self._round  # pylint: disable=protected-access
+        self.shutdown_worker()
+        return other
+
     @classmethod
     def from_worker_factory(cls, worker_factory, agents, envs):
         """Build from a garage ``WorkerFactory`` (in-process backend)."""

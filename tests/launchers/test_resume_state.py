@@ -329,14 +329,50 @@ def test_a_snapshot_of_a_run_with_other_options_is_refused(promp_run, tmp_path, 
 
 def test_how_a_run_is_executed_may_change_on_resume(promp_run, tmp_path):
     """The sampler, its workers, the device and the worker timeout say how a run is
-    executed, not what it computes: variant.json edited there still resumes."""
+    executed, not what it computes: variant.json edited there resumes, and with them
+    (they were ignored: the snapshot's sampler ran), to the same numbers."""
+    import cloudpickle  # pylint: disable=import-outside-toplevel
+    as_recorded, edited = tmp_path / 'as_recorded', tmp_path / 'edited'
+    for log_dir in (as_recorded, edited):
+        shutil.copytree(promp_run, log_dir)
+    variant = json.loads((edited / 'variant.json').read_text())
+    variant.update(sampler='multiprocessing', n_workers=2, worker_timeout=60., envs_per_task=1)
+    (edited / 'variant.json').write_text(json.dumps(variant))
+    for log_dir in (as_recorded, edited):
+        _run('--resume', str(log_dir), '--epochs', '3')
+    with open(edited / 'params.pkl', 'rb') as f:
+        sampler = cloudpickle.load(f)['algo'].sampler
+    assert (sampler.kind, sampler.n_workers, sampler._envs_per_task,  # pylint: disable=protected-access
+            sampler._worker_timeout) == ('multiprocessing', 2, 1, 60.)  # pylint: disable=protected-access
+    numbers = [{k: v for k, v in _rows(log_dir)[2].items() if 'Time' not in k and 'time' not in k}
+               for log_dir in (as_recorded, edited)]
+    assert numbers[0] == numbers[1]
+
+
+@pytest.mark.parametrize('key, value, named', [
+    ('sampler', 'Local', "sampler must be one of"),
+    ('n_workers', 0, 'n_workers must be an int'),
+    ('n_workers', True, 'n_workers must be an int'),
+    ('envs_per_task', 1.5, 'envs_per_task must be an int'),
+    ('worker_timeout', 0.5, 'worker_timeout must be'),
+    ('worker_timeout', 'NaN', 'worker_timeout must be'),
+    ('device', 'cuda:3', 'device'),
+])
+def test_an_execution_option_edited_into_what_the_launcher_refuses_is_refused(
+        promp_run, tmp_path, key, value, named):
+    """Checked as train.py checks its options, naming the file and the entry, before the
+    snapshot is read: nothing in the directory changes."""
     log_dir = tmp_path / 'run'
     shutil.copytree(promp_run, log_dir)
     variant = json.loads((log_dir / 'variant.json').read_text())
-    variant.update(sampler='multiprocessing', n_workers=2, worker_timeout=60.)
+    variant[key] = value
     (log_dir / 'variant.json').write_text(json.dumps(variant))
-    _run('--resume', str(log_dir), '--epochs', '3')
-    assert len(_rows(log_dir)) == 3
+    before = {p.name: p.read_bytes() for p in log_dir.iterdir() if p.name != '.lock'}
+    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert f"variant.json's {key}" in proc.stderr and named in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr
+    assert {p.name: p.read_bytes() for p in log_dir.iterdir() if p.name != '.lock'} == before
 
 
 @pytest.mark.parametrize('key, value, named', [
