@@ -534,9 +534,48 @@ SUMMARY_KEYS = ('env', 'physics', 'wrapped', 'sampler_lean', 'ratio_raw', 'ratio
                 'ratio_sampler_only', 'ceiling')
 
 
+#: Each value :func:`measure` derives from others: name -> (its inputs, how).
+DERIVED = {
+    'ratio_raw': (('physics', 'wrapped'), lambda a, b: a / b),
+    'ratio_wrapped': (('physics', 'sampler_wrapped'), lambda a, b: a / b),
+    'ratio_lean': (('physics', 'sampler_lean'), lambda a, b: a / b),
+    'ratio_lean_lockstep': (('physics_lockstep', 'sampler_lean'), lambda a, b: a / b),
+    'sampler_only': (('sampler_lean', 'learner'), lambda a, b: a - b),
+    'floor': (('sampler_mujoco', 'forward', 'learner'), lambda a, b, c: a + b + c),
+    'ratio_sampler_only': (('physics', 'sampler_only'), lambda a, b: a / b),
+    'ceiling': (('physics', 'floor'), lambda a, b: a / b),
+}
+#: The times a row's ratios are made of: each must be a positive number of microseconds.
+TIMINGS = ('physics', 'wrapped', 'sampler_lean', 'sampler_wrapped', 'physics_lockstep',
+           'floor', 'sampler_only')
+
+
+def _check_derived(row: dict) -> None:
+    """Refuse a row whose ratios do not follow from its timings (a ratio is shown as saved:
+    a hand-edited time would show beside a ratio it does not give), or whose time is 0 or
+    below a nanosecond (no step takes that: its ratio would be inf or meaningless).
+
+    Raises:
+        ValueError: Naming the entry.
+
+    """
+    import math  # pylint: disable=import-outside-toplevel
+    for key in TIMINGS:
+        if key in row and not (isinstance(row[key], (int, float)) and row[key] >= 1e-3):
+            raise ValueError(f'{row.get("env", "?")}: {key} is {row[key]!r} µs, not the time '
+                             'of a step')
+    for key, (inputs, how) in DERIVED.items():
+        if key in row and all(name in row for name in inputs):
+            expected = how(*(row[name] for name in inputs))
+            if not math.isclose(row[key], expected, rel_tol=1e-9, abs_tol=1e-9):
+                raise ValueError(f'{row.get("env", "?")}: {key} is {row[key]!r} but its '
+                                 f'timings give {expected!r}')
+
+
 def read_results(paths) -> list:
-    """The rows of saved ``physics*.json`` files, in order; an unreadable file or a row without
-    one of :data:`SUMMARY_KEYS` (the timed pass's columns) is a usage error naming it."""
+    """The rows of saved ``physics*.json`` files, in order; an unreadable file, a row without
+    one of :data:`SUMMARY_KEYS` (the timed pass's columns) or one whose ratios do not follow
+    from its timings (:func:`_check_derived`) is a usage error naming it."""
     rows = []
     for path in paths:
         try:
@@ -548,6 +587,7 @@ def read_results(paths) -> list:
                 if missing:
                     raise KeyError(', '.join(missing))
                 goals_table([row])  # each value formats as its column's (a number, not text)
+                _check_derived(row)
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise click.BadParameter(f'{path}: not a one-process physics.json with the timed '
                                      f'pass\'s columns ({type(error).__name__}: {error})',

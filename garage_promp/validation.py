@@ -436,6 +436,9 @@ class OutputPath(click.Path):
         self.directory = directory
 
     def convert(self, value, param, ctx):
+        if value == '-':  # (click's Path would take it as the name of a file here)
+            self.fail("'-' is not standard output here: give a path (./- for a file named "
+                      "'-')", param, ctx)
         problem = _output_path_problem(value, self.directory)
         if problem:
             self.fail(problem, param, ctx)

@@ -174,7 +174,8 @@ def test_an_env_of_several_runs_meets_its_goal_only_in_every_run():
 def test_summarize_prints_saved_results_and_names_a_bad_file(tmp_path):
     physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
     good = tmp_path / 'physics.json'
-    good.write_text(json.dumps({'results': [_row('AntRandDirec', ratio_lean=0.81)]}))
+    good.write_text(json.dumps({'results': [_row('AntRandDirec', ratio_lean=0.81,
+                                                 sampler_lean=20. / 0.81)]}))
     result = CliRunner().invoke(physics.main, ['--summarize', str(good)])
     assert result.exit_code == 0 and '| **0.81** |' in result.output
     assert '≥ 0.8: met' in result.output
@@ -183,6 +184,18 @@ def test_summarize_prints_saved_results_and_names_a_bad_file(tmp_path):
     partial = tmp_path / 'partial.json'  # every column but one the table reads
     partial.write_text(json.dumps({'results': [{k: v for k, v in _row('AntRandDirec').items()
                                                 if k != 'wrapped'}]}))
+    stale = tmp_path / 'stale.json'  # a time edited, its ratio left: shown side by side
+    stale.write_text(json.dumps({'results': [_row('AntRandDirec', ratio_lean=0.81)]}))
+    zero = tmp_path / 'zero.json'  # no step takes no time: a ratio of 0 or inf
+    zero.write_text(json.dumps({'results': [_row('AntRandDirec', wrapped=0., ratio_raw=0.)]}))
+    tiny = tmp_path / 'tiny.json'
+    tiny.write_text(json.dumps({'results': [_row('AntRandDirec', physics=1e-320,
+                                                 ratio_raw=1e-320 / 60, ratio_lean=0.)]}))
+    for bad, named in ((stale, 'ratio_lean is 0.81 but its timings give 0.5'),
+                       (zero, 'wrapped is 0.0 µs, not the time of a step'),
+                       (tiny, 'physics is 1e-320 µs')):
+        result = CliRunner().invoke(physics.main, ['--summarize', str(bad)])
+        assert result.exit_code == 2 and named in result.output, result.output
     for bad in (old, partial, tmp_path / 'missing.json'):
         result = CliRunner().invoke(physics.main, ['--summarize', str(good),
                                                    '--summarize', str(bad)])

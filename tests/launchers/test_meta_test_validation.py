@@ -282,6 +282,18 @@ def test_csv_that_is_no_regular_file_is_refused_before_any_work(
     assert 'not a regular file' in result.output
 
 
+def test_a_dash_is_not_taken_for_a_file_named_dash(snapshot_dir, tmp_path, no_load,
+                                                   monkeypatch):
+    """``--csv -`` wrote a file named ``-`` in the current directory (the usual meaning is
+    standard output): refused up front, naming the way to that file (``./-``)."""
+    run = _copy_run(snapshot_dir, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = _invoke(no_load, run, '--csv', '-')
+    _assert_refused(result, '--csv')
+    assert "'-' is not standard output here" in result.output and './-' in result.output
+    assert not (tmp_path / '-').exists()
+
+
 def test_a_table_that_cannot_be_written_at_the_end_is_one_error_and_the_old_one_stays(
         snapshot_dir, tmp_path, monkeypatch):
     """A full disk at the end: one Error line naming --csv (the table is printed above),
