@@ -23,7 +23,8 @@ def replace_atomically(path: str, write, binary: bool = False):
     temporary name is short whatever the file's (``.<name>.<pid>.<random>.tmp``, the
     name cut to 100 characters: a name near the file system's limit that ``path`` itself
     fits still works) and never an existing file's; the file keeps its permissions; a
-    ``path`` that is a symbolic link has the file it names replaced, the link kept.
+    ``path`` that is a symbolic link has the file it names replaced, the link kept. The
+    temporary files of ``path`` that killed processes left are removed.
     """
     target = os.path.realpath(path)
     directory, name = os.path.split(target)
@@ -49,6 +50,27 @@ def replace_atomically(path: str, write, binary: bool = False):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _remove_leftovers(directory, name)
+
+
+def _remove_leftovers(directory: str, name: str) -> None:
+    """Remove the temporary files of writes of ``name`` that a killed process left behind
+    (each has its own name, so none is written over: a run killed at every snapshot would
+    pile them up); a living process's are its own, kept."""
+    prefix = f'.{name[:100]}.'
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            parts = entry.name[len(prefix):].split('.')
+            if not (entry.name.startswith(prefix) and len(parts) == 3 and parts[2] == 'tmp'
+                    and parts[0].isdigit()):
+                continue
+            try:
+                os.kill(int(parts[0]), 0)
+            except ProcessLookupError:  # (PermissionError: another user's living process)
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+            except (OSError, OverflowError):
+                continue
 
 
 def file_kind(path: str) -> str:

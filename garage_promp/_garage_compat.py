@@ -23,7 +23,9 @@ Workarounds:
    present, so the final JSON dump never crashes.
 3. **Atomic snapshots.** ``Snapshotter.save_itr_params`` writes ``params.pkl``
    in place, so a crash mid-write leaves a truncated file as the only snapshot.
-   We write to ``<file>.tmp``, ``fsync`` and ``os.replace``.
+   We write a new temporary file beside it (``garage_promp._files.replace_atomically``:
+   a unique name, through a symbolic link, the permissions kept), ``fsync`` and
+   ``os.replace``.
 4. **Snapshot loading.** ``Snapshotter.load(dir, 'last')`` sorts ``itr_N.pkl``
    names as strings (``itr_9`` after ``itr_10``; fixed upstream after 2021.3
    by garage PR #2327) and a truncated file fails with an anonymous

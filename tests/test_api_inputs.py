@@ -419,9 +419,11 @@ def test_a_sampler_refuses_tasks_or_parameters_that_are_not_a_list():
         sampler.obtain_meta_batch((t for t in tasks), [theta] * 2, 1)
     with pytest.raises(TypeError, match='params must be a list .* got set'):
         sampler.obtain_rounds(tasks, {1, 2}, [1])
-    with pytest.raises(TypeError, match='episodes_per_round must be a list .* got int'):
-        sampler.obtain_rounds(tasks, [theta] * 2, 1)
     assert len(sampler.obtain_meta_batch(tuple(tasks), [theta] * 2, 1).lengths) == 2
+    # A sized, ordered collection pairs with the tasks; the rounds are only iterated.
+    by_task = {0: theta, 1: theta}
+    rounds = sampler.obtain_rounds(tasks, by_task.values(), (r for r in [1]))
+    assert len(rounds) == 1 and len(rounds[0].lengths) == 2
     sampler.shutdown_worker()
 
 

@@ -247,6 +247,21 @@ def test_a_snapshot_is_written_through_a_link_keeping_its_permissions(tmp_path):
     assert sorted(p.name for p in elsewhere.iterdir()) == ['params.pkl']
 
 
+def test_the_temporary_files_a_killed_snapshot_left_are_removed(tmp_path):
+    """Each write has a temporary file of its own name: those of processes killed while
+    writing (a dead pid) are removed at the next snapshot, a living process's kept."""
+    dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    left = tmp_path / f'.params.pkl.{dead}.0a1b2c3d.tmp'
+    alive = tmp_path / f'.params.pkl.{os.getppid()}.0a1b2c3d.tmp'
+    other = tmp_path / f'.itr_1.pkl.{dead}.0a1b2c3d.tmp'  # another file's: not this write's
+    for path in (left, alive, other):
+        path.write_bytes(b'partial')
+    _snapshotter(tmp_path).save_itr_params(1, {'epoch': 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [alive.name, other.name, 'params.pkl'])
+
+
 def test_snapshot_load_last_sorts_epochs_numerically(tmp_path):
     snap = _snapshotter(tmp_path, mode='all')
     for epoch in (2, 9, 10):

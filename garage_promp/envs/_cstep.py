@@ -125,7 +125,9 @@ def _compile(target: pathlib.Path):
         except BaseException:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            # (Bounded: a child that left the group may hold the pipes open.)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=5)
             raise
         if proc.returncode != 0:
             raise OSError(f'{shlex.join(command)} failed: {stderr.strip()[-2000:]}')

@@ -150,7 +150,8 @@ def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str
         ylabel (str): y axis label.
 
     Returns:
-        dict: label -> {line name -> (x, mean, std)}, the numbers drawn.
+        dict: label -> {line name -> (x, mean, std)}, a value per row (NaN where a row
+            has none: those points are not drawn).
 
     """
     drawn = {}

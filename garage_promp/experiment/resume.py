@@ -18,7 +18,7 @@ from typing import Any, List
 import warnings
 
 from garage_promp._files import replace_atomically
-from garage_promp._garage_compat import check_training_snapshot
+from garage_promp._garage_compat import RAY_MISSING_MESSAGE, check_training_snapshot, ray_available
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.run_dir import (
     DamagedRunFile,
@@ -223,8 +223,14 @@ def execution_options(log_dir: str) -> dict:
     from garage_promp.sampler import SAMPLER_KINDS  # pylint: disable=import-outside-toplevel
     variant = read_variant(log_dir)
     where = f"{os.path.join(log_dir, 'variant.json')}'s"
+    def sampler_kind(value, name):
+        kind = check_choice(value, name, SAMPLER_KINDS)
+        if kind == 'ray' and not ray_available():  # (as train.py's --sampler, while parsing)
+            raise ValueError(f'{name} is {kind!r}: ' + RAY_MISSING_MESSAGE.format(name="'ray'"))
+        return kind
+
     checks = {
-        'sampler': lambda v, name: check_choice(v, name, SAMPLER_KINDS),
+        'sampler': sampler_kind,
         'n_workers': lambda v, name: check_int(v, name, 1, MAX_WORKERS),
         'envs_per_task': lambda v, name: None if v is None else check_int(v, name, 1),
         'worker_timeout': lambda v, name: None if v is None else check_float(
@@ -239,7 +245,8 @@ def _execute_as_recorded(trainer, algo, options: dict) -> None:
     """Continue the restored ``algo`` with the run's :func:`execution_options` (edited in
     ``variant.json`` to continue on another machine): its sampler with the recorded
     backend, workers, env copies and timeout (the same episodes: the sampler's seed and
-    round are kept), its meta-update on the recorded device."""
+    round are kept), its meta-update on the recorded device (another device rounds it
+    otherwise)."""
     from garage_promp.sampler import DEFAULT_WORKER_TIMEOUT, MetaSampler  # pylint: disable=import-outside-toplevel
     sampler = getattr(algo, '_sampler', None)
     if isinstance(sampler, MetaSampler):

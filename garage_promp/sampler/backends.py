@@ -285,7 +285,8 @@ class _Watchdog:
     """Busy workers' progress: the run ends when one stands still too long.
 
     A backend tells it when a worker starts a job (:meth:`started`) and each
-    progress report it hears (:meth:`note`: the worker's step counter,
+    progress report it hears (:meth:`note`: the worker's step counter (env steps, resets
+    and env copies made),
     ``RolloutWorker.progress``, and where it is), and calls :meth:`check`
     between waits. A busy worker whose counter has not moved for ``timeout``
     seconds (or that reports nothing: stopped, or stuck in native code) ends

@@ -142,7 +142,7 @@ class MetaSampler(Sampler):
             (split over its tasks); None: no budget.
         worker_timeout (float or None): Seconds a busy worker (process, Ray
             actor, or the in-process sampler) may make no progress (not one
-            env step or reset) before the run ends with a
+            env step or reset, or env copy made) before the run ends with a
             ``SamplerWorkerError`` naming it, its env, task slot, episode and
             step (default 600; None: wait forever).
             After 30 s the console says which worker it waits for. In
@@ -344,8 +344,7 @@ class MetaSampler(Sampler):
                 worker or in ``on_task``, stops every worker first.
 
         """
-        _check_sequences(task_updates=task_updates, params=params,
-                         episodes_per_round=episodes_per_round)
+        _check_sequences(task_updates=task_updates, params=params)
         n_tasks = len(task_updates)
         if n_tasks != len(params):
             raise ValueError(f'{len(params)} parameter sets for {n_tasks} tasks')
@@ -587,15 +586,15 @@ def _to_numpy(params: Dict[str, Any]) -> Dict[str, np.ndarray]:
 
 
 def _check_sequences(**arguments):
-    """Refuse, naming it, an argument that is not a sequence (a list, tuple or array of
-    its items: a generator or a set has no length or no order to pair tasks with).
+    """Refuse, naming it, an argument whose items cannot be paired with the tasks: one
+    without a length (a generator) or without an order (a set), or text.
 
     Raises:
         TypeError: As above.
 
     """
     for name, value in arguments.items():
-        if not isinstance(value, (collections.abc.Sequence, np.ndarray)) or isinstance(
-                value, (str, bytes)):
-            raise TypeError(f'{name} must be a list (one item per task or round), got '
+        if not isinstance(value, collections.abc.Sized) or isinstance(
+                value, (collections.abc.Set, str, bytes)):
+            raise TypeError(f'{name} must be a list (one item per task), got '
                             f'{type(value).__name__}')

@@ -677,8 +677,9 @@ class RolloutWorker:
     @property
     def context(self) -> Context:
         """Where the worker is (env, task, slot, episode, step)."""
-        if self._making is not None:
-            return Context(_name(self._template), making=self._making)
+        making = self._making  # (read once: the worker's thread resets it)
+        if making is not None:
+            return Context(_name(self._template), making=making)
         if self._where is None:
             return Context()
         env, share, j, t = self._where

@@ -424,3 +424,15 @@ def test_a_snapshot_name_taken_by_no_file_is_refused_before_any_epoch(promp_run,
     assert f'{taken} is a ' in proc.stderr and 'not a snapshot' in proc.stderr, proc.stderr
     assert 'epoch 3/4' not in proc.stdout
     assert (log_dir / 'progress.csv').read_text() == before
+
+
+def test_a_ray_sampler_without_ray_is_refused_as_train_py_refuses_it(tmp_path, monkeypatch):
+    """Refused naming the file and its entry, before any snapshot is read (it failed with an
+    ImportError traceback after the snapshot was restored)."""
+    from garage_promp.experiment import resume  # pylint: disable=import-outside-toplevel
+    (tmp_path / 'variant.json').write_text(json.dumps({'sampler': 'ray', 'n_workers': 2}))
+    monkeypatch.setattr(resume, 'ray_available', lambda: False)
+    with pytest.raises(ValueError, match="variant.json's sampler is 'ray': 'ray' needs Ray"):
+        resume.execution_options(str(tmp_path))
+    monkeypatch.setattr(resume, 'ray_available', lambda: True)
+    assert resume.execution_options(str(tmp_path)) == {'sampler': 'ray', 'n_workers': 2}
