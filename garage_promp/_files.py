@@ -60,9 +60,10 @@ def _remove_leftovers(directory: str, name: str) -> None:
     prefix = f'.{name[:100]}.'
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory):
-            parts = entry.name[len(prefix):].split('.')
-            if not (entry.name.startswith(prefix) and len(parts) == 3 and parts[2] == 'tmp'
-                    and parts[0].isdigit()):
+            if not entry.name.startswith(prefix):
+                continue
+            parts = entry.name[len(prefix):].split('.')  # pid, random, 'tmp'
+            if not (len(parts) == 3 and parts[2] == 'tmp' and parts[0].isdigit()):
                 continue
             try:
                 os.kill(int(parts[0]), 0)

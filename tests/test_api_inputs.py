@@ -396,7 +396,7 @@ def test_meta_evaluator_prefix_must_be_text():
 @pytest.mark.parametrize('kwargs, error, match', [
     (dict(env=['PointEnvCorner']), TypeError, r"env must be a name \(a str\), got \['Point"),
     (dict(algo=['ProMP']), TypeError, r"algo must be a name \(a str\), got \['ProMP'\]"),
-    (dict(sampler='Local'), ValueError, "sampler must be one of 'local', .* got 'Local'"),
+    (dict(sampler='Local'), ValueError, r"sampler must be one of \('local', .* got 'Local'"),
     (dict(sampler=None), ValueError, 'sampler must be one of .* got None'),
     (dict(evaluate_every=0), ValueError, 'evaluate_every must be an int >= 1, got 0'),
 ])

@@ -311,13 +311,14 @@ def _predictions(baseline, observations, targets, mask, task: int) -> np.ndarray
         raise ValueError(f'the baseline {name} predicted {array.dtype} values of shape '
                          f'{array.shape} for task {task} of the meta-batch; it must predict '
                          f'real numbers of the batch\'s (episodes, steps) shape {mask.shape}')
-    valid = array[mask > 0]
+    cells = mask > 0
+    valid = array[cells]
     if not np.isfinite(valid).all():
         raise FloatingPointError(f'the baseline {name} predicted NaN or inf for task {task} '
                                  'of the meta-batch')
     largest = float(np.abs(valid).max(initial=0.))
     # (Returns beyond float32 are the rewards' doing, named where the batch is made.)
-    if largest > _FLOAT32_MAX and float(np.abs(targets[mask > 0]).max(initial=0.)) <= _FLOAT32_MAX:
+    if largest > _FLOAT32_MAX and float(np.abs(targets[cells]).max(initial=0.)) <= _FLOAT32_MAX:
         raise FloatingPointError(f'the baseline {name} predicted {largest:.3g} for task {task} '
                                  f'of the meta-batch, beyond float32 (the batch\'s dtype, up '
                                  f'to {_FLOAT32_MAX:.3g}) where the returns it was fit on are '

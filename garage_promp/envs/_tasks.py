@@ -18,18 +18,15 @@ def _refuse_non_real(task: Any, name: str, expected: str) -> None:
     a complex number (its imaginary part dropped, with only a warning), text
     (``np.array(['2'], float)`` is 2.: strings are never read as numbers) or booleans
     (``True`` as 1.)."""
-    if _holds_bool_or_text(task):
-        raise ValueError(f'task {name} should be {expected}, got {task!r}: booleans and text '
-                         'are not read as numbers')
     try:
         values = np.asarray(task)  # (a list of numbers as one array)
     except (TypeError, ValueError):  # ragged or odd: the caller's own check names it
-        return
-    if is_complex(values):
-        raise ValueError(f'task {name} should be {expected}, got {task!r}: a complex number')
-    if values.dtype.kind in 'bUS':
+        values = None
+    if _holds_bool_or_text(task) or (values is not None and values.dtype.kind in 'bUS'):
         raise ValueError(f'task {name} should be {expected}, got {task!r}: booleans and text '
                          'are not read as numbers')
+    if values is not None and is_complex(values):
+        raise ValueError(f'task {name} should be {expected}, got {task!r}: a complex number')
 
 
 def _holds_bool_or_text(value: Any, depth: int = 0) -> bool:

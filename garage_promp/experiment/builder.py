@@ -19,7 +19,7 @@ from garage_promp.experiment.meta_evaluator import MetaEvaluator
 from garage_promp.experiment.paper_config import ALGOS, algo_kwargs
 from garage_promp.policies import LOG_STD_KINDS, learn_log_std_per_dimension
 from garage_promp.sampler import SAMPLER_KINDS, make_sampler
-from garage_promp.validation import MAX_SEED, check_hidden_sizes, check_int, shown
+from garage_promp.validation import MAX_SEED, check_choice, check_hidden_sizes, check_int, shown
 
 from garage.experiment.deterministic import set_seed
 from garage.torch.policies import GaussianMLPPolicy
@@ -159,9 +159,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
     for name, value in (('algo', algo), ('env', env)):
         if not isinstance(value, str):  # (a list would fail as an unhashable dict key)
             raise TypeError(f'{name} must be a name (a str), got {shown(value)}')
-    if not isinstance(sampler, str) or sampler not in SAMPLER_KINDS:  # (make_sampler's "kind")
-        raise ValueError(f'sampler must be one of {", ".join(map(repr, SAMPLER_KINDS))}, got '
-                         f'{shown(sampler)}')
+    check_choice(sampler, 'sampler', SAMPLER_KINDS)  # (named here: make_sampler's "kind")
     evaluate_every = check_int(evaluate_every, 'evaluate_every', 1)
     seed = check_int(seed, 'seed', 0, MAX_SEED)
     max_episode_length = check_max_episode_length(max_episode_length)

@@ -250,15 +250,15 @@ def _execute_as_recorded(trainer, algo, options: dict) -> None:
     from garage_promp.sampler import DEFAULT_WORKER_TIMEOUT, MetaSampler  # pylint: disable=import-outside-toplevel
     sampler = getattr(algo, '_sampler', None)
     if isinstance(sampler, MetaSampler):
-        wanted = dict(
-            kind=options.get('sampler', sampler.kind),
-            n_workers=options.get('n_workers', sampler.n_workers),
-            envs_per_task=options.get('envs_per_task', sampler._envs_per_task),  # pylint: disable=protected-access
-            worker_timeout=(options.get('worker_timeout') or DEFAULT_WORKER_TIMEOUT)
-            if 'worker_timeout' in options else sampler._worker_timeout)  # pylint: disable=protected-access
         have = dict(kind=sampler.kind, n_workers=sampler.n_workers,
                     envs_per_task=sampler._envs_per_task,  # pylint: disable=protected-access
                     worker_timeout=sampler._worker_timeout)  # pylint: disable=protected-access
+        # variant.json names the backend 'sampler', and a worker_timeout of null the default.
+        recorded = {'kind' if key == 'sampler' else key: value
+                    for key, value in options.items() if key != 'device'}
+        if 'worker_timeout' in recorded and recorded['worker_timeout'] is None:
+            recorded['worker_timeout'] = DEFAULT_WORKER_TIMEOUT
+        wanted = {**have, **recorded}
         if wanted != have:
             algo._sampler = sampler.executed_otherwise(**wanted)  # pylint: disable=protected-access
             trainer._sampler = algo._sampler  # pylint: disable=protected-access
