@@ -23,7 +23,9 @@ import math
 import numbers
 import os
 import re
+import signal
 import tempfile
+import threading
 from typing import Any, Callable, Iterable
 
 from garage_promp._console import ensure_std_streams
@@ -844,7 +846,15 @@ def run_command(command: click.Command, interrupted: str | Callable[[], str] = '
     ``benchmarks/learning.py`` and ``paper.py`` end. Usage errors, ``Error:`` lines,
     ``--help``, an end of input (``Aborted!``) and the command's return (status 0,
     whatever it returns) are click's own.
+
+    A launcher sets Ctrl-C to the default action (``SIG_DFL``) before it imports the
+    libraries, so that an interrupt while they load ends it as Ctrl-C ends a C program:
+    no traceback, nothing written. Python's own handler is restored here, so that from
+    now on Ctrl-C is ``KeyboardInterrupt`` again and the run can save what it has.
     """
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) == signal.SIG_DFL):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     ensure_std_streams()
     try:
         command.main(standalone_mode=False)

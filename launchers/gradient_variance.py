@@ -15,6 +15,13 @@ prints the mean ratio at the end; the paper's Fig. 4 shows DiCE about 60%
 higher (a ratio of about 1.6) on HalfCheetahFwdBack. The presets' env-step
 counts are printed at the start (see docs/results.md for measured times).
 """
+import signal
+
+# Ctrl-C while the libraries load ends the launcher quietly (an ignored SIGINT stays
+# ignored); run_command restores Python's handler before the run starts.
+if __name__ == '__main__' and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 import os
 
 from garage_promp.experiment import relative_std, sample_meta_gradients

@@ -14,6 +14,13 @@ CSV (LOG_DIR/meta_test.csv or --csv) is the only file written.
 
     python launchers/meta_test.py data/local/experiment/ProMP_ML1_reach-v3_seed=1 --n-test-tasks 50
 """
+import signal
+
+# Ctrl-C while the libraries load ends the launcher quietly (an ignored SIGINT stays
+# ignored); run_command restores Python's handler before the run starts.
+if __name__ == '__main__' and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 import collections
 import csv
 import math

@@ -13,6 +13,13 @@ On Meta-World, training samples the benchmark's train split and the meta-test
 (MetaEvaluator) its test split; ``launchers/meta_test.py`` re-runs the
 meta-test of a snapshot.
 """
+import signal
+
+# Ctrl-C while the libraries load ends the launcher quietly (an ignored SIGINT stays
+# ignored); run_command restores Python's handler before the run starts.
+if __name__ == '__main__' and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 import os
 
 from garage_promp._garage_compat import SnapshotWriteError

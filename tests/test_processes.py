@@ -185,6 +185,77 @@ def test_a_second_ctrl_c_while_the_workers_close_is_not_printed():
     assert quiet.calls == 1
 
 
+def _sigint_disposition(pid):
+    """``'caught'``, ``'ignored'`` or ``'default'``: how process ``pid`` takes SIGINT now."""
+    fields = dict(line.split(':', 1) for line in
+                  pathlib.Path(f'/proc/{pid}/status').read_text().splitlines())
+    bit = 1 << (signal.SIGINT - 1)
+    if int(fields['SigCgt'], 16) & bit:
+        return 'caught'
+    return 'ignored' if int(fields['SigIgn'], 16) & bit else 'default'
+
+
+LAUNCHERS = sorted(p.name for p in (ROOT / 'launchers').glob('*.py'))
+
+
+@pytest.mark.parametrize('launcher', LAUNCHERS)
+def test_ctrl_c_while_the_libraries_load_ends_without_a_traceback(tmp_path, launcher):
+    """Ctrl-C during a launcher's imports (seconds of torch, garage and MuJoCo) ends it
+    as Ctrl-C ends a C program (killed by SIGINT, as a shell reports it: 130), with no
+    Python traceback and nothing written; an ignored SIGINT (a background job) stays
+    ignored, and once the command runs Ctrl-C is Python's again (the test above)."""
+    env, tag = _tagged_env()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / 'launchers' / launcher), '--help'], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 60
+        seen = []
+        # SIGINT is at its default until Python starts, which catches it; the launcher's
+        # first statement sets it to the default again, and run_command (after the
+        # imports) catches it again.
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                seen.append(_sigint_disposition(proc.pid))
+            except (OSError, KeyError):
+                break
+            if seen[-1] == 'default' and 'caught' in seen:
+                proc.send_signal(signal.SIGINT)
+                break
+            time.sleep(0.005)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert seen[-1] == 'default' and 'caught' in seen, seen[-20:]  # the imports take seconds
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, err[-3000:])
+    assert 'Traceback' not in err and 'KeyboardInterrupt' not in err, err[-3000:]
+    assert out == '' and list(tmp_path.iterdir()) == []
+    _assert_none_left(tag)
+
+
+def test_an_ignored_ctrl_c_stays_ignored_while_the_libraries_load(tmp_path):
+    env, _ = _tagged_env()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / 'launchers' / 'plot.py'), '--help'], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        time.sleep(0.5)  # well inside the imports
+        seen = _sigint_disposition(proc.pid) if proc.poll() is None else None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert seen in ('ignored', None), seen
+    assert proc.returncode == 0, err[-3000:]
+    assert 'Usage:' in out
+
+
 #: Epochs logged before Ctrl-C (a few hundred bytes of console output each).
 ROWS_BEFORE_CTRL_C = 3
 
