@@ -30,12 +30,20 @@ def _refuse_non_real(task: Any, name: str, expected: str) -> None:
 
 
 def _holds_bool_or_text(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is, or a list or tuple holds (a few levels deep), a bool or text
-    (``np.asarray([True, 1.5])`` is floats: the bool is gone before a dtype can show it)."""
+    """Whether ``value`` is, or a list, tuple or object array holds (a few levels deep),
+    a bool or text (``np.asarray([True, 1.5])`` is floats: the bool is gone before a
+    dtype can show it; ``np.array(['2'], dtype=object)`` keeps its text, which
+    ``astype(float)`` would read as 2.)."""
     if isinstance(value, (bool, np.bool_, str, bytes)):
         return True
-    if isinstance(value, (list, tuple)) and depth < 3:
+    if isinstance(value, np.ndarray) and value.dtype.kind in 'bUS':
+        return True
+    if depth >= 3:
+        return False
+    if isinstance(value, (list, tuple)):
         return any(_holds_bool_or_text(item, depth + 1) for item in value)
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return any(_holds_bool_or_text(item, depth + 1) for item in value.flat)
     return False
 
 
@@ -53,8 +61,7 @@ def check_sign(task: Any, name: str) -> float:
     """
     _refuse_non_real(task, name, '1. or -1.')
     value = np.asarray(task, dtype=object)
-    if value.size == 1 and value.item() in (-1., 1.) and not isinstance(
-            value.item(), bool):
+    if value.size == 1 and value.item() in (-1., 1.):
         return float(value.item())
     raise ValueError(f'task {name} should be 1. or -1., got {task!r}')
 
