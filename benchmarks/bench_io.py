@@ -1,6 +1,7 @@
 """What the benchmark scripts share: writing a result table and its JSON, with the machine."""
 import copy
 import json
+import math
 import os
 import pathlib
 import platform
@@ -54,7 +55,6 @@ def read_saved_results(path) -> dict:
         ValueError: Naming what is wrong and where (``results[2].sampler_lean``).
 
     """
-    import math  # pylint: disable=import-outside-toplevel
     import stat  # pylint: disable=import-outside-toplevel
     status = os.stat(path)
     if not stat.S_ISREG(status.st_mode):
@@ -80,14 +80,23 @@ def read_saved_results(path) -> dict:
         elif value is None and not nulls:
             raise ValueError(f'{where} is null')
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and not (
-                math.isfinite(value) and value >= 0):
-            raise ValueError(f'{where} is {value!r}: no benchmark measures that')
+                _finite(value) and value >= 0):
+            from garage_promp.validation import shown  # pylint: disable=import-outside-toplevel
+            raise ValueError(f'{where} is {shown(value)}: no benchmark measures that')
 
     try:
         check(saved, '', True)
     except RecursionError:
         raise ValueError('JSON nested deeper than any saved results') from None
     return saved
+
+
+def _finite(value: int | float) -> bool:
+    """``math.isfinite``, False for an int beyond float's range (where it raises)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # JSON's 1 followed by 400 zeros is a Python int
+        return False
 
 
 def check_metaworld_names(names) -> None:

@@ -31,7 +31,7 @@ from garage_promp._process import die_with_parent
 from garage_promp.experiment.env_names import EnvName
 from garage_promp.experiment.paper_config import ALGOS, METAWORLD
 from garage_promp.experiment.plotting import mean_std, plot_bands, post_update_key, read_progress
-from garage_promp.experiment.run_dir import env_steps_done
+from garage_promp.experiment.run_dir import env_steps_done, variant_mismatch
 from garage_promp.validation import (
     ENV_STEPS,
     OUTPUT_DIR,
@@ -43,6 +43,7 @@ from garage_promp.validation import (
     count,
     parse_overrides,
     usage_errors,
+    user_errors,
 )
 
 import click
@@ -88,6 +89,42 @@ def _run_command(algo, env, seed, steps, batch, run_dir, resume, extra):
             options[flag] = value
     return [sys.executable, str(TRAIN), *(a for pair in options.items() for a in pair),
             *repeated]
+
+
+def run_variant(algo, env, seed, batch) -> dict:
+    """What the ``variant.json`` of :func:`_run_command`'s run holds of its identity: the
+    algorithm, env (``train.py``'s family and ``task``), seed and batch (garage's
+    ``MAMLTRPO``: ``garage_peer.py`` records no ``algo`` and ``env`` as given)."""
+    family, _, task = env.partition(':')
+    if algo == GARAGE_PEER:
+        return {'algo': None, 'env': env, 'seed': seed, 'meta_batch_size': batch[0],
+                'episodes_per_task': batch[1]}
+    return {'algo': algo, 'env': family, **({'task': task} if task else {}), 'seed': seed,
+            'meta_batch_size': batch[0], 'episodes_per_task': batch[1]}
+
+
+def check_run_dirs(runs, env, batch) -> None:
+    """Refuse, before any run starts, a run directory that holds another run's snapshot or
+    log (another env, algorithm, seed or batch; no ``variant.json``): it would be
+    continued, counted as done and summarised as this benchmark's run.
+
+    Args:
+        runs (dict): (algo, seed) -> its run directory.
+        env (str): The benchmark's env.
+        batch (tuple): (meta_batch_size, episodes_per_task).
+
+    Raises:
+        click.ClickException: Naming the directory, what it holds and what was wanted.
+
+    """
+    for (algo, seed), run_dir in runs.items():
+        if not (has_snapshot(run_dir) or read_progress(run_dir)):
+            continue  # nothing of a run: prepare_run_dir clears a start's files
+        why = variant_mismatch(run_dir, run_variant(algo, env, seed, batch))
+        if why:
+            raise click.ClickException(
+                f'{run_dir}: {why}: it is not the run of {algo} seed {seed} on {env} at '
+                f'{batch[0]} x {batch[1]}; move it away or give another --out')
 
 
 def _env_config(env):
@@ -424,6 +461,9 @@ def main(env, algos, seeds, steps, meta_batch_size, episodes_per_task, parallel,
                                  param_hint='--out')
     if not summarize_only:
         _check_runs(env, algos, meta_batch_size, episodes_per_task, overrides)
+    with user_errors():  # (a damaged variant.json: one Error line)
+        check_run_dirs(runs, env, (meta_batch_size, episodes_per_task))
+    if not summarize_only:
         out.mkdir(parents=True, exist_ok=True)
         specs = []
         for (algo, seed), run_dir in runs.items():

@@ -105,7 +105,7 @@ from garage_promp.experiment.run_dir import (  # noqa: E402
     RunDirBusy,
     lock_holder,
     owned_run_dir,
-    read_variant,
+    variant_mismatch,
 )
 from garage_promp.validation import (  # noqa: E402
     INPUT_DIR,
@@ -167,8 +167,7 @@ class Run:
     @property
     def variant(self) -> dict:
         """What the run's ``variant.json`` (``launchers/train.py``'s options) must hold."""
-        return {'algo': self.algo, 'env': self.env, 'seed': self.seed,
-                'meta_batch_size': self.batch[0], 'episodes_per_task': self.batch[1]}
+        return learning.run_variant(self.algo, self.env, self.seed, self.batch)
 
 
 def fig2_runs() -> List[Run]:
@@ -341,13 +340,7 @@ class Campaign:
             DamagedRunFile: If it is not a JSON object.
 
         """
-        if not (directory / 'variant.json').is_file():
-            return 'it has no variant.json (a run writes one before its first epoch)'
-        want, variant = run.variant, read_variant(directory)
-        have = {key: variant.get(key) for key in want}
-        if have != want:
-            return f"its variant.json is not this run's ({have}, not {want})"
-        return None
+        return variant_mismatch(directory, run.variant)
 
     def check_variant(self, run: Run, directory: pathlib.Path) -> None:
         """Refuse a finished log whose ``variant.json`` is missing, damaged or another run's:
@@ -483,8 +476,9 @@ class Campaign:
         # A runner's pid file (until its train.py takes the lock), or a lock held there.
         if _alive(self.pid_file(run), run_dir) or lock_holder(str(run_dir)) is not None:
             return 'running', done
+        if done or learning.has_snapshot(run_dir):  # another run's would be continued as this
+            self.check_variant(run, run_dir)           # run's (``command`` refuses it)
         if done >= run.steps:  # finished, but its results were not copied yet
-            self.check_variant(run, run_dir)
             return 'finished', done
         done = max(done, self.parked_steps(run))
         return ('partial', done) if done else ('missing', 0)

@@ -355,10 +355,18 @@ class AdaptedPolicy(Policy):
         # Other entries (e.g. the buffers of a state_dict) are not read.
         check_params_of(inner, params, "params must hold the policy's parameters",
                         others_ok=True, same_dtype=False)  # (copied in: cast to its dtype)
+        values = {}
+        for name, _ in inner.named_parameters():  # tensors, numpy arrays or lists of numbers
+            value = values[name] = torch.as_tensor(params[name])
+            if value.is_complex() or value.dtype == torch.bool:  # (a cast drops or makes 1s)
+                raise ValueError(f'params[{name!r}] must be real numbers (cast to the '
+                                 f"policy's dtype), got {str(value.dtype).replace('torch.', '')}")
+            if not bool(torch.isfinite(value).all()):
+                raise ValueError(f'params[{name!r}] holds NaN or inf: no adapted policy acts')
         self.policy = copy.deepcopy(inner)
         with torch.no_grad():
             for name, value in self.policy.named_parameters():
-                value.copy_(params[name])
+                value.copy_(values[name])
         self.num_steps = num_steps
 
     def forward(self, observations):

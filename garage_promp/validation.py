@@ -38,8 +38,11 @@ import numpy as np
 
 def shown(value: Any, limit: int = 200) -> str:
     """``repr(value)`` for a message, cut to ``limit`` characters (a 100 kB ``--set`` value
-    is named, not printed)."""
-    text = repr(value)
+    is named, not printed; an int too long for ``repr``, over 4,300 digits, by its size)."""
+    try:
+        text = repr(value)
+    except ValueError:  # int's str digits limit (sys.set_int_max_str_digits)
+        return f'an int of {value.bit_length():,} bits'
     return text if len(text) <= limit else f'{text[:limit - 20]}... ({len(text):,} characters)'
 
 
@@ -97,7 +100,10 @@ def check_float(value: Any, name: str, low: float | None = None,
     requirement = f'a finite number{bounds}' + (' in float32' if float32 else '')
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         _fail(name, requirement + _scalar_note(value), value)
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int or fraction beyond float's range: 10**400
+        _fail(name, requirement, value)
     if not math.isfinite(value):
         _fail(name, requirement, value)
     if low is not None and (value < low or (low_open and value == low)):

@@ -213,10 +213,12 @@ def _stall_notices():
 
 
 def _check_itr(ctx, param, value):
-    """--itr: 'last', 'first' or an epoch number (an int >= 0)."""
+    """--itr: 'last', 'first' or an epoch number (an int >= 0; ``0007`` is epoch 7)."""
     del ctx, param
-    if value in ('last', 'first') or (value.isascii() and value.isdigit()):
+    if value in ('last', 'first'):
         return value
+    if value.isascii() and value.isdigit():
+        return str(int(value))  # (the snapshot is itr_7.pkl)
     raise click.BadParameter(f"expected 'last', 'first' or an epoch number >= 0, got {value!r}")
 
 
@@ -390,6 +392,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
                          dict(n_test_episodes=n_test_episodes)):
             check_batch_steps(setup.env.spec.max_episode_length, n_test_tasks=n_test_tasks,
                               **episodes)
+        algo.check_adaptation_batch(n_exploration_eps, setup.env.spec.max_episode_length)
     except ValueError as error:
         raise click.UsageError(str(error)) from error
     # A sampler of its own: the snapshot's (pickled as configuration) is never

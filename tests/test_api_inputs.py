@@ -1,6 +1,7 @@
 """The Python API refuses what would otherwise give wrong numbers silently, fill memory or
 fail deep inside a worker: each refusal names its culprit, before the work it would spoil."""
 import copy
+import re
 
 import garage_promp
 from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline
@@ -385,11 +386,15 @@ def test_a_fitted_linear_baseline_refuses_to_predict_on_nan_observations():
     assert np.isfinite(baseline.predict(obs, mask)).all()
 
 
-def test_meta_evaluator_prefix_must_be_text():
+@pytest.mark.parametrize('prefix', [5, '', None])
+def test_meta_evaluator_prefix_must_be_text_naming_a_group(prefix):
+    """An empty prefix logged the meta-test's ``Average/...`` keys over training's own
+    (the same keys, one row: the last written was kept, silently)."""
     env, _, _, task_sampler = make_setup(1)
-    with pytest.raises(ValueError, match='prefix must be a str'):
+    with pytest.raises(ValueError, match=r'prefix must be a non-empty str .*overwrite '
+                                         rf"training's own; got {re.escape(repr(prefix))}"):
         MetaEvaluator(test_task_sampler=task_sampler, n_test_tasks=2, n_exploration_eps=1,
-                      prefix=5)
+                      prefix=prefix)
 
 
 # ------------------------------------------------- arguments named by their own names

@@ -7,6 +7,7 @@ log directory was created.
 """
 import math
 import pathlib
+import re
 
 import garage_promp
 from garage_promp.algos.options import supported_options
@@ -427,6 +428,15 @@ def test_an_adapted_policy_takes_only_the_policys_parameters():
     with pytest.raises(ValueError, match="params must hold the policy's parameters"):
         garage_promp.AdaptedPolicy(policy, wrong, 0)
     assert garage_promp.AdaptedPolicy(policy, params, 1).num_steps == 1
+    first = next(iter(params))
+    for value, message in ((params[first].to(torch.complex64) + 5j, 'got complex64'),
+                           (params[first] > 0, 'got bool'),
+                           (params[first] * np.nan, 'holds NaN or inf')):
+        with pytest.raises(ValueError, match=rf"params\['{re.escape(first)}'\] .*{message}"):
+            garage_promp.AdaptedPolicy(policy, dict(params, **{first: value}), 0)
+    as_numpy = {k: v.numpy() * 2 for k, v in params.items()}  # numpy arrays: taken, cast
+    adapted = garage_promp.AdaptedPolicy(policy, as_numpy, 0).adapted_params()
+    assert all(torch.equal(adapted[k], v * 2) for k, v in params.items())
     # A state_dict holds buffers beside the parameters: they are not read.
     assert garage_promp.AdaptedPolicy(policy, policy.state_dict(), 0).num_steps == 0
 

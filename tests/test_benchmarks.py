@@ -510,6 +510,42 @@ def test_learning_says_set_does_not_reach_garages_own_mamltrpo(tmp_path, capsys)
     assert 'not to garage-MAMLTRPO' in capsys.readouterr().err
 
 
+@pytest.mark.parametrize('variant, why', [
+    (dict(algo='ProMP', env='PointEnvCorner', seed=1, meta_batch_size=2, episodes_per_task=2),
+     "its variant.json is not this run's"),
+    (dict(algo='ProMP', env='HalfCheetahFwdBack', seed=2, meta_batch_size=2,
+          episodes_per_task=2), "its variant.json is not this run's"),
+    (None, 'it has no variant.json'),
+], ids=['other env', 'other seed', 'no variant'])
+def test_learning_refuses_a_run_dir_of_another_run_before_any_run(tmp_path, variant, why):
+    """A run directory holding another run (a PointEnvCorner run copied under ProMP_seed=1
+    of a HalfCheetahFwdBack benchmark) was continued, counted as done and summarised as
+    this benchmark's run: refused, naming it, before any run starts or summary is written."""
+    learning = load_script(ROOT / 'benchmarks' / 'learning.py', 'learning_bench')
+    out = tmp_path / 'out'
+    _write_run(out / 'ProMP_seed=1', [0, 1], [1, 2])
+    if variant is not None:
+        (out / 'ProMP_seed=1' / 'variant.json').write_text(json.dumps(variant))
+    before = sorted(p.name for p in out.rglob('*'))
+    for extra in (['--steps', '1000'], ['--summarize-only']):
+        result = CliRunner().invoke(learning.main, [
+            '--env', 'HalfCheetahFwdBack', '--algo', 'ProMP', '--seeds', '1',
+            '--meta-batch-size', '2', '--episodes-per-task', '2', '--out', str(out), *extra])
+        assert result.exit_code == 1, (extra, result.output)
+        assert f"{out / 'ProMP_seed=1'}: {why}" in result.output, result.output
+        assert 'not the run of ProMP seed 1 on HalfCheetahFwdBack at 2 x 2' in result.output
+        assert sorted(p.name for p in out.rglob('*')) == before
+    ours = dict(algo='ProMP', env='HalfCheetahFwdBack', seed=1, meta_batch_size=2,
+                episodes_per_task=2)
+    (out / 'ProMP_seed=1' / 'variant.json').write_text(json.dumps(ours))
+    result = CliRunner().invoke(learning.main, [
+        '--env', 'HalfCheetahFwdBack', '--algo', 'ProMP', '--seeds', '1', '--meta-batch-size',
+        '2', '--episodes-per-task', '2', '--out', str(out), '--summarize-only'])
+    assert result.exit_code == 0, result.output
+    assert learning.run_variant('ProMP', 'ML1:reach-v3', 3, (4, 5)) == dict(
+        algo='ProMP', env='ML1', task='reach-v3', seed=3, meta_batch_size=4, episodes_per_task=5)
+
+
 def test_learning_refuses_a_set_size_that_contradicts_its_option(tmp_path):
     """Every run gets --meta-batch-size and --episodes-per-task: a --set of either that
     differs would fail in every run's log, so it is refused before any run starts."""
@@ -594,7 +630,8 @@ def test_summarize_refuses_what_no_benchmark_writes(tmp_path, script):
     source = 'physics.json' if script == 'physics.py' else 'workers_2core.json'
     saved = json.loads((ROOT / 'benchmarks' / 'results' / source).read_text())
     field = 'physics' if script == 'physics.py' else 'sample_s'
-    cases = {'text': 'fast', 'null': None, 'negative': -1.0}
+    cases = {'text': 'fast', 'null': None, 'negative': -1.0,
+             'beyond float': 10**400}  # (JSON's 1 and 400 zeros: an int float() refuses)
     for name, value in cases.items():
         damaged = copy.deepcopy(saved)
         damaged['results'][0][field] = value

@@ -512,6 +512,9 @@ def test_a_snapshot_of_another_run_is_refused_not_trained_on(paper, tmp_path):
     with pytest.raises(paper.click.ClickException, match="not this run's"):
         campaign.command(run)
     assert sorted(p.name for p in run_dir.iterdir()) == ['params.pkl', 'variant.json']
+    # status says so too (it listed such a directory as partial, which run then refused)
+    assert campaign.state(run)[0] == 'damaged'
+    assert "not this run's" in campaign.damage[run.name]
 
 
 def test_a_start_that_never_saved_is_cleared_and_foreign_files_set_aside(paper, tmp_path):

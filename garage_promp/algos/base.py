@@ -39,6 +39,7 @@ from garage_promp.algos._batch import (
     MetaBatch,
     ProcessingConfig,
     check_batches,
+    check_standardizable,
     without_trailing_padding,
 )
 from garage_promp.algos.device import LearnerDevice
@@ -244,6 +245,7 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
             baseline=baseline if baseline is not None else
             LinearFeatureBaseline(),
             dice_baseline=dice_baseline if inner_estimator == 'dice' else None)
+        check_standardizable(self._processing, episodes_per_task, horizon)
         self._vectorize_tasks = bool(vectorize_tasks)
         self._learner_threads = learner_threads
         self._device = device
@@ -317,7 +319,8 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         Raises:
             ValueError: If ``itr`` is not an int >= 0 or ``batches`` are not the
                 K + 1 rounds of one meta-batch for this policy
-                (:func:`~garage_promp.algos._batch.check_batches`); θ is then
+                (:func:`~garage_promp.algos._batch.check_batches`), or hold
+                fewer tasks than ProMP's ``num_minibatches``; θ is then
                 untouched.
 
         """
@@ -326,12 +329,17 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         check_batches(batches, self._num_inner_grad_steps + 1,
                       spec.observation_space.flat_dim, spec.action_space.flat_dim,
                       next(self._policy.parameters()).dtype)
+        self._check_fit(batches)
         # Where an outer step's policy is checked (_adam_step): each task's first step.
         self._probe = (batches[0].observations[:, 0, 0], batches[0].actions[:, 0, 0])
         try:
             self._optimize(itr, without_trailing_padding(batches))
         finally:
             self._probe = None
+
+    def _check_fit(self, batches: List[MetaBatch]) -> None:
+        """Refuse checked ``batches`` that this algorithm's outer step cannot take, before
+        θ moves (a ValueError naming ``batches``); every layout fits the base's."""
 
     def _optimize(self, itr: int, batches: List[MetaBatch]):
         """:meth:`optimize` on checked arguments: each algorithm's outer step.

@@ -13,7 +13,7 @@ import collections
 from typing import List, Sequence
 
 from garage_promp._threads import ADAPTATION_THREADS, learner_threads
-from garage_promp.algos._batch import process_episodes
+from garage_promp.algos._batch import check_standardizable, process_episodes
 from garage_promp.policies import (
     AdaptedPolicy,
     Params,
@@ -31,6 +31,18 @@ import torch
 
 class MetaTestAPI:
     """Adapting the meta-policy to a task from its exploration episodes."""
+
+    def check_adaptation_batch(self, episodes_per_task: int, horizon: int) -> None:
+        """Refuse, before any sampling, adapting on ``episodes_per_task`` episodes of at most
+        ``horizon`` steps where this algorithm's advantages cannot be standardised
+        (``normalize_adv`` needs 2 valid steps per task batch).
+
+        Raises:
+            ValueError: Naming ``normalize_adv``, ``n_exploration_eps`` and
+                ``max_episode_length``.
+
+        """
+        check_standardizable(self._processing, episodes_per_task, horizon, 'n_exploration_eps')
 
     def get_exploration_policy(self) -> AdaptedPolicy:
         """A copy of the meta-policy (0 inner steps) to explore one task."""

@@ -140,6 +140,13 @@ class ProMP(MetaPolicySearch):
         stats['ClipObjective'] = clip
         return clip - penalty, stats
 
+    def _check_fit(self, batches: List[MetaBatch]) -> None:
+        n_tasks = batches[0].n_tasks
+        if n_tasks < self._num_minibatches:  # (array_split would give an empty minibatch)
+            raise ValueError(f'batches hold {n_tasks} task{"s" * (n_tasks != 1)}, fewer than '
+                             f'num_minibatches ({self._num_minibatches}): a minibatch would '
+                             'have none')
+
     def _optimize(self, itr: int, batches: List[MetaBatch]):
         self._current_clip_eps = self._clip_eps * self._anneal_factor**itr
         n_tasks = batches[0].n_tasks

@@ -81,7 +81,17 @@ def _own_directory(directory: pathlib.Path) -> pathlib.Path:
 
 
 def _compiler() -> List[str]:
-    return shlex.split(os.environ.get('CC') or 'cc')
+    """The C compiler's command line: ``$CC`` split as a shell splits it (``cc`` without
+    it); one that cannot be split or names nothing is an :class:`OSError`, as a compiler
+    that is not there is (the envs then step from Python, with a warning)."""
+    given = os.environ.get('CC') or 'cc'
+    try:
+        command = shlex.split(given)
+    except ValueError as error:  # an unclosed quote
+        raise OSError(f'CC={given!r} is not a command line: {error}') from None
+    if not command:
+        raise OSError(f'CC={given!r} names no compiler')
+    return command
 
 
 def _target_name() -> str:

@@ -69,9 +69,10 @@ class MetaEvaluator(GarageMetaEvaluator):
             else "n_test_tasks (None: the test task sampler's n_tasks)", 1)
         self._n_exploration_eps = check_int(self._n_exploration_eps, 'n_exploration_eps', 1)
         self._n_test_episodes = check_int(self._n_test_episodes, 'n_test_episodes', 1)
-        if not isinstance(self._prefix, str):  # it heads every logged key
-            raise ValueError(f'prefix must be a str (e.g. the default "MetaTest"), got '
-                             f'{self._prefix!r}')
+        if not isinstance(self._prefix, str) or not self._prefix:  # it heads every logged key
+            raise ValueError('prefix must be a non-empty str (e.g. the default "MetaTest"): '
+                             "it heads the meta-test's logged keys, whose 'Average/...' would "
+                             f"otherwise overwrite training's own; got {self._prefix!r}")
         # Each round keeps every task's episodes of at least one step: a bound before the
         # horizon is known (the sampler checks the steps of the rounds once it is).
         for name in ('n_exploration_eps', 'n_test_episodes'):
@@ -115,10 +116,15 @@ class MetaEvaluator(GarageMetaEvaluator):
             test_episodes_per_task = self._n_test_episodes
         test_episodes_per_task = check_int(test_episodes_per_task, 'test_episodes_per_task', 1)
         num_steps = getattr(algo, 'num_inner_grad_steps', 1)
-        logger.log('Sampling for adaptation and meta-testing...')
-        env_updates = self._test_task_sampler.sample(self._n_test_tasks)
         sampler = getattr(self, '_meta_sampler', None) or getattr(
             algo, 'sampler', None)
+        # Before any sampling: adaptation batches the algorithm cannot process.
+        check = getattr(algo, 'check_adaptation_batch', None)
+        horizon = getattr(sampler, 'max_episode_length', None)
+        if callable(check) and isinstance(horizon, int):
+            check(self._n_exploration_eps, horizon)
+        logger.log('Sampling for adaptation and meta-testing...')
+        env_updates = self._test_task_sampler.sample(self._n_test_tasks)
         if isinstance(sampler, MetaSampler):
             adapted_episodes = self._evaluate_batched(
                 algo, sampler, env_updates, num_steps, test_episodes_per_task)
@@ -132,7 +138,7 @@ class MetaEvaluator(GarageMetaEvaluator):
         logger.log('Finished meta-testing...')
         name_map = (None if self._test_task_names is None else dict(
             enumerate(self._test_task_names)))
-        with tabular.prefix(self._prefix + '/' if self._prefix else ''):
+        with tabular.prefix(self._prefix + '/'):
             log_multitask_performance(
                 self._eval_itr,
                 EpisodeBatch.concatenate(*adapted_episodes),

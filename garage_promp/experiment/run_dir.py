@@ -233,6 +233,25 @@ def read_variant(run_dir) -> dict:
     return variant
 
 
+def variant_mismatch(run_dir, want: dict) -> str | None:
+    """Why ``run_dir``'s ``variant.json`` is not that of the run with the options ``want``
+    (entries by name, e.g. ``algo``, ``env``, ``seed``; None for one the run must not
+    record), or None if it is: a runner's check before it counts, continues or reports
+    what a directory holds as that run's.
+
+    Raises:
+        DamagedRunFile: If ``variant.json`` is not a JSON object.
+
+    """
+    if not (pathlib.Path(run_dir) / 'variant.json').is_file():
+        return 'it has no variant.json (a run writes one before its first epoch)'
+    variant = read_variant(run_dir)
+    have = {key: variant.get(key) for key in want}
+    if have != want:
+        return f"its variant.json is not this run's ({have}, not {want})"
+    return None
+
+
 def env_steps_done(run_dir) -> int:
     """``TotalEnvSteps`` of the last logged epoch of a run (0 if none).
 

@@ -1,4 +1,6 @@
 """Every constructor argument is validated with a ValueError naming it."""
+import fractions
+
 import garage_promp
 from garage_promp.baselines import LinearFeatureBaseline
 
@@ -243,6 +245,20 @@ def test_check_float_in_float32_refuses_what_float32_cannot_hold():
     assert check_float(1e39, 'x', 0., low_open=True) == 1e39  # float64 work: allowed
 
 
+@pytest.mark.parametrize('value', [10**400, -10**400, fractions.Fraction(10**400, 3), 10**5000],
+                         ids=['10**400', '-10**400', 'fraction', '5000 digits'])
+def test_check_float_refuses_a_number_beyond_float_range_naming_it(value):
+    """An int or fraction too large for a float (``float(10**400)`` raises OverflowError)
+    is refused as any non-finite number is; one too long for ``repr`` (over 4,300 digits)
+    is named by its size."""
+    from garage_promp.validation import check_float
+    with pytest.raises(ValueError, match=r'discount must be a finite number in \(0\.0, 1\.0\], '
+                                         r'got (-?1000|Fraction|an int of 16,610 bits)'):
+        check_float(value, 'discount', 0., 1., low_open=True)
+    with pytest.raises(ValueError, match='inner_lr'):
+        make_algo('ProMP', inner_lr=value)
+
+
 def test_optimize_refuses_batches_whose_fields_do_not_fit_their_layout_or_dtype():
     """Every tensor of every round must have its mask's (M, R, T) layout and the policy's
     dtype: a field cut to fewer tasks (an IndexError deep in the batch code before) or in
@@ -320,6 +336,45 @@ def test_optimize_refuses_values_no_sampling_gives_naming_the_first(label, optio
         assert torch.equal(p.detach(), b)
     assert algo._consecutive_nan_steps == 0  # refused, not counted as a diverged step
     algo.optimize(0, batches)  # the sampled rounds themselves pass
+
+
+def test_promp_refuses_a_meta_batch_of_fewer_tasks_than_minibatches_before_theta_moves():
+    """``sample_meta_batch`` takes any tasks: a meta-batch of 1 task with
+    ``num_minibatches=2`` gave an empty second minibatch, which failed inside torch after
+    the first minibatch's Adam step had moved θ."""
+    env, algo = make_algo('ProMP', num_minibatches=2)
+    one = algo.sample_meta_batch(0, algo._task_sampler.sample(1))
+    before = [p.detach().clone() for p in algo.policy.parameters()]
+    with pytest.raises(ValueError, match=r'batches hold 1 task, fewer than num_minibatches '
+                                         r'\(2\): a minibatch would have none'):
+        algo.optimize(0, one)
+    for p, b in zip(algo.policy.parameters(), before):
+        assert torch.equal(p.detach(), b)
+    algo.optimize(0, algo.sample_meta_batch(0, algo._task_sampler.sample(2)))  # 2 tasks: one each
+    assert any(not torch.equal(p.detach(), b) for p, b in zip(algo.policy.parameters(), before))
+
+
+def test_normalize_adv_on_one_step_task_batches_is_refused_before_any_sampling():
+    """A task batch of one valid step has no spread to standardise the advantages by: the
+    constructor refuses it for training, and the evaluator for its adaptation batches,
+    before sampling (both failed inside the first sampling's processing)."""
+    import functools
+
+    from garage.envs import PointEnv
+    one_step = functools.partial(PointEnv, max_episode_length=1)
+    with pytest.raises(ValueError, match=r'normalize_adv=True .* episodes_per_task=1 x '
+                                         r'max_episode_length=1 gives at most 1'):
+        make_algo('LVCVPG', episodes_per_task=1, setup_kwargs=dict(env_class=one_step))
+    env, algo = make_algo('LVCVPG', episodes_per_task=2, setup_kwargs=dict(env_class=one_step))
+    evaluator = garage_promp.MetaEvaluator(test_task_sampler=algo._task_sampler, n_test_tasks=2,
+                                           n_exploration_eps=1, n_test_episodes=1)
+    sampled = []
+    algo._sampler.obtain_rounds = lambda *a, **k: sampled.append(1)
+    with pytest.raises(ValueError, match=r'n_exploration_eps=1 x max_episode_length=1'):
+        evaluator.evaluate(algo)
+    assert not sampled
+    make_algo('LVCVPG', episodes_per_task=1, normalize_adv=False,
+              setup_kwargs=dict(env_class=one_step))
 
 
 def test_a_0d_tensor_or_array_is_refused_saying_why():

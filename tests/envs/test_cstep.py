@@ -113,6 +113,10 @@ def test_without_a_compiler_the_envs_step_from_python(tmp_path):
     assert not list(tmp_path.iterdir())  # nothing half-written left
     state, reason = _library_in_subprocess(tmp_path, GARAGE_PROMP_CSTEP='0')
     assert state == 'none' and reason == 'GARAGE_PROMP_CSTEP=0'
+    for cc, said in (('cc "', 'is not a command line: No closing quotation'),
+                     (' ', 'names no compiler')):
+        state, reason = _library_in_subprocess(tmp_path, CC=cc)
+        assert state == 'none' and reason == f'CC={cc!r} {said}', reason
 
 
 def test_a_cache_directory_others_may_write_to_is_not_loaded_from(tmp_path):

@@ -120,11 +120,13 @@ def test_bad_itr_is_refused_before_the_snapshot_is_loaded(snapshot_dir, cwd, no_
     assert not os.listdir(cwd)
 
 
-def test_missing_epoch_names_itr(snapshot_dir, cwd):
+@pytest.mark.parametrize('itr', ['7', '0007'])
+def test_missing_epoch_names_itr(snapshot_dir, cwd, itr):
+    """An epoch number with leading zeros is that epoch (it was looked for as itr_0007)."""
     before = _files(snapshot_dir)
-    result = _invoke(_load('meta_test'), snapshot_dir, '--itr', 7)
+    result = _invoke(_load('meta_test'), snapshot_dir, '--itr', itr)
     _assert_refused(result, '--itr')
-    assert 'no snapshot of epoch 7' in result.output
+    assert 'no snapshot of epoch 7:' in result.output
     assert _files(snapshot_dir) == before
     assert not os.listdir(cwd)
 
@@ -144,6 +146,18 @@ def test_env_errors_are_click_errors(snapshot_dir, cwd):
     _assert_refused(result, 'Meta-World option')
     assert _files(snapshot_dir) == before
     assert not os.listdir(cwd)
+
+
+def test_adaptation_on_one_step_with_normalize_adv_is_refused_before_any_sampling(
+        snapshot_dir, cwd):
+    """One exploration episode of one step: the algorithm's advantages cannot be
+    standardised. It failed with a traceback from the inner step, after sampling."""
+    before = _files(snapshot_dir)
+    result = _invoke(_load('meta_test'), snapshot_dir, '--max-episode-length', 1,
+                     '--n-exploration-eps', 1)
+    _assert_refused(result, 'n_exploration_eps=1 x max_episode_length=1 gives at most 1')
+    assert 'Sampling' not in result.output
+    assert _files(snapshot_dir) == before and not os.listdir(cwd)
 
 
 def _assert_failed_without_usage(result, message):

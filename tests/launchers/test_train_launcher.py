@@ -215,6 +215,18 @@ def test_a_batch_too_large_for_memory_names_the_option_that_makes_it(tmp_path, o
     assert 'fit in memory' in output and not made
 
 
+def test_a_task_batch_of_one_step_with_normalize_adv_is_refused_before_the_run_dir(tmp_path):
+    """One episode of one step: nothing to standardise the advantages over. It failed at
+    the first sampling with a traceback, after the run's directory was made."""
+    code, output, made = _refused(tmp_path, '--episodes-per-task', '1',
+                                  '--max-episode-length', '1')
+    assert code in (1, 2) and 'normalize_adv=True' in output and not made, output
+    assert 'episodes_per_task=1 x max_episode_length=1 gives at most 1' in output
+    code, output, made = _refused(tmp_path, '--episodes-per-task', '1', '--max-episode-length',
+                                  '1', '--set', 'normalize_adv=false')
+    assert code == 0 and made, output
+
+
 def test_a_batch_too_large_for_memory_names_a_huge_episode_length(tmp_path):
     """The largest factor is blamed, the horizon included where the user gave it: here
     ``--max-episode-length``, not the meta-batch size listed beside it."""
