@@ -356,13 +356,16 @@ class AdaptedPolicy(Policy):
         check_params_of(inner, params, "params must hold the policy's parameters",
                         others_ok=True, same_dtype=False)  # (copied in: cast to its dtype)
         values = {}
-        for name, _ in inner.named_parameters():  # tensors, numpy arrays or lists of numbers
-            value = values[name] = torch.as_tensor(params[name])
+        for name, param in inner.named_parameters():  # tensors, numpy arrays, lists of numbers
+            value = torch.as_tensor(params[name])
             if value.is_complex() or value.dtype == torch.bool:  # (a cast drops or makes 1s)
                 raise ValueError(f'params[{name!r}] must be real numbers (cast to the '
                                  f"policy's dtype), got {str(value.dtype).replace('torch.', '')}")
+            value = values[name] = value.to(param.dtype)  # (1e39 is inf in float32)
             if not bool(torch.isfinite(value).all()):
-                raise ValueError(f'params[{name!r}] holds NaN or inf: no adapted policy acts')
+                raise ValueError(f'params[{name!r}] holds NaN or inf (in the policy\'s dtype, '
+                                 f"{str(param.dtype).replace('torch.', '')}): no adapted "
+                                 'policy acts')
         self.policy = copy.deepcopy(inner)
         with torch.no_grad():
             for name, value in self.policy.named_parameters():

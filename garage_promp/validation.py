@@ -38,11 +38,14 @@ import numpy as np
 
 def shown(value: Any, limit: int = 200) -> str:
     """``repr(value)`` for a message, cut to ``limit`` characters (a 100 kB ``--set`` value
-    is named, not printed; an int too long for ``repr``, over 4,300 digits, by its size)."""
+    is named, not printed; a value holding an int too long for ``repr``, over 4,300
+    digits, by its type)."""
     try:
         text = repr(value)
     except ValueError:  # int's str digits limit (sys.set_int_max_str_digits)
-        return f'an int of {value.bit_length():,} bits'
+        if isinstance(value, int):
+            return f'{"-" * (value < 0)}an int of {value.bit_length():,} bits'
+        return f'a {type(value).__name__} holding a number too long to show'
     return text if len(text) <= limit else f'{text[:limit - 20]}... ({len(text):,} characters)'
 
 

@@ -16,10 +16,12 @@ higher (a ratio of about 1.6) on HalfCheetahFwdBack. The presets' env-step
 counts are printed at the start (see docs/results.md for measured times).
 """
 import signal
+import threading
 
 # Ctrl-C while the libraries load ends the launcher quietly (an ignored SIGINT stays
 # ignored); run_command restores Python's handler before the run starts.
-if __name__ == '__main__' and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if (__name__ == '__main__' and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 import os

@@ -15,10 +15,12 @@ CSV (LOG_DIR/meta_test.csv or --csv) is the only file written.
     python launchers/meta_test.py data/local/experiment/ProMP_ML1_reach-v3_seed=1 --n-test-tasks 50
 """
 import signal
+import threading
 
 # Ctrl-C while the libraries load ends the launcher quietly (an ignored SIGINT stays
 # ignored); run_command restores Python's handler before the run starts.
-if __name__ == '__main__' and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if (__name__ == '__main__' and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 import collections
@@ -218,7 +220,7 @@ def _check_itr(ctx, param, value):
     if value in ('last', 'first'):
         return value
     if value.isascii() and value.isdigit():
-        return str(int(value))  # (the snapshot is itr_7.pkl)
+        return value.lstrip('0') or '0'  # (the snapshot is itr_7.pkl; no int(): 5,000 digits)
     raise click.BadParameter(f"expected 'last', 'first' or an epoch number >= 0, got {value!r}")
 
 

@@ -14,10 +14,12 @@ stand for the post-update (``Step_K-AverageReturn``) and pre-update
 (``Step_0-AverageReturn``) returns, the default.
 """
 import signal
+import threading
 
 # Ctrl-C while the libraries load ends the launcher quietly (an ignored SIGINT stays
 # ignored); run_command restores Python's handler before the run starts.
-if __name__ == '__main__' and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if (__name__ == '__main__' and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 import os

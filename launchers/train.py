@@ -14,10 +14,12 @@ On Meta-World, training samples the benchmark's train split and the meta-test
 meta-test of a snapshot.
 """
 import signal
+import threading
 
 # Ctrl-C while the libraries load ends the launcher quietly (an ignored SIGINT stays
 # ignored); run_command restores Python's handler before the run starts.
-if __name__ == '__main__' and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if (__name__ == '__main__' and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 import os

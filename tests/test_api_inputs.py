@@ -395,6 +395,14 @@ def test_meta_evaluator_prefix_must_be_text_naming_a_group(prefix):
                                          rf"training's own; got {re.escape(repr(prefix))}"):
         MetaEvaluator(test_task_sampler=task_sampler, n_test_tasks=2, n_exploration_eps=1,
                       prefix=prefix)
+    # One restored from a snapshot is not made: evaluate refuses it, before any sampling.
+    _, algo = make_algo('LVCVPG')
+    evaluator = MetaEvaluator(test_task_sampler=task_sampler, n_test_tasks=2,
+                              n_exploration_eps=2)
+    evaluator._prefix = prefix
+    evaluator._test_task_sampler = None  # (sampling the test tasks would fail otherwise)
+    with pytest.raises(ValueError, match=r'prefix must be a non-empty str'):
+        evaluator.evaluate(algo)
 
 
 # ------------------------------------------------- arguments named by their own names

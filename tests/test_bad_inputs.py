@@ -431,7 +431,8 @@ def test_an_adapted_policy_takes_only_the_policys_parameters():
     first = next(iter(params))
     for value, message in ((params[first].to(torch.complex64) + 5j, 'got complex64'),
                            (params[first] > 0, 'got bool'),
-                           (params[first] * np.nan, 'holds NaN or inf')):
+                           (params[first] * np.nan, 'holds NaN or inf'),
+                           (params[first].double() + 1e39, r'holds NaN or inf \(in the policy')):
         with pytest.raises(ValueError, match=rf"params\['{re.escape(first)}'\] .*{message}"):
             garage_promp.AdaptedPolicy(policy, dict(params, **{first: value}), 0)
     as_numpy = {k: v.numpy() * 2 for k, v in params.items()}  # numpy arrays: taken, cast

@@ -327,21 +327,23 @@ def _predictions(baseline, observations, targets, mask, task: int) -> np.ndarray
 
 
 def check_standardizable(config: ProcessingConfig, episodes: int, horizon: int,
-                         episodes_name: str = 'episodes_per_task') -> None:
+                         episodes_name: str = 'episodes_per_task',
+                         remedy: str = 'set normalize_adv=False, or give more episodes or '
+                                       'steps') -> None:
     """Refuse task batches of ``episodes`` episodes of at most ``horizon`` steps where
     ``normalize_adv`` is on: the advantages are standardised over a task batch's valid
     steps (:func:`~garage_promp.objectives.normalize_advantages`), which takes 2 of them.
 
     Raises:
-        ValueError: Naming ``normalize_adv``, ``episodes_name`` and ``max_episode_length``.
+        ValueError: Naming ``normalize_adv``, ``episodes_name`` and ``max_episode_length``,
+            then ``remedy``.
 
     """
     if config.normalize_adv and episodes * horizon < 2:
         raise ValueError(
             "normalize_adv=True standardises each task batch's advantages over its valid "
             f'steps and needs 2 of them: {episodes_name}={episodes} x max_episode_length='
-            f'{horizon} gives at most 1 (set normalize_adv=False, or give more episodes or '
-            'steps)')
+            f'{horizon} gives at most 1 ({remedy})')
 
 
 def _postprocess(values, mask, config):

@@ -246,6 +246,14 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
             LinearFeatureBaseline(),
             dice_baseline=dice_baseline if inner_estimator == 'dice' else None)
         check_standardizable(self._processing, episodes_per_task, horizon)
+        # The meta-test's adaptation batches too (any garage MetaEvaluator has the count),
+        # rather than at its first evaluation, after training epochs.
+        n_exploration_eps = getattr(meta_evaluator, '_n_exploration_eps', None)
+        if isinstance(n_exploration_eps, int) and not isinstance(n_exploration_eps, bool):
+            test_sampler = getattr(meta_evaluator, '_meta_sampler', None) or sampler
+            check_standardizable(self._processing, n_exploration_eps,
+                                 test_sampler.max_episode_length,
+                                 'meta_evaluator n_exploration_eps')
         self._vectorize_tasks = bool(vectorize_tasks)
         self._learner_threads = learner_threads
         self._device = device

@@ -42,7 +42,9 @@ class MetaTestAPI:
                 ``max_episode_length``.
 
         """
-        check_standardizable(self._processing, episodes_per_task, horizon, 'n_exploration_eps')
+        check_standardizable(self._processing, episodes_per_task, horizon, 'n_exploration_eps',
+                             "normalize_adv is the trained algorithm's own: adapt on more "
+                             'exploration episodes, or longer ones')
 
     def get_exploration_policy(self) -> AdaptedPolicy:
         """A copy of the meta-policy (0 inner steps) to explore one task."""

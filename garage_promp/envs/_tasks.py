@@ -29,21 +29,32 @@ def _refuse_non_real(task: Any, name: str, expected: str) -> None:
         raise ValueError(f'task {name} should be {expected}, got {task!r}: a complex number')
 
 
-def _holds_bool_or_text(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is, or a list, tuple or object array holds (a few levels deep),
-    a bool or text (``np.asarray([True, 1.5])`` is floats: the bool is gone before a
-    dtype can show it; ``np.array(['2'], dtype=object)`` keeps its text, which
-    ``astype(float)`` would read as 2.)."""
-    if isinstance(value, (bool, np.bool_, str, bytes)):
-        return True
-    if isinstance(value, np.ndarray) and value.dtype.kind in 'bUS':
-        return True
-    if depth >= 3:
-        return False
-    if isinstance(value, (list, tuple)):
-        return any(_holds_bool_or_text(item, depth + 1) for item in value)
-    if isinstance(value, np.ndarray) and value.dtype == object:
-        return any(_holds_bool_or_text(item, depth + 1) for item in value.flat)
+#: The most items :func:`_holds_bool_or_text` looks at (a goal has 2, a RandParams
+#: entry is a typed array, not walked; a list that holds itself ends the walk too).
+_WALK_LIMIT = 100_000
+
+#: Text, as numpy reads it into numbers (``np.array([bytearray(b'2')], object)`` is 2.).
+_TEXT = (str, bytes, bytearray)
+
+
+def _holds_bool_or_text(value: Any) -> bool:
+    """Whether ``value`` is, or a list, tuple or object array holds at any depth, a bool or
+    text (``np.asarray([True, 1.5])`` is floats: the bool is gone before a dtype can show
+    it; ``np.array(['2'], dtype=object)`` keeps its text, which ``astype(float)`` would
+    read as 2.)."""
+    stack, walked = [value], 0
+    while stack and walked < _WALK_LIMIT:
+        item = stack.pop()
+        walked += 1
+        if isinstance(item, (bool, np.bool_, *_TEXT)):
+            return True
+        if isinstance(item, np.ndarray):
+            if item.dtype.kind in 'bUS':
+                return True
+            if item.dtype == object:
+                stack.extend(item.flat)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return False
 
 
@@ -61,7 +72,8 @@ def check_sign(task: Any, name: str) -> float:
     """
     _refuse_non_real(task, name, '1. or -1.')
     value = np.asarray(task, dtype=object)
-    if value.size == 1 and value.item() in (-1., 1.):
+    if value.size == 1 and value.item() in (-1., 1.) and not isinstance(
+            value.item(), (bool, np.bool_)):
         return float(value.item())
     raise ValueError(f'task {name} should be 1. or -1., got {task!r}')
 

@@ -11,6 +11,14 @@ from garage.experiment.task_sampler import EnvPoolSampler
 from garage.sampler import DefaultWorker, LocalSampler, WorkerFactory
 
 
+def _check_prefix(prefix) -> None:
+    """Refuse a ``prefix`` that is no text or empty: it heads every key the meta-test logs,
+    and without one its ``Average/...`` keys overwrite training's own in the same row."""
+    if not isinstance(prefix, str) or not prefix:
+        raise ValueError('prefix must be a non-empty str (e.g. the default "MetaTest"): it '
+                         "heads the meta-test's logged keys, whose 'Average/...' would "
+                         f"otherwise overwrite training's own; got {prefix!r}")
+
 class MetaEvaluator(GarageMetaEvaluator):
     """Meta-test with K inner steps and fresh episodes after each step.
 
@@ -69,10 +77,7 @@ class MetaEvaluator(GarageMetaEvaluator):
             else "n_test_tasks (None: the test task sampler's n_tasks)", 1)
         self._n_exploration_eps = check_int(self._n_exploration_eps, 'n_exploration_eps', 1)
         self._n_test_episodes = check_int(self._n_test_episodes, 'n_test_episodes', 1)
-        if not isinstance(self._prefix, str) or not self._prefix:  # it heads every logged key
-            raise ValueError('prefix must be a non-empty str (e.g. the default "MetaTest"): '
-                             "it heads the meta-test's logged keys, whose 'Average/...' would "
-                             f"otherwise overwrite training's own; got {self._prefix!r}")
+        _check_prefix(self._prefix)
         # Each round keeps every task's episodes of at least one step: a bound before the
         # horizon is known (the sampler checks the steps of the rounds once it is).
         for name in ('n_exploration_eps', 'n_test_episodes'):
@@ -115,6 +120,7 @@ class MetaEvaluator(GarageMetaEvaluator):
         if test_episodes_per_task is None:
             test_episodes_per_task = self._n_test_episodes
         test_episodes_per_task = check_int(test_episodes_per_task, 'test_episodes_per_task', 1)
+        _check_prefix(self._prefix)  # (an evaluator restored from a snapshot was not made)
         num_steps = getattr(algo, 'num_inner_grad_steps', 1)
         sampler = getattr(self, '_meta_sampler', None) or getattr(
             algo, 'sampler', None)

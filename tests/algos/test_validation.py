@@ -245,15 +245,18 @@ def test_check_float_in_float32_refuses_what_float32_cannot_hold():
     assert check_float(1e39, 'x', 0., low_open=True) == 1e39  # float64 work: allowed
 
 
-@pytest.mark.parametrize('value', [10**400, -10**400, fractions.Fraction(10**400, 3), 10**5000],
-                         ids=['10**400', '-10**400', 'fraction', '5000 digits'])
+@pytest.mark.parametrize('value', [10**400, -10**400, fractions.Fraction(10**400, 3), 10**5000,
+                                   fractions.Fraction(10**5000, 3)],
+                         ids=['10**400', '-10**400', 'fraction', '5000 digits',
+                              '5000-digit fraction'])
 def test_check_float_refuses_a_number_beyond_float_range_naming_it(value):
     """An int or fraction too large for a float (``float(10**400)`` raises OverflowError)
     is refused as any non-finite number is; one too long for ``repr`` (over 4,300 digits)
     is named by its size."""
     from garage_promp.validation import check_float
     with pytest.raises(ValueError, match=r'discount must be a finite number in \(0\.0, 1\.0\], '
-                                         r'got (-?1000|Fraction|an int of 16,610 bits)'):
+                                         r'got (-?1000|Fraction|an int of 16,610 bits'
+                                         r'|a Fraction holding a number too long)'):
         check_float(value, 'discount', 0., 1., low_open=True)
     with pytest.raises(ValueError, match='inner_lr'):
         make_algo('ProMP', inner_lr=value)
@@ -375,6 +378,11 @@ def test_normalize_adv_on_one_step_task_batches_is_refused_before_any_sampling()
     assert not sampled
     make_algo('LVCVPG', episodes_per_task=1, normalize_adv=False,
               setup_kwargs=dict(env_class=one_step))
+    # An evaluator given to the constructor: refused there, not after training epochs.
+    with pytest.raises(ValueError, match=r'meta_evaluator n_exploration_eps=1 x '
+                                         r'max_episode_length=1'):
+        make_algo('LVCVPG', episodes_per_task=2, setup_kwargs=dict(env_class=one_step),
+                  meta_evaluator=evaluator)
 
 
 def test_a_0d_tensor_or_array_is_refused_saying_why():

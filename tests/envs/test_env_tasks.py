@@ -85,7 +85,8 @@ def test_check_sign_accepts(task):
 @pytest.mark.parametrize('task', [0., 0.5, 2, True, 'a', [1., 1.], None,
                                   np.nan, np.bool_(True), [True], np.array(True),
                                   np.array([True], dtype=object), '1',
-                                  np.array(['-1'], dtype=object)])
+                                  np.array(['-1'], dtype=object),
+                                  [[[np.array([True], dtype=object)]]]])
 def test_check_sign_rejects(task):
     with pytest.raises(ValueError,
                        match=r'task direction should be 1\. or -1\.'):
@@ -141,7 +142,9 @@ def test_check_rand_params_rejects(change, match):
                                   [1.5, True], np.array([True, False]), np.array(['1', '0']),
                                   np.array(['2', '2'], dtype=object),
                                   np.array([1.5, True], dtype=object),
-                                  [np.array(['1', '0'], dtype=object)], [np.str_('2'), 2.]])
+                                  [np.array(['1', '0'], dtype=object)], [np.str_('2'), 2.],
+                                  np.array([bytearray(b'2'), 1.], dtype=object),
+                                  [[[[np.array(['2', 2.], dtype=object)]]]]])
 def test_a_task_of_text_or_booleans_is_refused_not_read_as_numbers(task):
     """numpy reads ``['2', '2']`` and ``[True, False]`` as floats (``[1.5, True]`` as
     floats before any dtype could show the bool): every task check refuses them."""
