@@ -1212,7 +1212,11 @@ def test_a_run_that_fails_as_the_runner_stops_is_counted_failed(paper, tmp_path,
             raise KeyboardInterrupt
     specs = [('a', ['true'], tmp_path / 'a.log'),
              ('b', ['sh', '-c', 'sleep 1.5; touch "$0"; exit 3', str(mark)], tmp_path / 'b.log'),
-             ('c', ['sh', '-c', 'sleep 1.2; kill -INT $$'], tmp_path / 'c.log')]
+             # (SIGINT set to its default first: under a runner started with it ignored, as
+             # `nohup ... &` does, a shell's own `kill -INT $$` is ignored and it ends with 0)
+             ('c', [sys.executable, '-c', 'import os, signal, time; time.sleep(1.2); '
+                    'signal.signal(signal.SIGINT, signal.SIG_DFL); '
+                    'os.kill(os.getpid(), signal.SIGINT); time.sleep(60)'], tmp_path / 'c.log')]
     outcome = paper.learning.run_all(specs, 3, None, on_done=on_done)
     assert outcome.ended == 'KeyboardInterrupt'
     assert outcome.failed == ['b']  # c, ended by SIGINT (as Ctrl-C ends it), was stopped
