@@ -43,6 +43,13 @@ def _assert_none_left(tag, timeout=10.):
     assert not left, [p.cmdline() for p in left]
 
 
+def _kill_if_running(proc):
+    """Kill and reap ``proc`` if a test left it running (a failed assertion, a timeout)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 def _readme_snippet():
     text = (ROOT / 'README.md').read_text()
     block = re.search(r'```python\n(import garage_promp.*?)```', text, re.S)
@@ -231,9 +238,7 @@ def test_ctrl_c_while_the_libraries_load_ends_without_a_traceback(tmp_path, laun
             time.sleep(0.005)
         out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_if_running(proc)
     assert seen == 'default', (seen, err[-3000:])
     assert proc.returncode == -signal.SIGINT, (proc.returncode, err[-3000:])
     assert 'Traceback' not in err and 'KeyboardInterrupt' not in err, err[-3000:]
@@ -253,9 +258,7 @@ def test_an_ignored_ctrl_c_stays_ignored_while_the_libraries_load(tmp_path):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_if_running(proc)
     assert seen in ('ignored', None), seen
     assert proc.returncode == 0, err[-3000:]
     assert 'Usage:' in out
@@ -338,9 +341,7 @@ def test_no_worker_outlives_the_main_process(tmp_path, how):
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         assert not left
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_if_running(proc)
     _assert_none_left(tag)
 
 
@@ -376,9 +377,7 @@ def test_a_ray_run_stopped_by_a_signal_ends_as_stopped_and_leaves_nothing_runnin
         proc.send_signal(sig)
         assert proc.wait(timeout=60) == -sig
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_if_running(proc)
     _assert_none_left(tag, timeout=10.)
     deadline = time.time() + 10
     while time.time() < deadline and any(p.is_running() for p in family):
@@ -435,9 +434,7 @@ def test_an_interrupted_learning_benchmark_leaves_nothing_running(tmp_path):
             proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_if_running(proc)
     assert 'stopping the runs' in out and 'stopped ProMP seed' in out
     # Stopped by SIGTERM: exit 143, or the signal itself where the second one came after
     # the runner had put SIGTERM's default action back (both read 143 in a shell).
@@ -460,9 +457,7 @@ def test_a_learning_benchmark_stopped_or_killed_leaves_nothing_running(tmp_path,
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_if_running(proc)
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
     else:
