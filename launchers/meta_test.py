@@ -40,6 +40,7 @@ from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
 from garage_promp.experiment.resume import check_snapshot_matches_variant
 from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
+from garage_promp.objectives import TooFewStepsError
 from garage_promp.sampler.backends import (
     DEFAULT_WORKER_TIMEOUT,
     STALL_NOTICE_SECONDS,
@@ -425,7 +426,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     set_listener(_stall_notices())
     try:
         # A worker that died or made no progress, a non-finite number: one Error line.
-        with user_errors(expected=(SamplerWorkerError, FloatingPointError)):
+        with user_errors(expected=(SamplerWorkerError, FloatingPointError, TooFewStepsError)):
             rows = task_table(evaluator.evaluate(algo), evaluator.last_pre_update_episodes)
         logger.log(tabular)
         logger.dump_all()

@@ -32,6 +32,7 @@ from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kw
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import SNAPSHOT_MODES, resume_run, run_record
 from garage_promp.experiment.run_dir import LOCK_NAME, DamagedRunFile, RunDirBusy, owned_run_dir
+from garage_promp.objectives import TooFewStepsError
 from garage_promp.policies import LOG_STD_KINDS
 from garage_promp.sampler.backends import SamplerWorkerError, live_worker_pids
 from garage_promp.validation import (
@@ -67,7 +68,7 @@ from garage.trainer import Trainer
 
 #: Errors that end a run part-way, whose message says all (which worker, env, task and step):
 #: one ``Error:`` line and exit 1, the snapshots of the epochs done kept.
-RUN_ERRORS = (SamplerWorkerError, FloatingPointError, SnapshotWriteError)
+RUN_ERRORS = (SamplerWorkerError, FloatingPointError, SnapshotWriteError, TooFewStepsError)
 
 #: A few-minute ProMP run on 2 cores (the README's first command).
 PRESETS = {

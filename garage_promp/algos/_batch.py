@@ -5,6 +5,7 @@ from typing import List
 from garage_promp._threads import processing_blas_threads
 from garage_promp.baselines import Baseline
 from garage_promp.objectives import (
+    TooFewStepsError,
     discount_cumsum,
     discounted_rewards,
     gae_advantages,
@@ -170,12 +171,12 @@ def process_episodes(episodes: EpisodeBatch, n_tasks: int,
             values = _predictions(config.baseline, obs[i], returns, mask[i], first_task + i)
             adv = gae_advantages(rewards[i], values, mask[i], config.discount,
                                  config.gae_lambda)
-            advantages[i] = _postprocess(adv, mask[i], config)
+            advantages[i] = _postprocess(adv, mask[i], config, first_task + i)
             if dice is not None:
                 # Reference §2.3: r~_t = γ^t r_t − b(t), b fit on γ^t r_t.
                 disc = discounted_rewards(rewards[i], config.discount) * mask[i]
                 b = _predictions(config.dice_baseline, obs[i], disc, mask[i], first_task + i)
-                dice[i] = _postprocess(disc - b, mask[i], config)
+                dice[i] = _postprocess(disc - b, mask[i], config, first_task + i)
     mean_std_reward = _mean_std_reward(rewards, mask)
 
     def as_t(name, values):
@@ -346,9 +347,14 @@ def check_standardizable(config: ProcessingConfig, episodes: int, horizon: int,
             f'{horizon} gives at most 1 ({remedy})')
 
 
-def _postprocess(values, mask, config):
+def _postprocess(values, mask, config, task: int):
     if config.normalize_adv:
-        values = normalize_advantages(values, mask)
+        try:
+            values = normalize_advantages(values, mask)
+        except TooFewStepsError as error:  # (episodes that all ended at their first step)
+            raise TooFewStepsError(
+                f'task {task} of the meta-batch: {error}, its episodes having ended at their '
+                'first step; set normalize_adv=False, or sample more episodes per task') from None
     if config.positive_adv:
         values = shift_advantages_to_positive(values, mask)
     return values

@@ -1,5 +1,6 @@
 """Pure functions: surrogate objectives (torch) and advantages (numpy)."""
 from garage_promp.objectives.advantages import (
+                                                TooFewStepsError,
                                                 discount_cumsum,
                                                 discounted_rewards,
                                                 gae_advantages,
@@ -21,7 +22,7 @@ from garage_promp.objectives.surrogates import (
 )
 
 __all__ = [
-    'clipped_objective', 'cumulative_log_probs', 'dice_objective',
+    'TooFewStepsError', 'clipped_objective', 'cumulative_log_probs', 'dice_objective',
     'discount_cumsum', 'discounted_rewards', 'emaml_objective',
     'gae_advantages', 'gaussian_kl', 'gaussian_log_likelihood',
     'likelihood_ratio', 'log_likelihood_objective', 'lvc_objective',

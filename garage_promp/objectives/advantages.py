@@ -46,6 +46,11 @@ def gae_advantages(rewards: np.ndarray, baselines: np.ndarray,
     return discount_cumsum(deltas, discount * gae_lambda) * mask
 
 
+class TooFewStepsError(ValueError):
+    """A task batch with fewer than the 2 valid steps that standardising its advantages
+    takes (``normalize_adv=True``): its episodes all ended at their first step."""
+
+
 def normalize_advantages(advantages: np.ndarray, mask: np.ndarray,
                          eps: float = 1e-8) -> np.ndarray:
     """Standardise over valid cells: ``(A - mean) / (std + eps)``, std ddof 0.
@@ -55,7 +60,7 @@ def normalize_advantages(advantages: np.ndarray, mask: np.ndarray,
     """
     valid = mask > 0
     if valid.sum() < 2:
-        raise ValueError(
+        raise TooFewStepsError(
             'normalize_adv needs at least 2 valid steps per task batch, got '
             f'{int(valid.sum())}')
     mean = advantages[valid].mean()

@@ -385,6 +385,24 @@ def test_normalize_adv_on_one_step_task_batches_is_refused_before_any_sampling()
                   meta_evaluator=evaluator)
 
 
+def test_episodes_that_all_end_at_their_first_step_are_named_with_their_task():
+    """With one episode per task (the constructor cannot know episodes end early), a task
+    whose episode ends at its first step (a goal within one step of the start) leaves
+    normalize_adv nothing to standardise: the error names the task and what to change."""
+    from garage_promp.objectives import TooFewStepsError
+
+    from garage.experiment.task_sampler import SetTaskUpdate
+
+    from tests.helpers import ShortPointEnv
+    _, algo = make_algo('LVCVPG', episodes_per_task=1)
+    far, near = ({'goal': np.array(goal)} for goal in ([3., 3.], [0., 0.]))
+    tasks = [SetTaskUpdate(ShortPointEnv, task, None) for task in (far, near, far)]
+    with pytest.raises(TooFewStepsError, match=r'task 1 of the meta-batch: normalize_adv needs '
+                                               r'at least 2 valid steps per task batch, got 1, '
+                                               r'its episodes having ended at their first step'):
+        algo.sample_meta_batch(0, tasks)
+
+
 def test_a_0d_tensor_or_array_is_refused_saying_why():
     """Its printed value looks like a fine number: the message says it must be a scalar."""
     for arg, value in (('inner_lr', torch.tensor(0.1)), ('discount', np.array(0.99)),

@@ -338,6 +338,27 @@ def test_a_sampler_worker_error_ends_the_run_with_one_error_line(tmp_path, monke
     assert isinstance(result.exception, SystemExit)
 
 
+def test_a_task_batch_whose_episodes_all_end_at_once_ends_the_run_with_one_error_line(
+        tmp_path, monkeypatch):
+    """Episodes that all end at their first step leave ``normalize_adv`` nothing to
+    standardise (no option can refuse that up front): one line naming the task, exit 1."""
+    from garage_promp.algos import _batch
+    from garage_promp.objectives import TooFewStepsError
+
+    def one_step(*args):
+        raise TooFewStepsError('normalize_adv needs at least 2 valid steps per task batch, '
+                               'got 1')
+    monkeypatch.setattr(_batch, 'normalize_advantages', one_step)
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--epochs', '1', '--meta-batch-size', '2', '--episodes-per-task', '2',
+        '--max-episode-length', '4', '--n-test-tasks', '1', '--hidden-sizes', '4',
+        '--log-dir', str(tmp_path / 'log')])
+    assert result.exit_code == 1 and 'Traceback' not in result.output, result.output
+    assert ('Error: task 0 of the meta-batch: normalize_adv needs at least 2 valid steps per '
+            'task batch, got 1, its episodes having ended at their first step; set '
+            'normalize_adv=False') in result.output, result.output
+
+
 def test_a_snapshot_that_cannot_be_written_ends_the_run_with_one_error_line(
         tmp_path, monkeypatch):
     """A full disk while saving: one line naming the snapshot, exit 1; the last whole
