@@ -19,6 +19,7 @@ def _check_prefix(prefix) -> None:
                          "heads the meta-test's logged keys, whose 'Average/...' would "
                          f"otherwise overwrite training's own; got {prefix!r}")
 
+
 class MetaEvaluator(GarageMetaEvaluator):
     """Meta-test with K inner steps and fresh episodes after each step.
 
