@@ -781,6 +781,31 @@ def value_at(rows: Sequence[dict], key: str, steps: float, window: int = 3) -> f
     return _mean_of_last([y for x, y in zip(xs, ys) if x <= steps], window)
 
 
+def window_steps(rows: Sequence[dict], key: str, steps: float,
+                 window: int = 3) -> Tuple[float, ...]:
+    """The env steps of the values :func:`value_at` averages."""
+    return tuple(x for x in curve(rows, key)[0] if x <= steps)[-window:]
+
+
+def sparse_window(data, env: str, algos: Sequence[str], key: str | None,
+                  steps: float) -> str:
+    """Where a column is logged less often than every epoch (the periodic meta-test),
+    what the values compared are: '' where each seed's last values are its last epochs'
+    (the report's stated rule), else the span of env steps they were logged at, so a
+    claim "at 20,000,000 env steps" does not hide meta-tests logged at 14-18 million."""
+    spans = []
+    for algo in algos:
+        for rows in data.get((env, algo), {}).values():
+            logged = window_steps(rows, key or post_key(rows), steps)
+            epochs = window_steps(rows, 'TotalEnvSteps', steps)
+            if logged and logged != epochs:
+                spans += [logged[0], logged[-1]]
+    if not spans:
+        return ''
+    return (f' (each seed\'s last 3 logged values, at {min(spans):,.0f}-'
+            f'{max(spans):,.0f} env steps)')
+
+
 def post_key(rows: Sequence[dict]) -> str:
     ks = [int(m.group(1)) for k in rows[0] for m in [re.fullmatch(r'Step_(\d+)-AverageReturn', k)]
           if m]
@@ -989,10 +1014,13 @@ def _verdict(t: float, p: float, n_more: float, paper: bool = True) -> str:
     if 1 - p < 0.05:
         return (('not reproduced: ' if paper else 'does not hold: ')
                 + 'the opposite is significant (one-sided p < 0.05)')
-    more = (f'≈ {n_more:.0f} seeds each would decide it' if math.isfinite(n_more)
-            else 'no difference')
-    if t < 0:  # the measured difference runs against the claim
-        more = f'the difference so far runs the other way; {more}'
+    if not math.isfinite(n_more):
+        more = 'no difference'
+    elif t < 0:  # the measured difference runs against the claim: the seeds to show that
+        more = (f'the difference so far runs the other way; ≈ {n_more:.0f} seeds each would '
+                'make the other way significant')
+    else:
+        more = f'≈ {n_more:.0f} seeds each would decide it'
     return f'not significant at this budget ({more})'
 
 
@@ -1078,11 +1106,12 @@ def at_equal_iterations(data, envs: Sequence[str], first: str, second: str,
 
 def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str],
                     key: str | None = None, what: str = '', paper: bool = True,
-                    damaged: frozenset = frozenset()):
+                    damaged: frozenset = frozenset(), tested: list | None = None):
     """Claims-table rows ``(claim, the paper's evidence, measured, verdict)``: ``winner``
     beats each loser on ``env`` in ``key`` (default: the post-update return; ``what``
     names another key in the claim); ``paper``: whether the claim is the paper's (see
-    :func:`_verdict`; the evidence is then ``EVIDENCE[fig]``)."""
+    :func:`_verdict`; the evidence is then ``EVIDENCE[fig]``). Each paper claim's
+    ``(claim, p)`` is appended to ``tested`` (:func:`family_note`)."""
     rows = []
     evidence = EVIDENCE.get(fig, '') if paper else 'not in the paper'
     for loser in losers:
@@ -1105,9 +1134,12 @@ def comparison_rows(data, fig: str, env: str, winner: str, losers: Sequence[str]
                          'not measured yet'))
             continue
         t, p = welch(a, b)
+        if paper and tested is not None and not math.isnan(p):
+            tested.append((claim, p))
         stats = f'; t = {t:+.2f}, p = {p:.3f}' if not math.isnan(t) else ''
+        where = sparse_window(data, env, (winner, loser), key, matched)
         measured = (f'{_pm(a)} ({_seeds(len(a))}) vs {_pm(b)} ({len(b)}) '
-                    f'at {matched:,.0f} env steps{stats}')
+                    f'at {matched:,.0f} env steps{where}{stats}')
         rows.append((claim, evidence, measured,
                      _verdict(t, p, seeds_needed(a, b), paper)))
     return rows
@@ -1159,11 +1191,12 @@ def _claim_source(path: pathlib.Path, fig: str, claim: str, script: str, read,
     return None, read_result(path, script, read)
 
 
-def fig4_claims(results_dir: pathlib.Path) -> List[Tuple[str, str, str, str]]:
+def fig4_claims(results_dir: pathlib.Path,
+                tested: list | None = None) -> List[Tuple[str, str, str, str]]:
     """Fig. 4's claim, LVC's meta-gradient varies less than DiCE's, from the committed
     run of ``launchers/gradient_variance.py`` (its ``RStdRatio``, DiCE's relative std
     over LVC's, one value an epoch; a sign test over the epochs, which are epochs of one
-    run, not independent trials)."""
+    run, not independent trials); its ``(claim, p)`` is appended to ``tested``."""
     claim = 'Fig. 4 HalfCheetahFwdBack: relative std of the meta-gradient, LVC < DiCE'
     path = results_dir.parent / FIG4_CSV
     if not path.exists():
@@ -1180,6 +1213,8 @@ def fig4_claims(results_dir: pathlib.Path) -> List[Tuple[str, str, str, str]]:
         return [(claim, EVIDENCE['Fig. 4'], 'no epoch with a finite ratio', 'not measured yet')]
     wins, n = sum(r > 1 for r in ratios), len(ratios)
     p, p_opposite = sign_test(wins, n), sign_test(sum(r < 1 for r in ratios), n)
+    if tested is not None:
+        tested.append((claim, p))
     ordered = sorted(ratios)
     median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
     measured = (f'DiCE\'s above LVC\'s in {wins} of {n} epochs (ratio median '
@@ -1342,7 +1377,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
             'steps they have reached, only where their algorithm has no finished run on the env '
             'yet; otherwise they are drawn as dotted lines and counted beside the seeds as '
             '"in progress".)', '']
-    claims = []
+    claims, tested = [], []  # tested: each paper claim's (claim, p), for family_note
     for fig in figs:
         if fig == 'fig8':
             text += fig8_report(out / 'fig8', draw=write)
@@ -1364,7 +1399,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
         unbegun = [name for name, (state, done) in states.items()
                    if state not in ('done', 'damaged') and done == 0]  # (damaged: named below)
         compare_rows = functools.partial(comparison_rows, damaged=frozenset(
-            (r.env, r.tag) for r in runs if r.name in campaign.damage))
+            (r.env, r.tag) for r in runs if r.name in campaign.damage), tested=tested)
         title = {'fig2': 'Fig. 2: post-update return (ProMP vs MAML-TRPO vs E-MAML-TRPO)',
                  'fig3': "Fig. 3: VPG with each meta-gradient estimator",
                  'fig5': 'Fig. 5 (learning curves): PointEnvMomentum, K = 3, sparse reward',
@@ -1422,7 +1457,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
                 claims += compare_rows(data, 'Fig. 3', env, 'LVC-VPG',
                                           ['DiCE-VPG', 'MAML-VPG', 'E-MAML-VPG'])
             if not quick:
-                claims += fig4_claims(out)
+                claims += fig4_claims(out, tested)
         elif fig == 'ml10':
             text += final_evaluation_table(campaign, runs)
             for key, what in (('MetaTest/Average/SuccessRate',
@@ -1454,7 +1489,7 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
                          '![fig5 trajectories](fig5/fig5_trajectories.png)', '']
     paper = [c for c in claims if c[0].startswith(PAPER_FIGS)]
     own = [c for c in claims if not c[0].startswith(PAPER_FIGS)]
-    text += claims_table(paper)
+    text += claims_table(paper) + family_note(tested)
     if own:
         text += ['## This package\'s own comparisons (not in the paper)', '',
                  '| comparison | measured | verdict |', '|---|---|---|']
@@ -1470,6 +1505,27 @@ def report(campaign: Campaign, figs: Sequence[str], quick: bool = False,
 README = HERE.parent / 'README.md'
 CLAIMS_BEGIN = '<!-- claims table: written by benchmarks/paper.py report; do not edit by hand -->'
 CLAIMS_END = '<!-- end of the claims table -->'
+
+
+def family_note(tested: Sequence[Tuple[str, float]], alpha: float = 0.05) -> List[str]:
+    """What the verdicts become held to ``alpha`` over all of the paper's tested claims at
+    once: each claim above is tested on its own at ``alpha`` (one-sided), so with many
+    claims some pass by chance. Holm's step-down correction: the k-th smallest p (from
+    0) must be at most ``alpha / (m - k)``, and the first that is not ends the list."""
+    if not tested:
+        return []
+    m = len(tested)
+    kept = set()
+    for k, (claim, p) in enumerate(sorted(tested, key=lambda item: item[1])):
+        if p > alpha / (m - k):
+            break
+        kept.add(claim)
+    passed = [(claim, p) for claim, p in tested if p < alpha]
+    head = (f'Each comparison is tested on its own at one-sided p < {alpha}. Held to {alpha} '
+            f'over all {m} tested together (Holm\'s correction for multiple comparisons), '
+            f'{len(kept)} of the {len(passed)} with p < {alpha} stay significant')
+    lost = [f'{claim} (p = {p:.3f})' for claim, p in passed if claim not in kept]
+    return [head + ('; not: ' + '; '.join(lost) if lost else '') + '.', '']
 
 
 def claims_table(claims) -> List[str]:

@@ -199,6 +199,7 @@ def test_verdicts(paper):
     assert 'other way' not in paper._verdict(1., 0.2, 8)
     against = paper._verdict(-2.9, 0.93, 2)  # two seeds a side can leave |t| = 2.9 undecided
     assert against.startswith('not significant') and 'runs the other way' in against
+    assert '2 seeds each would make the other way significant' in against
     t, p = paper.welch([3., 4., 5.], [0., 1., 2.])
     assert t == pytest.approx(3 / (2 / 3) ** 0.5) and p < 0.05
     # Welch's t = 3.67 with 3 seeds each (p < 0.05): 3 seeds each, not fewer; the normal
@@ -215,6 +216,45 @@ def test_verdicts(paper):
     assert abs(wide - 2 * (2.486 / d) ** 2) < 0.05 * wide
     assert paper._pm([0.1446, 0.2114]) == '0.178 ± 0.047'  # two significant digits below 1
     assert paper._pm([225.5, 300., 150.]) == '225.2 ± 75.0' and paper._pm([0.5]) == '0.50'
+
+
+def test_family_note_holds_the_verdicts_to_all_claims_at_once(paper):
+    """Holm's step-down over every tested paper claim: the k-th smallest p (from 0) must be at
+    most 0.05 / (m - k), and the first that is not ends the list."""
+    tested = [('a', 0.0008), ('b', 0.0013), ('c', 0.011), ('d', 0.013)] + [
+        (f'x{i}', 0.5) for i in range(15)]  # 19 claims, as in the committed report
+    note, blank = paper.family_note(tested)
+    assert blank == '' and 'over all 19 tested together' in note
+    assert '2 of the 4 with p < 0.05 stay significant; not: c (p = 0.011); d (p = 0.013).' in note
+    # Few claims: 0.02 <= 0.05 / 2 and 0.04 <= 0.05 / 1, so both stay.
+    note, _ = paper.family_note([('a', 0.04), ('b', 0.02)])
+    assert '2 of the 2 with p < 0.05 stay significant.' in note
+    # The step-down stops at the first failure, even where a later p would pass its own bound.
+    note, _ = paper.family_note([('a', 0.03), ('b', 0.04)])
+    assert '0 of the 2' in note and 'not: a (p = 0.030); b (p = 0.040)' in note
+    assert paper.family_note([]) == []
+
+
+def test_a_claim_on_a_sparsely_logged_column_names_where_it_was_logged(paper, tmp_path):
+    """ML10's held-out success is logged every 10 epochs: "at 20,000,000 env steps" would
+    hide that its last three values are from earlier epochs, so the row says where."""
+    def rows(shift):
+        return [{'TotalEnvSteps': str(1000 * (i + 1)), 'Step_1-AverageReturn': str(i + shift),
+                 'MetaTest/Average/SuccessRate': str((i + shift) / 100) if i % 10 == 0 else ''}
+                for i in range(30)]
+    data = {('ML10', 'ProMP'): {1: rows(3), 2: rows(4)},
+            ('ML10', 'MAML-TRPO'): {1: rows(0), 2: rows(2)}}
+    (row, ) = paper.comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'],
+                                    'MetaTest/Average/SuccessRate', paper=False)
+    assert 'at 30,000 env steps (each seed\'s last 3 logged values, at 1,000-21,000 env ' \
+        'steps)' in row[2]
+    (row, ) = paper.comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'])
+    assert 'at 30,000 env steps; t' in row[2]  # every epoch's: the stated rule, unsaid
+    tested = []
+    paper.comparison_rows(data, 'Fig. 2', 'ML10', 'ProMP', ['MAML-TRPO'], tested=tested)
+    paper.comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'], paper=False,
+                          tested=tested)
+    assert [claim for claim, _ in tested] == ['Fig. 2 ML10: ProMP > MAML-TRPO']  # paper's only
 
 
 def _paper(*args, cwd=ROOT):
