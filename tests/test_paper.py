@@ -103,9 +103,7 @@ def test_a_live_pid_file_is_running_a_stale_one_is_not(paper, tmp_path):
         _write_progress(campaign.run_dir(r), [1000], run=r)
     proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py',
                              '--resume', str(campaign.run_dir(run))])
-    cmdline = pathlib.Path(f'/proc/{proc.pid}/cmdline')
-    while b'sleep' not in cmdline.read_bytes():  # until the child has exec'd
-        time.sleep(0.01)
+    _wait_for_exec(proc, b'sleep')
     try:
         for r in (run, other):
             campaign.pid_file(r).write_text(str(proc.pid))
@@ -255,6 +253,15 @@ def test_a_claim_on_a_sparsely_logged_column_names_where_it_was_logged(paper, tm
     paper.comparison_rows(data, 'Meta-World', 'ML10', 'ProMP', ['MAML-TRPO'], paper=False,
                           tested=tested)
     assert [claim for claim, _ in tested] == ['Fig. 2 ML10: ProMP > MAML-TRPO']  # paper's only
+
+
+def _wait_for_exec(proc, name, limit=30.):
+    """Until a child has exec'd, its command line is still pytest's (on a loaded host a
+    check right after ``Popen`` can see that); wait until it names ``name``."""
+    deadline = time.monotonic() + limit
+    while (name not in pathlib.Path(f'/proc/{proc.pid}/cmdline').read_bytes()
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
 
 
 def _paper(*args, cwd=ROOT):
@@ -891,6 +898,7 @@ def test_a_train_py_writing_a_run_dir_is_running_without_a_pid_file(paper, tmp_p
     assert campaign.state(run)[0] == 'partial'
     stranger = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)',
                                  'train.py', str(run_dir)])
+    _wait_for_exec(stranger, b'sleep')
     try:
         (run_dir / '.lock').write_text(f'{stranger.pid}\n')
         assert campaign.state(run)[0] == 'partial'
@@ -1184,6 +1192,7 @@ def test_a_pid_file_that_is_not_a_file_is_not_read(paper, tmp_path):
                              '--log-dir', str(run_dir)])
     try:
         (tmp_path / 'pid').write_text(f'{proc.pid}\n')
+        _wait_for_exec(proc, b'train.py')
         assert paper._alive(tmp_path / 'pid', run_dir)
         assert not paper._alive(tmp_path / 'pid', tmp_path / 'another run')
     finally:
@@ -1295,9 +1304,7 @@ def test_a_pid_files_run_dir_is_compared_as_a_path(paper, tmp_path):
     run_dir.mkdir(parents=True)
     proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'train.py',
                              '--resume', 'runs/./fig5/r'], cwd=tmp_path)
-    cmdline = pathlib.Path(f'/proc/{proc.pid}/cmdline')
-    while b'sleep' not in cmdline.read_bytes():
-        time.sleep(0.01)
+    _wait_for_exec(proc, b'sleep')
     try:
         (tmp_path / 'pid').write_text(f'{proc.pid}\n')
         assert paper._alive(tmp_path / 'pid', run_dir)
