@@ -367,12 +367,27 @@ def check_output_path(path: Any, name: str, directory: bool = True) -> str:
     return os.fspath(path)
 
 
+def check_default_log_dir(name: str = 'the default log directory') -> str:
+    """garage's default place for runs, ``./data/local/experiment``, if a run can be made
+    in it (:func:`check_output_path`: a link loop or a dangling link on the way is named
+    here, not met by ``os.makedirs`` after the experiment is built).
+
+    Raises:
+        ValueError: Naming ``name``, the path and why.
+
+    """
+    return check_output_path(os.path.join(os.getcwd(), 'data', 'local', 'experiment'), name)
+
+
 def _output_path_problem(path: Any, directory: bool) -> str | None:
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text.strip():
         return f'must be a path, got {path!r}'
-    full = os.path.abspath(text)
+    full = kernel_abspath(text)
     what = 'directory' if directory else 'file'
+    broken = _broken_link_above(full)
+    if broken:
+        return f'{text!r} cannot be written: {broken}'
     if os.path.islink(full) and not os.path.exists(full):
         # Writers go different ways here (open() follows it, garage's run naming
         # moves beside it): refused rather than guessed.
@@ -397,6 +412,42 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
         return f'{text!r} cannot be written: {target!r} takes no new file ({error.strerror})'
     os.close(fd)
     os.unlink(probe)
+    return None
+
+
+def kernel_abspath(path: Any) -> str:
+    """The absolute path the kernel reaches for ``path``, its last component as written.
+
+    ``os.path.abspath`` drops ``link/..`` as text, where the kernel follows ``link`` first
+    and takes its target's parent: ``l/../run`` with ``l -> real/deep`` is ``real/run``.
+    Where ``path`` has a ``..`` component its directory is resolved as the kernel resolves
+    it; elsewhere only ``.`` components, repeated and trailing ``/`` go (which the kernel
+    also ignores). A last component that is a link is kept (the callers judge it).
+    """
+    joined = os.path.join(os.getcwd(), os.fspath(path))
+    if '..' not in joined.split(os.sep):
+        return os.path.normpath(joined)
+    while joined not in (os.sep, '') and (joined.endswith(os.sep)
+                                          or joined.endswith(os.sep + '.')):
+        joined = joined[:-1] if joined.endswith(os.sep) else joined[:-2]
+    head, tail = os.path.split(joined)
+    if tail in ('', '..'):
+        return os.path.realpath(joined)
+    return os.path.join(os.path.realpath(head), tail)
+
+
+def _broken_link_above(full: str) -> str | None:
+    """Why an ancestor of ``full`` cannot be walked, or None: a symbolic link that loops or
+    whose target does not exist (``os.path.exists`` is False for it, so a walk up to the
+    nearest existing directory would pass it by and accept a path no one can create)."""
+    parent = os.path.dirname(full)
+    while parent != os.path.dirname(parent):
+        if os.path.islink(parent) and not os.path.exists(parent):
+            if file_kind(parent) == 'a symbolic link loop':
+                return f'{parent!r} is a symbolic link loop (through {os.readlink(parent)!r})'
+            return (f'{parent!r} is a symbolic link to {os.readlink(parent)!r}, which does not '
+                    'exist')
+        parent = os.path.dirname(parent)
     return None
 
 
@@ -467,8 +518,11 @@ def normal_dir(path: str) -> str:
     other run's directory, and ``.`` a hidden ``._1``; ``run`` and an absolute ``/abs/cwd``
     become ``run_1`` and ``/abs/cwd_1``, beside them.
     """
-    text = os.path.normpath(os.fspath(path))
-    if os.path.basename(text) in ('.', '..'):
+    text = os.fspath(path)
+    if '..' in text.split(os.sep):  # (resolved as the kernel will: :func:`kernel_abspath`)
+        return kernel_abspath(text)
+    text = os.path.normpath(text)
+    if os.path.basename(text) == '.':
         text = os.path.abspath(text)
     return text
 
@@ -498,9 +552,12 @@ def _input_dir_problem(path: Any) -> str | None:
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text.strip():
         return f'must be a path, got {path!r}'
-    full = os.path.abspath(text)
+    full = kernel_abspath(text)
     if os.path.exists(full):
         return None if os.path.isdir(full) else f'{text!r} exists and is not a directory'
+    broken = _broken_link_above(full)
+    if broken:
+        return f'{text!r} cannot be a directory: {broken}'
     too_long = _name_too_long(full, _nearest_existing(os.path.dirname(full)))
     return f'{text!r} cannot be a directory: {too_long}' if too_long else None
 
@@ -611,6 +668,9 @@ def parse_overrides(pairs: Iterable[str], option: str = '--set') -> dict:
 
 
 def _message(error: BaseException) -> str:
+    if getattr(error, 'traceback_file', None) and hasattr(error, 'summary'):
+        # A sampler worker's error: what it raised and where; its traceback is in the file.
+        return f"{error.summary}\n  (the worker's traceback is in {error.traceback_file})"
     if isinstance(error, OSError) and error.strerror and error.filename is not None:
         return f'{error.filename}: {error.strerror}'
     if isinstance(error, KeyError) and error.args:  # str() would quote it
@@ -658,14 +718,15 @@ def _option_for(message: str, ctx, hints: dict | None) -> str | None:
 
 @contextlib.contextmanager
 def _translated(expected, translate):
-    """Raise ``translate(message, click context)`` for the body's ``expected`` errors
+    """Raise ``translate(message, click context, error)`` for the body's ``expected`` errors
     (click's own errors pass as they are)."""
     try:
         yield
     except click.ClickException:
         raise
     except expected as error:
-        raise translate(_message(error), click.get_current_context(silent=True)) from error
+        raise translate(_message(error), click.get_current_context(silent=True),
+                        error) from error
 
 
 def given_flags(ctx: click.Context, exclude=()) -> list:
@@ -760,7 +821,8 @@ def usage_errors(param_hint: str | None = None, expected=(ValueError, ),
     option of the first argument its message names (see ``hints``:
     argument name -> option, e.g. ``{'clip_eps': '--set'}``).
     """
-    def translate(message, ctx):
+    def translate(message, ctx, error):
+        del error
         hint = param_hint or _option_for(message, ctx, hints)
         if hint is not None:
             return click.BadParameter(message, ctx=ctx, param_hint=hint)
@@ -780,8 +842,10 @@ def user_errors(subject: str | None = None, expected=(ValueError, OSError)):
     (``--epochs must be more``): then it is click's usage error. ``subject``
     (e.g. ``'--resume'``) starts the message.
     """
-    def translate(message, ctx):
-        about_options = _names_an_option(message, ctx)
+    def translate(message, ctx, error):
+        # The system's refusal met while working (a full disk) is not about the command
+        # line, even where its advice names an option (--resume DIR).
+        about_options = not isinstance(error, OSError) and _names_an_option(message, ctx)
         if subject:
             message = f'{subject}: {message}'
         return click.UsageError(message, ctx) if about_options else click.ClickException(message)

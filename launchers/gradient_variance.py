@@ -24,7 +24,6 @@ if (__name__ == '__main__' and threading.current_thread() is threading.main_thre
         and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-import os
 
 from garage_promp.experiment import relative_std, sample_meta_gradients
 from garage_promp.experiment.builder import build_experiment
@@ -35,7 +34,7 @@ from garage_promp.validation import (
     StrictCommand,
     announce_new_run_beside,
     check_batch_steps,
-    check_output_path,
+    check_default_log_dir,
     count,
     run_command,
     usage_errors,
@@ -132,7 +131,7 @@ def main(env_name, preset, seed, epochs, n_rounds, meta_batch_size, episodes_per
                           episodes_per_task=settings['episodes_per_task'])
     if not log_dir:  # --log-dir itself is checked while parsing (OUTPUT_DIR)
         with usage_errors('--log-dir'):
-            check_output_path(os.path.join(os.getcwd(), 'data'), 'the default log directory')
+            check_default_log_dir()
     per_epoch = (2 * (settings['n_rounds'] + 1) * settings['meta_batch_size']
                  * settings['episodes_per_task'] * cfg['H'] * (cfg['K'] + 1))
     click.echo(f'{per_epoch:,} env steps per epoch (both arms), '

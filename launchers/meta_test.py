@@ -39,7 +39,7 @@ from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
 from garage_promp.experiment.resume import check_snapshot_matches_variant
-from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
+from garage_promp.experiment.run_dir import DamagedRunFile, read_variant, worker_tracebacks_logged
 from garage_promp.objectives import TooFewStepsError
 from garage_promp.sampler.backends import (
     DEFAULT_WORKER_TIMEOUT,
@@ -58,6 +58,7 @@ from garage_promp.validation import (
     check_output_path,
     check_run_dir,
     count,
+    kernel_abspath,
     run_command,
     sampler_kind,
     user_errors,
@@ -233,7 +234,7 @@ def _check_csv_path(csv_path, log_dir):
         raise click.BadParameter('expected a file name, got an empty one', param_hint='--csv')
     hint = '--csv' if csv_path is not None else '--csv (by default LOG_DIR/meta_test.csv)'
     path = csv_path if csv_path is not None else os.path.join(log_dir, 'meta_test.csv')
-    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+    if not os.path.isdir(os.path.dirname(kernel_abspath(path))):
         raise click.BadParameter(f'the directory of {path!r} does not exist', param_hint=hint)
     try:
         check_output_path(path, hint, directory=False)
@@ -380,6 +381,11 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
         n_test_tasks = goals_per_class * len(setup.test_tasks.class_names)
     if n_test_tasks is None:
         n_test_tasks = 10
+    if goals_per_class is not None and goals_per_class > setup.test_tasks.goals_per_class:
+        raise click.BadParameter(
+            f'{goals_per_class} goals of each test class, but {options["env"]} has '
+            f'{setup.test_tasks.goals_per_class} a class: a goal would be drawn and counted '
+            'twice', param_hint='--goals-per-class')
     try:
         setup.check_task_counts(n_test_tasks=n_test_tasks)
     except ValueError as error:
@@ -427,7 +433,8 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     try:
         # A worker that died or made no progress, a non-finite number: one Error line.
         with user_errors(expected=(SamplerWorkerError, FloatingPointError, TooFewStepsError)):
-            rows = task_table(evaluator.evaluate(algo), evaluator.last_pre_update_episodes)
+            with worker_tracebacks_logged(log_dir):  # (the message names where it is)
+                rows = task_table(evaluator.evaluate(algo), evaluator.last_pre_update_episodes)
         logger.log(tabular)
         logger.dump_all()
     finally:

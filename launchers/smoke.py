@@ -13,13 +13,12 @@ if (__name__ == '__main__' and threading.current_thread() is threading.main_thre
         and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-import os
 
 import garage_promp  # noqa: F401  (applies the garage compat layer)
 from garage_promp.validation import (
     SEED,
     StrictCommand,
-    check_output_path,
+    check_default_log_dir,
     count,
     run_command,
     usage_errors,
@@ -76,7 +75,7 @@ def smoke(ctxt, seed, epochs):
 def main(seed, epochs):
     """Train garage's MAMLTRPO on PointEnv for a couple of epochs (data/local/experiment/smoke)."""
     with usage_errors():  # before wrap_experiment creates the run's directory
-        check_output_path(os.path.join(os.getcwd(), 'data'), 'the log directory')
+        check_default_log_dir('the log directory')
     smoke(seed=seed, epochs=epochs)
 
 

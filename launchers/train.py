@@ -31,7 +31,14 @@ from garage_promp.experiment.builder import build_experiment, check_overrides, o
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs, env_config
 from garage_promp.experiment.progress import ProgressOutput
 from garage_promp.experiment.resume import SNAPSHOT_MODES, resume_run, run_record
-from garage_promp.experiment.run_dir import LOCK_NAME, DamagedRunFile, RunDirBusy, owned_run_dir
+from garage_promp.experiment.run_dir import (
+    LOCK_NAME,
+    DamagedRunFile,
+    RunDirBusy,
+    RunWriteError,
+    owned_run_dir,
+    run_files_written,
+)
 from garage_promp.objectives import TooFewStepsError
 from garage_promp.policies import LOG_STD_KINDS
 from garage_promp.sampler.backends import SamplerWorkerError, live_worker_pids
@@ -48,6 +55,7 @@ from garage_promp.validation import (
     StrictCommand,
     announce_new_run_beside,
     check_batch_steps,
+    check_default_log_dir,
     check_output_path,
     check_run_dir,
     check_set_agrees,
@@ -68,7 +76,8 @@ from garage.trainer import Trainer
 
 #: Errors that end a run part-way, whose message says all (which worker, env, task and step):
 #: one ``Error:`` line and exit 1, the snapshots of the epochs done kept.
-RUN_ERRORS = (SamplerWorkerError, FloatingPointError, SnapshotWriteError, TooFewStepsError)
+RUN_ERRORS = (SamplerWorkerError, FloatingPointError, SnapshotWriteError, RunWriteError,
+              TooFewStepsError)
 
 #: A few-minute ProMP run on 2 cores (the README's first command).
 PRESETS = {
@@ -99,7 +108,8 @@ def meta_train(ctxt, epochs, full_table=False, max_env_steps=None, **options):
         logger.remove_output_type(dowel.StdOutput)
         logger.add_output(ProgressOutput(epochs, full_table=full_table,
                                          max_env_steps=max_env_steps))
-        return trainer.train(n_epochs=epochs, batch_size=1)
+        with run_files_written(ctxt.snapshot_dir):
+            return trainer.train(n_epochs=epochs, batch_size=1)
 
 
 def _parse_overrides(pairs):
@@ -249,7 +259,7 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
         task_part = f'_{task}' if task else ''
         options['name'] = f"{args['algo']}_{args['env']}{task_part}_seed={args['seed']}"
         with usage_errors('--log-dir'):  # a given --log-dir is checked while parsing
-            check_output_path(os.path.join(os.getcwd(), 'data'), 'the default log directory')
+            check_default_log_dir()
     with usage_errors('--set'):
         check_overrides(args['algo'], parsed)
     if 'device' in parsed:  # one place for it: the run's record has --device as its own entry

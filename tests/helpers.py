@@ -93,6 +93,31 @@ def load_script(path, name):
     return module
 
 
+def invoke_script(path, *args, env=None, command='main'):
+    """``python <path> ARGS`` in this process, for a script whose entry point is the click
+    command ``command`` (no interpreter start-up, which costs seconds a call): a
+    ``subprocess.CompletedProcess``-like result (``returncode``, ``stdout``, ``stderr``).
+    An exception click did not turn into an exit status is appended to ``stderr`` as the
+    traceback a subprocess would print."""
+    import traceback  # pylint: disable=import-outside-toplevel
+    import types  # pylint: disable=import-outside-toplevel
+
+    from click.testing import CliRunner  # pylint: disable=import-outside-toplevel
+    path = str(path)
+    if path not in _SCRIPTS:
+        _SCRIPTS[path] = load_script(path, f'script_{len(_SCRIPTS)}')
+    result = CliRunner().invoke(getattr(_SCRIPTS[path], command), [str(a) for a in args],
+                                env=env)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += ''.join(traceback.format_exception(result.exception))
+    return types.SimpleNamespace(returncode=result.exit_code, stdout=result.stdout,
+                                 stderr=stderr)
+
+
+_SCRIPTS = {}
+
+
 def with_options(base, extra):
     """``base`` command-line arguments with ``extra`` appended, an option that both give
     taking ``extra``'s value: the launchers refuse an option given twice."""

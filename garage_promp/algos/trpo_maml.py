@@ -73,7 +73,9 @@ class TRPOMAML(MetaPolicySearch):
         exploration (bool): Add the E-MAML term.
         cg_iters (int): Conjugate-gradient iterations.
         backtrack_ratio (float): Line-search shrink factor in (0, 1).
-        max_backtracks (int): Line-search trials.
+        max_backtracks (int): Line-search trials, at most: the search ends early at a
+            trial that is θ itself (a zero gradient, or a step shrunk below θ's
+            precision), as every later trial would be.
         hvp_approach (str): ``'exact'``, ``'double_backprop'`` or
             ``'finite_difference'``.
         fd_eps (float): Finite-difference step ε.
@@ -272,8 +274,12 @@ class TRPOMAML(MetaPolicySearch):
                 if torch.isfinite(step_size):
                     for n_backtracks in range(self._max_backtracks):
                         ratio = self._backtrack_ratio**n_backtracks
-                        self._set_flat_params(theta_prev +
-                                              ratio * step_size * direction)
+                        trial = theta_prev + ratio * step_size * direction
+                        if torch.equal(trial, theta_prev):
+                            # The step is zero in θ's precision (a zero gradient, or a step
+                            # shrunk below θ's last digit): every later trial is θ again.
+                            break
+                        self._set_flat_params(trial)
                         after = self.meta_objective(batches, create_graph=False)
                         objective, kl = float(after.objective.detach()), float(after.kl.detach())
                         if objective > objective_before and \

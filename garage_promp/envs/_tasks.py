@@ -196,7 +196,18 @@ def check_rand_params(task: Any, init_params: Dict[str, np.ndarray]
         for key, value in checked.items():
             if not _finite_non_negative(value):
                 _refuse_rand_param(key, init_params[key], task[key])
+    for key in MUST_STAY_POSITIVE:
+        if key in checked and ((checked[key] == 0) & (init_params[key] > 0)).any():
+            raise ValueError(
+                f'task[{key!r}] is 0 where the model\'s is positive (at '
+                f'{np.argwhere((checked[key] == 0) & (init_params[key] > 0))[0].tolist()}): a '
+                'body without mass or inertia cannot be simulated (its next step is not '
+                'finite); sampled tasks scale each value by a positive factor')
     return checked
+
+
+#: The parameters a body needs positive to move (damping and friction may be 0).
+MUST_STAY_POSITIVE = ('body_mass', 'body_inertia')
 
 
 def _finite_non_negative(values: np.ndarray) -> bool:

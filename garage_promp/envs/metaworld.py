@@ -613,6 +613,30 @@ class MetaWorldTaskSampler(TaskSampler):
                 f'{n_tasks!r}')
         return int(n_tasks)
 
+    @property
+    def goals_per_class(self) -> int:
+        """The goals of the class that has the fewest (Meta-World's 50 each)."""
+        return min(len(self._tasks[c]) for c in self._classes)
+
+    def check_distinct_goals(self, n_tasks: int, name: str = 'n_tasks') -> int:
+        """Return ``n_tasks`` if a draw of that many gives each class distinct goals: no
+        more per class than the benchmark has (Meta-World's 50). A meta-test of more
+        would draw a goal twice and count it twice in its averages, as if distinct.
+
+        Raises:
+            ValueError: If it asks for more, naming ``name``.
+
+        """
+        per_class = self.check_n_tasks(n_tasks, name) // len(self._classes)
+        fewest = self.goals_per_class
+        if per_class > fewest:
+            raise ValueError(
+                f'{name}={n_tasks} asks {per_class} goals of each of the {len(self._classes)} '
+                f'{self._kind} classes of {self._benchmark_name}, which has {fewest} a class: '
+                f'a goal would be drawn and counted twice; at most '
+                f'{fewest * len(self._classes)}')
+        return int(n_tasks)
+
     def make_env(self) -> MetaWorldEnv:
         """A new env on the first goal of the first class (e.g. a template)."""
         return MetaWorldTaskUpdate(

@@ -54,13 +54,17 @@ class EnvSetup(NamedTuple):
 
         Raises:
             ValueError: On Meta-World, if meta_batch_size (n_test_tasks) is
-                not a multiple of the number of train (test) classes.
+                not a multiple of the number of train (test) classes, or if
+                n_test_tasks asks more goals of a class than it has (a
+                meta-test would count a goal twice).
 
         """
         for sampler, n_tasks, name in ((self.train_tasks, meta_batch_size, 'meta_batch_size'),
                                        (self.test_tasks, n_test_tasks, 'n_test_tasks')):
             if n_tasks is not None and isinstance(sampler, MetaWorldTaskSampler):
                 sampler.check_n_tasks(n_tasks, name)
+        if n_test_tasks is not None and isinstance(self.test_tasks, MetaWorldTaskSampler):
+            self.test_tasks.check_distinct_goals(n_test_tasks, 'n_test_tasks')
 
 
 class _KwargsSetTaskUpdate(SetTaskUpdate):

@@ -105,6 +105,28 @@ def group_runs(run_dirs) -> Dict[str, List[pathlib.Path]]:
 MAX_DRAWN = 1e300
 
 
+def _common_x(runs, key: str | None, x_key: str):
+    """``(xs, curves)``: each run's ``key`` (None: its post-update return) interpolated
+    linearly onto the x values at which any run logged a number, between the largest
+    first and the smallest last x of the runs' logged points (no run is extrapolated).
+    A run with no number in that range gives NaN (left out of the mean)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    logged = []
+    for rows in runs:
+        points = [(_float(r.get(x_key)), _float(r.get(key or post_update_key(rows))))
+                  for r in rows]
+        points = [(x, y) for x, y in points if math.isfinite(x) and not math.isnan(y)]
+        logged.append(sorted(points))
+    spans = [(p[0][0], p[-1][0]) for p in logged if p]
+    if not spans:
+        return [], [[] for _ in runs]
+    lo, hi = max(a for a, _ in spans), min(b for _, b in spans)
+    xs = sorted({x for points in logged for x, _ in points if lo <= x <= hi})
+    curves = [list(np.interp(xs, [x for x, _ in p], [y for _, y in p])) if p
+              else [math.nan] * len(xs) for p in logged]
+    return xs, curves
+
+
 def _drawn_points(xs, means, stds):
     """The points of a line that have a number at both coordinates: a column logged only
     every few epochs (``MetaTest/*`` with ``--evaluate-every N``) is empty in the rows
@@ -144,8 +166,13 @@ def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str
         groups (dict): label -> the runs' progress rows (one list per seed).
         keys (list): Columns to draw; None stands for the post-update return
             (:func:`post_update_key` of each run).
-        x_key (str): The x column (the first seed's values; runs are cut to
-            the shortest).
+        x_key (str): The x column. Where every seed logged the same x at each
+            row (fixed-length episodes: the same env steps each epoch), a row's
+            seeds are averaged at that x, the runs cut to the shortest; where
+            they differ (episodes that end early), each seed is interpolated
+            onto the x values the seeds logged, between the largest first and
+            the smallest last x among them (:func:`_common_x`): a mean at equal
+            x, whatever the order of the runs.
         title (str): Figure title.
         ylabel (str): y axis label.
 
@@ -160,11 +187,16 @@ def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str
         if not runs:
             continue
         n = min(len(rows) for rows in runs)
-        xs = [_float(r[x_key]) for r in runs[0][:n]]
+        same_x = all([r[x_key] for r in rows[:n]] == [r[x_key] for r in runs[0][:n]]
+                     for rows in runs)
         for key in keys:
-            curves = [[_float(r.get(key or post_update_key(rows))) for r in rows[:n]]
-                      for rows in runs]
-            stats = [mean_std([c[i] for c in curves]) for i in range(n)]
+            if same_x:
+                xs = [_float(r[x_key]) for r in runs[0][:n]]
+                curves = [[_float(r.get(key or post_update_key(rows))) for r in rows[:n]]
+                          for rows in runs]
+            else:
+                xs, curves = _common_x(runs, key, x_key)
+            stats = [mean_std([c[i] for c in curves]) for i in range(len(xs))]
             name = {None: 'post-update', 'Step_0-AverageReturn': 'pre-update'}.get(key, key)
             _check_drawable(label, key or post_update_key(runs[0]), len(runs), xs, stats,
                             x_key)

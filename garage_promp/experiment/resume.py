@@ -26,6 +26,7 @@ from garage_promp.experiment.run_dir import (
     owned_run_dir,
     read_progress,
     read_variant,
+    run_files_written,
 )
 from garage_promp.validation import (
     MAX_COUNT,
@@ -566,18 +567,21 @@ def _resume(log_dir, n_epochs, snapshot_mode, full_table, max_env_steps):
             warnings.warn(f'{progress} lacks the row of epoch {done - 1}, whose snapshot was '
                           'saved just before the run stopped: that row stays missing')
         _execute_as_recorded(trainer, algo, execution)
-        _record_snapshot_mode(log_dir, snapshot_mode)
-        logger.add_output(dowel.StdOutput())
-        logger.log(f'Resuming {log_dir}: {done} epochs and {trainer.total_env_steps} env steps '
-                   f'done, training to {n_epochs} epochs')
-        if os.path.exists(progress):
-            _keep_rows(progress, done)
-            logger.add_output(AppendingCsvOutput(progress))
-        else:
-            logger.add_output(CsvOutput(progress))
-        logger.remove_output_type(dowel.StdOutput)
-        logger.add_output(ProgressOutput(n_epochs, start_epoch=done,
-                                         full_table=full_table, max_env_steps=budget))
-        return trainer.resume(n_epochs=n_epochs)
+        with run_files_written(log_dir):
+            _record_snapshot_mode(log_dir, snapshot_mode)
+            logger.add_output(dowel.StdOutput())
+            logger.log(f'Resuming {log_dir}: {done} epochs and {trainer.total_env_steps} env '
+                       f'steps done, training to {n_epochs} epochs')
+            # A log without a complete header line (its first write met a full disk) is
+            # begun again: it holds no row to keep (the warning above names the lost ones).
+            if os.path.exists(progress) and complete_lines(progress):
+                _keep_rows(progress, done)
+                logger.add_output(AppendingCsvOutput(progress))
+            else:
+                logger.add_output(CsvOutput(progress))
+            logger.remove_output_type(dowel.StdOutput)
+            logger.add_output(ProgressOutput(n_epochs, start_epoch=done,
+                                             full_table=full_table, max_env_steps=budget))
+            return trainer.resume(n_epochs=n_epochs)
     finally:
         logger.remove_all()

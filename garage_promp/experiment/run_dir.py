@@ -16,6 +16,11 @@ short: only newline-terminated lines are rows (a cut number would otherwise read
 smaller, valid one). Anything else that is not what ``launchers/train.py`` writes (a
 row with too few or too many fields, a ``variant.json`` that is not a JSON object,
 bytes that are not text) raises :class:`DamagedRunFile`, naming the file and the line.
+
+**A disk that refuses a write.** A full disk (or quota, or a read-only remount) met by
+the run's logs ends the run with :class:`RunWriteError`, naming the directory, what is
+kept and how to continue (:func:`run_files_written`); the loggers' own retries as the
+process ends (dowel's and tensorboardX's finalizers) do not print the same error again.
 """
 import contextlib
 import csv
@@ -27,12 +32,115 @@ import math
 import os
 import pathlib
 import stat
+import sys
+import threading
 from typing import List
 
 from garage_promp._files import file_kind
+from garage_promp._garage_compat import SnapshotWriteError
 from garage_promp.validation import shown
 
 LOCK_NAME = '.lock'
+
+
+#: The errors of a disk that refuses a write, whatever file is written.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
+class RunWriteError(OSError):
+    """The run's files could not be written (a full disk, a quota, a read-only remount);
+    the snapshots already saved are kept. A run ends on it with one ``Error:`` line."""
+
+    def __str__(self):
+        return self.strerror
+
+
+def _disk_error(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in DISK_ERRNOS
+
+
+@contextlib.contextmanager
+def run_files_written(log_dir: str):
+    """Train inside: a disk that refuses one of the run's writes ends it with
+    :class:`RunWriteError` naming ``log_dir`` (garage's trainer meets it in dowel's
+    ``dump_all``, as a bare ``OSError`` and a traceback); a snapshot that could not be
+    written keeps its own message (``SnapshotWriteError``, which names the file).
+
+    The loggers are then closed, and what they raise again as the process ends (dowel's
+    ``LogOutput.__del__``, tensorboardX's ``atexit`` flush: the same full disk) is not
+    printed: the one ``Error:`` line has said it. A logging thread that meets the full
+    disk first (tensorboardX's event writer) is one ``Warning:`` line, not a traceback.
+    A sampler worker's traceback goes to the run's ``debug.log``
+    (:func:`worker_tracebacks_logged`).
+    """
+    previous = threading.excepthook
+
+    def thread_hook(args):
+        if _disk_error(args.exc_value):
+            print(f'Warning: a logging thread ({args.thread.name if args.thread else "?"}) '
+                  f'stopped: {args.exc_value}', file=sys.stderr)
+            return
+        previous(args)
+
+    threading.excepthook = thread_hook
+    try:
+        with worker_tracebacks_logged(log_dir):
+            yield
+    except OSError as error:
+        if not _disk_error(error):
+            raise
+        _close_loggers_quietly()
+        if isinstance(error, SnapshotWriteError):  # (it names the file and what is kept)
+            raise
+        raise RunWriteError(error.errno, (
+            f"the run's logs in {log_dir} could not be written ({error.strerror or error}); "
+            f'the snapshots saved so far are kept: make room, then --resume {log_dir} '
+            'continues from the newest')) from error
+    finally:
+        threading.excepthook = previous
+
+
+@contextlib.contextmanager
+def worker_tracebacks_logged(log_dir: str):
+    """A sampler worker's error raised inside (``SamplerWorkerError``, which carries the
+    worker's traceback) has its whole message appended to the run's ``debug.log``, and the
+    file noted on it (``traceback_file``): the launchers print what the worker raised and
+    where (its ``summary``) and name the file, rather than a traceback. Where the file
+    cannot be written the message keeps the traceback: nothing is lost."""
+    try:
+        yield
+    except Exception as error:
+        if getattr(error, 'worker_traceback', None):
+            path = os.path.join(log_dir, 'debug.log')
+            try:
+                with open(path, 'a', encoding='utf-8') as f:
+                    f.write(f'\n{error}\n')
+                error.traceback_file = path
+            except OSError:
+                pass
+        raise
+
+
+def _close_loggers_quietly():
+    """Close dowel's outputs, ignoring the full disk's errors, and keep the interpreter from
+    printing those errors again from finalizers (:func:`run_files_written`)."""
+    from dowel import logger  # pylint: disable=import-outside-toplevel
+    for output in list(logger._outputs):  # pylint: disable=protected-access
+        try:
+            output.close()
+        except OSError:
+            pass
+    logger.remove_all()
+    if getattr(sys.unraisablehook, 'quiet_about_the_disk', False):
+        return
+    previous = sys.unraisablehook
+
+    def unraisable_hook(unraisable):
+        if not _disk_error(unraisable.exc_value):
+            previous(unraisable)
+
+    unraisable_hook.quiet_about_the_disk = True
+    sys.unraisablehook = unraisable_hook
 
 
 class RunDirBusy(ValueError):

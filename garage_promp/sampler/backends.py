@@ -63,6 +63,9 @@ from garage_promp.validation import MAX_COUNT, MAX_WORKERS
 
 import cloudpickle
 
+#: Where a worker's error message gives way to its traceback.
+_TRACEBACK_HEADER = '\n  worker traceback:\n'
+
 
 class SamplerWorkerError(RuntimeError):
     """A sampler worker raised or died.
@@ -83,6 +86,11 @@ class SamplerWorkerError(RuntimeError):
         self.original_type = original_type
         self.worker_traceback = worker_traceback
         self.context = context
+
+    @property
+    def summary(self) -> str:
+        """The message without the worker's traceback: what it raised, and where."""
+        return str(self).split(_TRACEBACK_HEADER, 1)[0]
 
     def __reduce__(self):
         return (SamplerWorkerError, (str(self), self.worker,
@@ -121,8 +129,8 @@ def worker_error(report: FailureReport) -> SamplerWorkerError:
     """
     message = (f'sampler worker {report.worker} raised '
                f'{report.type_name}: {report.message}\n'
-               f'  while sampling {report.context}\n'
-               f'  worker traceback:\n{report.traceback}')
+               f'  while sampling {report.context}'
+               f'{_TRACEBACK_HEADER}{report.traceback}')
     cls = SamplerWorkerError
     original = getattr(builtins, report.type_name, None) \
         if report.type_module == 'builtins' else None

@@ -8,6 +8,7 @@ from garage_promp.objectives import discount_cumsum
 from garage_promp.optimizers import conjugate_gradient
 from garage_promp.policies import expand_params, named_params
 
+from dowel import tabular
 import numpy as np
 import pytest
 import torch
@@ -284,6 +285,47 @@ def test_a_rejected_trpo_step_puts_theta_back(monkeypatch):
     assert any(not torch.equal(a, b) for a, b in zip(theta, trials[0]))  # a trial moved θ
     for before, after in zip(theta, algo.policy.parameters()):
         assert torch.equal(before, after.detach())
+
+
+def test_the_line_search_ends_at_a_trial_that_is_theta_itself(monkeypatch):
+    """A zero gradient (a sparse reward no episode reached) gives a zero step: the first
+    trial is θ, and so would every later one be; the reference's loop evaluated all
+    ``max_backtracks`` of them (5000: minutes of an update). The search ends there, the
+    step is rejected, θ stays; a step that shrinks below θ's last digit ends the same way."""
+    _, algo = make_algo('TRPOMAML', max_backtracks=10**6)
+    batches = algo.sample_meta_batch(0)
+    theta = [p.detach().clone() for p in algo.policy.parameters()]
+    real, trials = algo.meta_objective, []
+
+    def zero_gradient(*args, create_graph=True, **kwargs):
+        meta = real(*args, create_graph=create_graph, **kwargs)
+        if not create_graph:
+            trials.append(1)
+        return meta._replace(objective=0 * meta.objective)  # a constant: its gradient is 0
+
+    monkeypatch.setattr(algo, 'meta_objective', zero_gradient)
+    with tabular.prefix('t/'):
+        algo.optimize(0, batches)
+        logged = dict(tabular.as_dict)
+    assert len(trials) == 1  # the after-values only: no trial evaluated
+    assert logged['t/LineSearchBacktracks'] == 0 and logged['t/StepAccepted'] == 0.
+    for before, after in zip(theta, algo.policy.parameters()):
+        assert torch.equal(before, after.detach())
+    # A step that shrinks to nothing: 0.5^n of a tiny step is θ after a few dozen trials.
+    trials.clear()
+    monkeypatch.setattr(algo, 'meta_objective', real)
+    algo._backtrack_ratio = 0.5  # pylint: disable=protected-access
+
+    def nothing_improves(*args, create_graph=True, **kwargs):
+        meta = real(*args, create_graph=create_graph, **kwargs)
+        if create_graph:
+            return meta
+        trials.append(1)
+        return meta._replace(objective=meta.objective - 1e6)
+
+    monkeypatch.setattr(algo, 'meta_objective', nothing_improves)
+    algo.optimize(0, batches)
+    assert 20 < len(trials) < 400  # float32 θ: the step underflows its last digit
 
 
 def test_positive_advantages_are_shifted_after_normalising():

@@ -125,6 +125,10 @@ def test_check_corner():
     (lambda t: t.update(body_mass=np.ones(3).astype(str)), r"task \['body_mass'\] .* text"),
     (lambda t: t.update(dof_damping=np.ones(3, dtype=bool)), r"task \['dof_damping'\] .* booleans"),
     (lambda t: t.update(geom_friction=[1., True, 1.]), r"task \['geom_friction'\] .* booleans"),
+    # A body whose mass or inertia the model gives > 0 cannot be simulated at 0.
+    (lambda t: t.update(body_mass=np.array([1., 0., 1.])),
+     r"task\['body_mass'\] is 0 where the model's is positive \(at \[1\]\)"),
+    (lambda t: t.update(body_inertia=np.zeros(3)), r"task\['body_inertia'\] is 0 where"),
 ])
 def test_check_rand_params_rejects(change, match):
     """Each malformed parameter set is refused naming the array at fault (the values are
@@ -136,6 +140,16 @@ def test_check_rand_params_rejects(change, match):
         _tasks.check_rand_params(task, init)
     with pytest.raises(ValueError, match='dict'):
         _tasks.check_rand_params([1., 2.], init)
+
+
+def test_check_rand_params_takes_zero_where_the_model_has_it():
+    """The world body's mass is 0 in the model, and sampled tasks keep it 0; damping and
+    friction may be 0 anywhere (no damping, no friction)."""
+    init = {key: np.array([0., 1., 1.]) for key in _tasks.RAND_PARAMS_BASES}
+    task = {key: np.array([0., 2., 3.]) for key in _tasks.RAND_PARAMS_BASES}
+    task.update(dof_damping=np.zeros(3), geom_friction=np.zeros(3))
+    checked = _tasks.check_rand_params(task, init)
+    np.testing.assert_array_equal(checked['body_mass'], [0., 2., 3.])
 
 
 @pytest.mark.parametrize('task', [['2', '2'], [b'2', b'2'], ('2', 2.), [True, False],

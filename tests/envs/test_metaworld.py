@@ -101,6 +101,14 @@ def test_sampler_arguments_are_checked(reach, ml10):
         MetaWorldTaskSampler(ml10, 'test', seed=0).check_n_tasks(4, 'meta_batch_size')
     with pytest.raises(ValueError, match='max_episode_length'):
         MetaWorldTaskUpdate(reach.train_tasks[0], max_episode_length=1000)
+    # A meta-test draws goals without repeats only up to a class's 50: beyond, a goal would
+    # be counted twice in its averages as if distinct.
+    test = MetaWorldTaskSampler(ml10, 'test', seed=0)
+    assert test.goals_per_class == 50 and test.check_distinct_goals(250) == 250
+    with pytest.raises(ValueError, match=r'n_test_tasks=255 asks 51 goals of each of the 5 '
+                                         r'test classes of ML10, which has 50 a class: a goal '
+                                         r'would be drawn and counted twice; at most 250'):
+        test.check_distinct_goals(255, 'n_test_tasks')
 
 
 @pytest.mark.metaworld

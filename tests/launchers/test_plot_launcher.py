@@ -201,3 +201,28 @@ def test_a_column_logged_every_few_epochs_is_drawn_through_the_epochs_that_have_
         plotting.plot_bands(tmp_path / 'none.png', {'sparse': [plotting.read_progress(dst)]},
                             ['Step_1-AverageReturn'])
     assert not (tmp_path / 'none.png').exists()
+
+
+def _rows_at(steps, returns):
+    return [{'TotalEnvSteps': str(s), 'Step_1-AverageReturn': str(r)}
+            for s, r in zip(steps, returns)]
+
+
+def test_seeds_that_log_other_env_steps_are_averaged_at_equal_env_steps(tmp_path):
+    """Where episodes end early the seeds' epochs end at other env steps: each row's mean
+    was drawn at the first seed's steps, so the figure changed with the order of the runs.
+    Each seed is interpolated onto the steps the seeds logged (no extrapolation)."""
+    a = _rows_at([100, 200, 300], [1., 2., 3.])
+    b = _rows_at([150, 250, 350], [10., 20., 30.])
+    one = plotting.plot_bands(tmp_path / 'ab.png', {'g': [a, b]}, [None])['g']['post-update']
+    other = plotting.plot_bands(tmp_path / 'ba.png', {'g': [b, a]}, [None])['g']['post-update']
+    assert one == other
+    xs, means, _ = one
+    assert xs == [150., 200., 250., 300.]  # from the later first to the earlier last
+    # a at 150: 1.5, at 250: 2.5; b at 200: 15, at 300: 25
+    assert means == pytest.approx([(1.5 + 10) / 2, (2 + 15) / 2, (2.5 + 20) / 2, (3 + 25) / 2])
+    # Seeds at the same steps: each row's mean at its steps, as before.
+    c = _rows_at([100, 200, 300], [3., 4., 5.])
+    xs, means, _ = plotting.plot_bands(tmp_path / 'ac.png', {'g': [a, c]}, [None])['g'][
+        'post-update']
+    assert xs == [100., 200., 300.] and means == pytest.approx([2., 3., 4.])

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.helpers import invoke_script
+
 ROOT = pathlib.Path(__file__).parents[2]
 TRAIN = [sys.executable, str(ROOT / 'launchers' / 'train.py')]
 TINY = ['--env', 'PointEnvCorner', '--meta-batch-size', '2', '--episodes-per-task', '2',
@@ -170,7 +172,7 @@ def test_a_snapshot_of_another_env_or_seed_is_refused_first(promp_run, tmp_path,
     variant[key] = value
     (log_dir / 'variant.json').write_text(json.dumps(variant))
     before = (log_dir / 'progress.csv').read_text()
-    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    proc = invoke_script(TRAIN[1], '--resume', str(log_dir), '--epochs', '3')  # (a refusal)
     assert proc.returncode != 0
     assert "not this run's snapshot" in proc.stderr and named in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr
@@ -293,7 +295,7 @@ def test_a_variant_whose_seed_no_run_records_is_damaged(promp_run, tmp_path, see
     variant['seed'] = '@SEED@'
     (log_dir / 'variant.json').write_text(json.dumps(variant).replace('"@SEED@"', seed))
     before = (log_dir / 'progress.csv').read_text()
-    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    proc = invoke_script(TRAIN[1], '--resume', str(log_dir), '--epochs', '3')  # (a refusal)
     assert proc.returncode == 1, proc.stderr
     assert 'variant.json: its seed is' in proc.stderr and 'not the whole number' in proc.stderr
     assert (log_dir / 'progress.csv').read_text() == before
@@ -317,7 +319,7 @@ def test_a_snapshot_of_a_run_with_other_options_is_refused(promp_run, tmp_path, 
     shutil.copytree(promp_run, log_dir)
     shutil.copyfile(other / 'params.pkl', log_dir / 'params.pkl')
     before = (log_dir / 'progress.csv').read_text()
-    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    proc = invoke_script(TRAIN[1], '--resume', str(log_dir), '--epochs', '3')  # (a refusal)
     assert proc.returncode == 1, proc.stderr
     key = 'overrides' if options[0] == '--set' else 'evaluate_every'
     assert f'was made with {key}=' in proc.stderr and "not this run's snapshot" in proc.stderr
@@ -368,7 +370,8 @@ def test_an_execution_option_edited_into_what_the_launcher_refuses_is_refused(
     variant[key] = value
     (log_dir / 'variant.json').write_text(json.dumps(variant))
     before = {p.name: p.read_bytes() for p in log_dir.iterdir() if p.name != '.lock'}
-    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    # (In this process: a refusal before any work; the interpreter's start-up costs more.)
+    proc = invoke_script(TRAIN[1], '--resume', str(log_dir), '--epochs', '3')
     assert proc.returncode == 1, proc.stderr
     assert f"variant.json's {key}" in proc.stderr and named in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr
@@ -395,14 +398,15 @@ def test_a_hand_edited_variant_is_refused_naming_the_entry(promp_run, tmp_path, 
     variant[key] = value
     (log_dir / 'variant.json').write_text(json.dumps(variant))
     before = (log_dir / 'progress.csv').read_text()
-    proc = _run('--resume', str(log_dir), '--epochs', '3', check=False)
+    # (In this process: refusals before any work; the interpreter's start-up costs more.)
+    proc = invoke_script(TRAIN[1], '--resume', str(log_dir), '--epochs', '3')
     assert proc.returncode == 1 and named in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr
     assert (log_dir / 'progress.csv').read_text() == before
-    meta_test = subprocess.run([sys.executable, str(ROOT / 'launchers' / 'meta_test.py'),
-                                str(log_dir), '--csv', str(tmp_path / 'mt.csv')],
-                               capture_output=True, text=True, cwd=ROOT, timeout=300)
+    meta_test = invoke_script(ROOT / 'launchers' / 'meta_test.py', str(log_dir), '--csv',
+                              str(tmp_path / 'mt.csv'))
     assert meta_test.returncode != 0 and named in meta_test.stderr, meta_test.stderr
+    assert 'Traceback' not in meta_test.stderr
 
 
 @pytest.mark.parametrize('kind', ['directory', 'fifo'])

@@ -7,7 +7,13 @@ import sys
 
 from garage_promp.experiment.resume import resume_run
 from garage_promp.experiment.run_dir import RunDirBusy, owned_run_dir
-from garage_promp.validation import check_input_dir, check_output_path
+from garage_promp.validation import (
+    check_default_log_dir,
+    check_input_dir,
+    check_output_path,
+    kernel_abspath,
+    normal_dir,
+)
 
 import pytest
 
@@ -321,3 +327,87 @@ def test_an_output_path_that_is_a_link_loop_is_named_as_one(tmp_path):
         check_output_path(str(tmp_path / 'a'), '--log-dir')
     with pytest.raises(ValueError, match="symbolic link to 'missing', which does not exist"):
         check_output_path(str(tmp_path / 'dangling'), '--log-dir')
+
+
+def test_a_path_below_a_link_loop_or_a_dangling_link_is_refused_naming_the_link(
+        tmp_path, monkeypatch):
+    """``os.path.exists`` is False for a looping or dangling link, so a walk up to the nearest
+    existing directory passed it by and accepted a path ``os.makedirs`` then failed on
+    (after the experiment was built): the link on the way is named while parsing, for
+    outputs, inputs and garage's default ``data/local/experiment``."""
+    (tmp_path / 'a').symlink_to('b')
+    (tmp_path / 'b').symlink_to('a')
+    (tmp_path / 'dangling').symlink_to('missing')
+    for directory in (True, False):
+        with pytest.raises(ValueError, match=r"cannot be written: '.*/a' is a symbolic link "
+                                             r"loop \(through 'b'\)"):
+            check_output_path(str(tmp_path / 'a' / 'x' / 'y'), '--out', directory=directory)
+        with pytest.raises(ValueError, match=r"cannot be written: '.*/dangling' is a symbolic "
+                                             "link to 'missing', which does not exist"):
+            check_output_path(str(tmp_path / 'dangling' / 'x'), '--out', directory=directory)
+    with pytest.raises(ValueError, match=r"cannot be a directory: '.*/a' is a symbolic link"):
+        check_input_dir(str(tmp_path / 'a' / 'x'), '--runs-dir')
+    (tmp_path / 'data' / 'local').mkdir(parents=True)
+    (tmp_path / 'data' / 'local' / 'experiment').symlink_to('nowhere')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match='the default log directory .*experiment.* is a '
+                                         'symbolic link to'):
+        check_default_log_dir()
+    (tmp_path / 'data' / 'local' / 'experiment').unlink()
+    assert check_default_log_dir().endswith('data/local/experiment')  # not there yet: made
+
+
+def test_dot_dot_after_a_link_is_resolved_as_the_kernel_resolves_it(tmp_path, monkeypatch):
+    """``l/../run`` with ``l -> real/deep`` is ``real/run`` to the kernel (the link first, then
+    its target's parent); taking ``..`` as text put the run in ``./run`` and a later
+    ``meta_test.py l/../run`` found nothing."""
+    (tmp_path / 'real' / 'deep').mkdir(parents=True)
+    (tmp_path / 'l').symlink_to(tmp_path / 'real' / 'deep')
+    given = str(tmp_path / 'l' / '..' / 'run')
+    assert kernel_abspath(given) == str(tmp_path / 'real' / 'run')
+    assert normal_dir(given) == str(tmp_path / 'real' / 'run')
+    assert normal_dir(given + '/./') == str(tmp_path / 'real' / 'run')
+    assert normal_dir(str(tmp_path / 'l' / '..')) == str(tmp_path / 'real')
+    monkeypatch.chdir(tmp_path)
+    assert kernel_abspath('l/../run') == str(tmp_path / 'real' / 'run')
+    assert normal_dir('run/') == 'run' and normal_dir('./run/.') == 'run'  # as before
+    assert normal_dir('.') == str(tmp_path)
+    # Without '..' a link stays as written (the run is named as the user named it).
+    assert kernel_abspath('l/run') == str(tmp_path / 'l' / 'run')
+    os.makedirs(normal_dir(given))
+    assert (tmp_path / 'real' / 'run').is_dir() and not (tmp_path / 'run').exists()
+
+
+def test_run_files_written_turns_only_a_refusing_disk_into_one_error(capsys):
+    """A full disk (or quota, a read-only remount...) becomes RunWriteError naming the run
+    dir; another OSError, and a snapshot's own error (which names its file), pass as they
+    are; a logging thread that meets the full disk is one warning line."""
+    import errno  # pylint: disable=import-outside-toplevel
+    import threading  # pylint: disable=import-outside-toplevel
+
+    from garage_promp._garage_compat import SnapshotWriteError  # pylint: disable=import-outside-toplevel
+    from garage_promp.experiment.run_dir import RunWriteError, run_files_written  # pylint: disable=import-outside-toplevel
+    for number in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        with pytest.raises(RunWriteError, match=r"^the run's logs in /r could not be written "
+                                                 r'\(.*\); the snapshots saved so far are '
+                                                 'kept: make room, then --resume /r'):
+            with run_files_written('/r'):
+                raise OSError(number, os.strerror(number))
+    with pytest.raises(PermissionError):
+        with run_files_written('/r'):
+            raise PermissionError(errno.EACCES, 'Permission denied')
+    with pytest.raises(SnapshotWriteError, match='itr_3.pkl'):
+        with run_files_written('/r'):
+            raise SnapshotWriteError(errno.ENOSPC, 'could not write the snapshot itr_3.pkl',
+                                     'itr_3.pkl')
+    before = threading.excepthook
+    with run_files_written('/r'):
+        def full():
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        thread = threading.Thread(target=full, name='writer')
+        thread.start()
+        thread.join()
+    assert threading.excepthook is before
+    err = capsys.readouterr().err
+    assert err == ('Warning: a logging thread (writer) stopped: [Errno 28] No space left on '
+                   'device\n')

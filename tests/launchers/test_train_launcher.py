@@ -575,3 +575,60 @@ def test_a_run_whose_console_reader_leaves_trains_on(tmp_path):
     assert b'BrokenPipeError' not in err
     assert len(list(csv.DictReader(open(tmp_path / 'log' / 'progress.csv',
                                         encoding='utf-8')))) == 2
+
+
+def test_a_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(
+        tmp_path, monkeypatch):
+    """A full disk met by the run's log (dowel's flush, in garage's trainer) ended the run
+    with a traceback and four more from the loggers' finalizers, and left a progress.csv
+    without its header, which --resume refused: one Error: line naming the directory,
+    what is kept and how to go on; once there is room, --resume continues the run."""
+    import errno  # pylint: disable=import-outside-toplevel
+
+    from dowel import simple_outputs  # pylint: disable=import-outside-toplevel
+    log_dir = tmp_path / 'run'
+    original = simple_outputs.FileOutput.dump
+    dumps = []
+
+    def full_after_the_first_epoch(self, step=None):
+        dumps.append(type(self).__name__)
+        if type(self).__name__ == 'CsvOutput':  # the log's first write: nothing of it lands
+            self._log_file.truncate(0)  # pylint: disable=protected-access
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        original(self, step)
+
+    monkeypatch.setattr(simple_outputs.FileOutput, 'dump', full_after_the_first_epoch)
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--env', 'PointEnvCorner', '--epochs', '3', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--hidden-sizes', '4', '--snapshot-mode', 'all', '--log-dir', str(log_dir)])
+    assert result.exit_code == 1, result.output
+    assert 'Traceback' not in result.output and 'Usage:' not in result.output
+    assert (f"Error: the run's logs in {log_dir} could not be written (No space left on "
+            f'device); the snapshots saved so far are kept: make room, then --resume '
+            f'{log_dir} continues from the newest') in result.output
+    assert (log_dir / 'itr_0.pkl').exists() and (log_dir / 'progress.csv').stat().st_size == 0
+    monkeypatch.setattr(simple_outputs.FileOutput, 'dump', original)  # room again
+    result = CliRunner().invoke(_load_launcher().main, ['--resume', str(log_dir)])
+    assert result.exit_code == 0, result.output
+    with open(log_dir / 'progress.csv', newline='') as f:
+        rows = list(csv.DictReader(f))
+    assert [r['Average/Iteration'] for r in rows] == ['1', '2']  # epoch 0's row stays lost
+
+
+def test_a_workers_error_is_said_in_short_its_traceback_kept_in_the_runs_debug_log(tmp_path):
+    """An inner step size that makes the policy's actions infinite ends the run: what the
+    worker raised and where, and the file that holds its traceback (the run's debug.log),
+    not the traceback on the console."""
+    log_dir = tmp_path / 'run'
+    result = CliRunner().invoke(_load_launcher().main, [
+        '--env', 'PointEnvCorner', '--epochs', '1', '--meta-batch-size', '2',
+        '--episodes-per-task', '2', '--max-episode-length', '4', '--n-test-tasks', '1',
+        '--hidden-sizes', '4', '--set', 'reward_type="dense"', '--set', 'inner_lr=1e5',
+        '--log-dir', str(log_dir)])
+    assert result.exit_code == 1, result.output
+    assert 'Traceback' not in result.output and 'worker traceback' not in result.output
+    assert 'raised FloatingPointError: the policy gave a non-finite action' in result.output
+    assert f"(the worker's traceback is in {log_dir / 'debug.log'})" in result.output
+    logged = (log_dir / 'debug.log').read_text()
+    assert 'worker traceback:' in logged and 'Traceback (most recent call last)' in logged
