@@ -1510,14 +1510,14 @@ CLAIMS_END = '<!-- end of the claims table -->'
 def family_note(tested: Sequence[Tuple[str, float]], alpha: float = 0.05) -> List[str]:
     """What the verdicts become held to ``alpha`` over all of the paper's tested claims at
     once: each claim above is tested on its own at ``alpha`` (one-sided), so with many
-    claims some pass by chance. Holm's step-down correction: the k-th smallest p (from
-    0) must be at most ``alpha / (m - k)``, and the first that is not ends the list."""
+    claims some pass by chance. Holm's step-down correction: the k-th smallest p (k from
+    0) must be under ``alpha / (m - k)``, and the first that is not ends the list."""
     if not tested:
         return []
     m = len(tested)
     kept = set()
     for k, (claim, p) in enumerate(sorted(tested, key=lambda item: item[1])):
-        if p > alpha / (m - k):
+        if not p < alpha / (m - k):  # (strict, as each claim's own p < alpha)
             break
         kept.add(claim)
     passed = [(claim, p) for claim, p in tested if p < alpha]

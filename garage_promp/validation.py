@@ -383,6 +383,9 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text.strip():
         return f'must be a path, got {path!r}'
+    walk = _dot_dot_problem(text)
+    if walk:
+        return f'{text!r} cannot be written: {walk}'
     full = kernel_abspath(text)
     what = 'directory' if directory else 'file'
     broken = _broken_link_above(full)
@@ -434,6 +437,28 @@ def kernel_abspath(path: Any) -> str:
     if tail in ('', '..'):
         return os.path.realpath(joined)
     return os.path.join(os.path.realpath(head), tail)
+
+
+def _dot_dot_problem(path: Any) -> str | None:
+    """Why the kernel cannot walk a ``..`` of ``path``, or None: the component before each
+    ``..`` must be a directory (``os.path.realpath`` cancels ``x/..`` as text where ``x``
+    is a file, a link to nothing or a link loop, or does not exist; the kernel fails there)."""
+    parts = os.path.join(os.getcwd(), os.fspath(path)).split(os.sep)
+    for i, part in enumerate(parts):
+        if part != '..' or i <= 1:
+            continue
+        before = os.sep.join(parts[:i]) or os.sep
+        if os.path.isdir(before):
+            continue
+        if os.path.islink(before):
+            why = ('is a symbolic link loop' if file_kind(before) == 'a symbolic link loop'
+                   else f'is a symbolic link to {os.readlink(before)!r}, which does not exist')
+        elif os.path.lexists(before):
+            why = 'is not a directory'
+        else:
+            why = 'does not exist'
+        return f'{before!r} {why}, so the .. after it cannot be followed'
+    return None
 
 
 def _broken_link_above(full: str) -> str | None:
@@ -511,7 +536,8 @@ class OutputPath(click.Path):
 
 def normal_dir(path: str) -> str:
     """``path`` without a trailing ``/`` or ``.`` components, absolute where its last
-    component would be ``.`` or ``..``.
+    component would be ``.``; a path with a ``..`` component is made absolute and resolved
+    as the kernel resolves it (:func:`kernel_abspath`: the links before the ``..`` first).
 
     garage's ``wrap_experiment`` puts a run beside an existing directory by appending
     ``_1``, ``_2``... to the path as written: ``run/`` would become ``run/_1``, inside the
@@ -552,6 +578,9 @@ def _input_dir_problem(path: Any) -> str | None:
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text.strip():
         return f'must be a path, got {path!r}'
+    walk = _dot_dot_problem(text)
+    if walk:
+        return f'{text!r} cannot be a directory: {walk}'
     full = kernel_abspath(text)
     if os.path.exists(full):
         return None if os.path.isdir(full) else f'{text!r} exists and is not a directory'
@@ -671,6 +700,8 @@ def _message(error: BaseException) -> str:
     if getattr(error, 'traceback_file', None) and hasattr(error, 'summary'):
         # A sampler worker's error: what it raised and where; its traceback is in the file.
         return f"{error.summary}\n  (the worker's traceback is in {error.traceback_file})"
+    if hasattr(error, 'full_message'):  # (a worker's KeyError would quote it all)
+        return error.full_message
     if isinstance(error, OSError) and error.strerror and error.filename is not None:
         return f'{error.filename}: {error.strerror}'
     if isinstance(error, KeyError) and error.args:  # str() would quote it

@@ -39,7 +39,7 @@ from garage_promp.experiment import MetaEvaluator
 from garage_promp.experiment.env_setup import ENV_KWARGS, make_env_setup
 from garage_promp.experiment.paper_config import ENVS, METAWORLD, env_config
 from garage_promp.experiment.resume import check_snapshot_matches_variant
-from garage_promp.experiment.run_dir import DamagedRunFile, read_variant, worker_tracebacks_logged
+from garage_promp.experiment.run_dir import DamagedRunFile, read_variant
 from garage_promp.objectives import TooFewStepsError
 from garage_promp.sampler.backends import (
     DEFAULT_WORKER_TIMEOUT,
@@ -384,7 +384,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     if goals_per_class is not None and goals_per_class > setup.test_tasks.goals_per_class:
         raise click.BadParameter(
             f'{goals_per_class} goals of each test class, but {options["env"]} has '
-            f'{setup.test_tasks.goals_per_class} a class: a goal would be drawn and counted '
+            f'{setup.test_tasks.goals_per_class} goals a class: a goal would be drawn and counted '
             'twice', param_hint='--goals-per-class')
     try:
         setup.check_task_counts(n_test_tasks=n_test_tasks)
@@ -433,8 +433,7 @@ def main(log_dir, itr, env, task, benchmark_seed, max_episode_length, reward_fun
     try:
         # A worker that died or made no progress, a non-finite number: one Error line.
         with user_errors(expected=(SamplerWorkerError, FloatingPointError, TooFewStepsError)):
-            with worker_tracebacks_logged(log_dir):  # (the message names where it is)
-                rows = task_table(evaluator.evaluate(algo), evaluator.last_pre_update_episodes)
+            rows = task_table(evaluator.evaluate(algo), evaluator.last_pre_update_episodes)
         logger.log(tabular)
         logger.dump_all()
     finally:

@@ -103,19 +103,16 @@ def invoke_script(path, *args, env=None, command='main'):
     import types  # pylint: disable=import-outside-toplevel
 
     from click.testing import CliRunner  # pylint: disable=import-outside-toplevel
-    path = str(path)
-    if path not in _SCRIPTS:
-        _SCRIPTS[path] = load_script(path, f'script_{len(_SCRIPTS)}')
-    result = CliRunner().invoke(getattr(_SCRIPTS[path], command), [str(a) for a in args],
-                                env=env)
+    # Loaded afresh each call: no module state (a launcher's built experiment, its run
+    # directory) carries over from one call to the next.
+    module = load_script(path, 'invoked_script')
+    result = CliRunner().invoke(getattr(module, command), [str(a) for a in args], env=env)
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += ''.join(traceback.format_exception(result.exception))
     return types.SimpleNamespace(returncode=result.exit_code, stdout=result.stdout,
                                  stderr=stderr)
 
-
-_SCRIPTS = {}
 
 
 def with_options(base, extra):

@@ -96,8 +96,8 @@ def check_overrides(algo: str, overrides: dict) -> None:
     for key in overrides:
         if key not in valid:
             raise ValueError(f'{key!r} is not an option of {algo} ({ALGOS[algo][0].__name__}) '
-                             f'nor an env argument that --set takes (those are '
-                             f'{", ".join(ENV_KWARGS)}); valid keys: {sorted(valid)}')
+                             f'nor an env argument that --set takes '
+                             f'({", ".join(ENV_KWARGS)}); valid keys: {sorted(valid)}')
 
 
 def build_experiment(algo: str, env: str, seed: int, *,

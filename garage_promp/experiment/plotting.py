@@ -105,7 +105,7 @@ def group_runs(run_dirs) -> Dict[str, List[pathlib.Path]]:
 MAX_DRAWN = 1e300
 
 
-def _common_x(runs, key: str | None, x_key: str):
+def _common_x(runs, key: str | None, x_key: str, label: str = ''):
     """``(xs, curves)``: each run's ``key`` (None: its post-update return) interpolated
     linearly onto the x values at which any run logged a number, between the largest
     first and the smallest last x of the runs' logged points (no run is extrapolated).
@@ -121,6 +121,11 @@ def _common_x(runs, key: str | None, x_key: str):
     if not spans:
         return [], [[] for _ in runs]
     lo, hi = max(a for a, _ in spans), min(b for _, b in spans)
+    if lo > hi:
+        ranges = ', '.join(f'{a:g}-{b:g}' for a, b in spans)
+        raise ValueError(f'{label}: its runs logged {key or "the post-update return"} over '
+                         f'{x_key} ranges that do not overlap ({ranges}): there is no '
+                         f'{x_key} at which to average them')
     xs = sorted({x for points in logged for x, _ in points if lo <= x <= hi})
     curves = [list(np.interp(xs, [x for x, _ in p], [y for _, y in p])) if p
               else [math.nan] * len(xs) for p in logged]
@@ -195,7 +200,7 @@ def plot_bands(path, groups: Dict[str, List[Sequence[dict]]], keys: Sequence[str
                 curves = [[_float(r.get(key or post_update_key(rows))) for r in rows[:n]]
                           for rows in runs]
             else:
-                xs, curves = _common_x(runs, key, x_key)
+                xs, curves = _common_x(runs, key, x_key, label)
             stats = [mean_std([c[i] for c in curves]) for i in range(len(xs))]
             name = {None: 'post-update', 'Step_0-AverageReturn': 'pre-update'}.get(key, key)
             _check_drawable(label, key or post_update_key(runs[0]), len(runs), xs, stats,

@@ -52,7 +52,7 @@ class RunWriteError(OSError):
     the snapshots already saved are kept. A run ends on it with one ``Error:`` line."""
 
     def __str__(self):
-        return self.strerror
+        return self.strerror or super().__str__()
 
 
 def _disk_error(error: BaseException) -> bool:
@@ -92,10 +92,14 @@ def run_files_written(log_dir: str):
         _close_loggers_quietly()
         if isinstance(error, SnapshotWriteError):  # (it names the file and what is kept)
             raise
-        raise RunWriteError(error.errno, (
-            f"the run's logs in {log_dir} could not be written ({error.strerror or error}); "
-            f'the snapshots saved so far are kept: make room, then --resume {log_dir} '
-            'continues from the newest')) from error
+        what = f'{error.strerror or error}' + (f': {error.filename}' if error.filename else '')
+        remedy = ('make room, then' if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+                  else 'once the disk takes writes again,')
+        kept = (f'the snapshots saved so far are kept: {remedy} --resume {log_dir} continues '
+                'from the newest' if _holds_a_snapshot(log_dir) else
+                'no snapshot was saved yet, so the run starts again once the disk takes writes')
+        raise RunWriteError(error.errno, f"the run's logs in {log_dir} could not be written "
+                                         f'({what}); {kept}') from error
     finally:
         threading.excepthook = previous
 
@@ -110,15 +114,40 @@ def worker_tracebacks_logged(log_dir: str):
     try:
         yield
     except Exception as error:
-        if getattr(error, 'worker_traceback', None):
+        full = getattr(error, 'full_message', None)
+        if getattr(error, 'worker_traceback', None) and full and not getattr(
+                error, 'traceback_file', None):
             path = os.path.join(log_dir, 'debug.log')
-            try:
-                with open(path, 'a', encoding='utf-8') as f:
-                    f.write(f'\n{error}\n')
+            if _append_to_regular_file(path, f'\n{full}\n'):
                 error.traceback_file = path
-            except OSError:
-                pass
         raise
+
+
+def _append_to_regular_file(path: str, text: str) -> bool:
+    """Append ``text`` to ``path`` if it is a regular file or missing (then made), not
+    through a link, without blocking on a named pipe; whether it was written whole."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        data = text.encode('utf-8', errors='replace')
+        return os.write(fd, data) == len(data)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _holds_a_snapshot(log_dir: str) -> bool:
+    try:
+        return any(name == 'params.pkl' or (name.startswith('itr_') and name.endswith('.pkl'))
+                   for name in os.listdir(log_dir))
+    except OSError:
+        return False
 
 
 def _close_loggers_quietly():

@@ -88,9 +88,16 @@ class SamplerWorkerError(RuntimeError):
         self.context = context
 
     @property
+    def full_message(self) -> str:
+        """The message as written, traceback included (``str()`` of the subclasses made
+        for built-in types is theirs: a ``KeyError`` quotes it, a ``UnicodeDecodeError``
+        or ``SyntaxError`` formats its own fields)."""
+        return self.args[0] if self.args and isinstance(self.args[0], str) else str(self)
+
+    @property
     def summary(self) -> str:
         """The message without the worker's traceback: what it raised, and where."""
-        return str(self).split(_TRACEBACK_HEADER, 1)[0]
+        return self.full_message.split(_TRACEBACK_HEADER, 1)[0]
 
     def __reduce__(self):
         return (SamplerWorkerError, (str(self), self.worker,

@@ -106,8 +106,9 @@ def test_sampler_arguments_are_checked(reach, ml10):
     test = MetaWorldTaskSampler(ml10, 'test', seed=0)
     assert test.goals_per_class == 50 and test.check_distinct_goals(250) == 250
     with pytest.raises(ValueError, match=r'n_test_tasks=255 asks 51 goals of each of the 5 '
-                                         r'test classes of ML10, which has 50 a class: a goal '
-                                         r'would be drawn and counted twice; at most 250'):
+                                         r'test classes of ML10, which has 50 goals a class: '
+                                         r'a goal would be drawn and counted twice; at most '
+                                         r'250'):
         test.check_distinct_goals(255, 'n_test_tasks')
 
 
@@ -152,6 +153,25 @@ def test_goals_are_drawn_without_replacement_until_all_are_used(reach):
     goals = _rand_vecs(sampler.sample(30) + sampler.sample(20))
     assert len(np.unique(np.array(goals), axis=0)) == 50
     assert len(sampler.sample(4, with_replacement=True)) == 4
+
+
+def test_a_meta_tests_draw_never_holds_a_goal_twice(reach):
+    """Draws of 30 of 50 goals cross a cycle's end: the test split's draw takes the last
+    cycle's goals first and the new cycle's others after them, so no draw repeats a goal
+    (the training split keeps the cycle as drawn); where draws divide the 50 goals nothing
+    is left over and the two splits draw the same goals, as before."""
+    test = MetaWorldTaskSampler(reach, 'test', seed=0)
+    for _ in range(6):
+        assert len(np.unique(np.array(_rand_vecs(test.sample(30))), axis=0)) == 30
+    train = MetaWorldTaskSampler(reach, 'train', seed=0)
+    assert min(len(np.unique(np.array(_rand_vecs(train.sample(30))), axis=0))
+               for _ in range(6)) < 30  # (the training split may repeat one)
+    test, train = (MetaWorldTaskSampler(reach, kind, seed=0) for kind in ('test', 'train'))
+    order = [[test._tasks['reach-v3'].index(u.task) for u in test.sample(10)]  # pylint: disable=protected-access
+             for _ in range(12)]
+    same = [[train._tasks['reach-v3'].index(u.task) for u in train.sample(10)]  # pylint: disable=protected-access
+            for _ in range(12)]
+    assert order == same
 
 
 # ---------------------------------------------------------- env / update

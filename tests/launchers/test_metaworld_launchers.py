@@ -142,7 +142,7 @@ def test_protocol_options_are_checked(ml1_run, tmp_path):
     # ML1 has 50 test goals: 51 would count one twice, as if distinct.
     many = _invoke('meta_test', ml1_run, '--goals-per-class', 51, '--csv', tmp_path / 'x.csv')
     assert many.exit_code == 2 and ('--goals-per-class: 51 goals of each test class, but '
-                                    'ML1 has 50 a class') in many.output, many.output
+                                    'ML1 has 50 goals a class') in many.output, many.output
     many = _invoke('meta_test', ml1_run, '--n-test-tasks', 51, '--csv', tmp_path / 'x.csv')
     assert many.exit_code == 2 and 'n_test_tasks=51 asks 51 goals' in many.output, many.output
     assert not (tmp_path / 'x.csv').exists()

@@ -226,3 +226,8 @@ def test_seeds_that_log_other_env_steps_are_averaged_at_equal_env_steps(tmp_path
     xs, means, _ = plotting.plot_bands(tmp_path / 'ac.png', {'g': [a, c]}, [None])['g'][
         'post-update']
     assert xs == [100., 200., 300.] and means == pytest.approx([2., 3., 4.])
+    # Runs whose steps do not overlap have no x at which to be averaged: said so.
+    late = _rows_at([1000, 2000], [1., 2.])
+    with pytest.raises(ValueError, match=r'g: its runs logged .* over TotalEnvSteps ranges '
+                                         r'that do not overlap \(100-300, 1000-2000\)'):
+        plotting.plot_bands(tmp_path / 'late.png', {'g': [a, late]}, [None])

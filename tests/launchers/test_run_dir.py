@@ -376,9 +376,22 @@ def test_dot_dot_after_a_link_is_resolved_as_the_kernel_resolves_it(tmp_path, mo
     assert kernel_abspath('l/run') == str(tmp_path / 'l' / 'run')
     os.makedirs(normal_dir(given))
     assert (tmp_path / 'real' / 'run').is_dir() and not (tmp_path / 'run').exists()
+    # Where the kernel cannot follow the '..' (the component before it is a file, a link to
+    # nothing, a link loop, or missing) the path is refused, not cancelled as text.
+    (tmp_path / 'loop').symlink_to('loop')
+    (tmp_path / 'dangling').symlink_to('nothing')
+    (tmp_path / 'afile').write_text('')
+    for name, why in (('loop', 'is a symbolic link loop'),
+                      ('dangling', "is a symbolic link to 'nothing', which does not exist"),
+                      ('afile', 'is not a directory'), ('missing', 'does not exist')):
+        with pytest.raises(ValueError, match=f"'{name}/../x' cannot be written: '.*/{name}' "
+                                             f'{why}, so the .. after it cannot be followed'):
+            check_output_path(f'{name}/../x', '--out')
+        with pytest.raises(ValueError, match='cannot be a directory: .* cannot be followed'):
+            check_input_dir(f'{name}/../x', '--runs-dir')
 
 
-def test_run_files_written_turns_only_a_refusing_disk_into_one_error(capsys):
+def test_run_files_written_turns_only_a_refusing_disk_into_one_error(capsys, tmp_path):
     """A full disk (or quota, a read-only remount...) becomes RunWriteError naming the run
     dir; another OSError, and a snapshot's own error (which names its file), pass as they
     are; a logging thread that meets the full disk is one warning line."""
@@ -387,12 +400,23 @@ def test_run_files_written_turns_only_a_refusing_disk_into_one_error(capsys):
 
     from garage_promp._garage_compat import SnapshotWriteError  # pylint: disable=import-outside-toplevel
     from garage_promp.experiment.run_dir import RunWriteError, run_files_written  # pylint: disable=import-outside-toplevel
-    for number in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
-        with pytest.raises(RunWriteError, match=r"^the run's logs in /r could not be written "
+    with pytest.raises(RunWriteError, match=r"^the run's logs in .* could not be written \(No "
+                                             r'space left on device\); no snapshot was saved '
+                                             'yet, so the run starts again'):
+        with run_files_written(str(tmp_path)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    (tmp_path / 'itr_0.pkl').write_bytes(b'')
+    for number in (errno.ENOSPC, errno.EDQUOT):
+        with pytest.raises(RunWriteError, match=r"^the run's logs in .* could not be written "
                                                  r'\(.*\); the snapshots saved so far are '
-                                                 'kept: make room, then --resume /r'):
-            with run_files_written('/r'):
+                                                 f'kept: make room, then --resume {tmp_path}'):
+            with run_files_written(str(tmp_path)):
                 raise OSError(number, os.strerror(number))
+    with pytest.raises(RunWriteError, match=r'\(Read-only file system: /x/progress.csv\); '
+                                             r'the snapshots .* kept: once the disk takes '
+                                             'writes again, --resume'):
+        with run_files_written(str(tmp_path)):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), '/x/progress.csv')
     with pytest.raises(PermissionError):
         with run_files_written('/r'):
             raise PermissionError(errno.EACCES, 'Permission denied')
@@ -411,3 +435,37 @@ def test_run_files_written_turns_only_a_refusing_disk_into_one_error(capsys):
     err = capsys.readouterr().err
     assert err == ('Warning: a logging thread (writer) stopped: [Errno 28] No space left on '
                    'device\n')
+
+
+@pytest.mark.parametrize('kind', ['KeyError', 'UnicodeDecodeError', 'SyntaxError', 'ValueError'])
+def test_a_workers_traceback_goes_to_a_regular_debug_log_only(tmp_path, kind):
+    """The whole message, traceback included, is appended to the run's debug.log and the
+    error names the file; a built-in type whose str() is its own (a KeyError quotes it, a
+    UnicodeDecodeError formats its fields) keeps the message as written. A debug.log that
+    is a named pipe or a link is not written (nor waited on): the message keeps it all."""
+    from garage_promp.experiment.run_dir import worker_tracebacks_logged  # pylint: disable=import-outside-toplevel
+    from garage_promp.sampler.backends import FailureReport, worker_error  # pylint: disable=import-outside-toplevel
+    from garage_promp.validation import _message  # pylint: disable=import-outside-toplevel
+
+    def raised(log_dir):
+        error = worker_error(FailureReport(1, 'builtins', kind, 'boom', 'TB line\n', 'ctx'))
+        with pytest.raises(type(error)) as info:
+            with worker_tracebacks_logged(str(log_dir)):
+                raise error
+        return info.value
+
+    error = raised(tmp_path)
+    assert _message(error) == (f'sampler worker 1 raised {kind}: boom\n  while sampling ctx\n'
+                               f"  (the worker's traceback is in {tmp_path / 'debug.log'})")
+    assert 'worker traceback:\nTB line' in (tmp_path / 'debug.log').read_text()
+    for odd in ('fifo', 'link'):
+        log_dir = tmp_path / odd
+        log_dir.mkdir()
+        if odd == 'fifo':
+            os.mkfifo(log_dir / 'debug.log')
+        else:
+            (log_dir / 'debug.log').symlink_to(tmp_path / 'elsewhere.log')
+        error = raised(log_dir)
+        assert not hasattr(error, 'traceback_file')
+        assert _message(error).endswith('worker traceback:\nTB line\n')
+    assert not (tmp_path / 'elsewhere.log').exists()
