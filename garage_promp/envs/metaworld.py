@@ -28,6 +28,7 @@ and is imported on first use, so importing this module (or
 """
 from __future__ import annotations
 
+import copy
 import difflib
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
@@ -167,9 +168,31 @@ def make_benchmark(name: str,
         seed = deterministic.get_seed()
         seed = DEFAULT_SEED if seed is None else seed
     seed = check_seed(seed)
-    if name == 'ML1':
-        return _metaworld().ML1(task, seed=seed)
-    return getattr(_metaworld(), name)(seed=seed)
+    key = (name, task, seed)
+    if key not in _BENCHMARKS:
+        # Meta-World draws each class's 50 goals by resetting an env 50 times (its hand's
+        # reset is 100 simulation steps): 1 s for ML1, 7 for ML10, 40 for ML45 on the
+        # 2-core machine. The goals are a function of (name, task, seed) alone (Meta-World
+        # seeds numpy's global generator for them and puts its state back), so a process
+        # that builds a benchmark again (train, then meta-test) takes the first one's.
+        _BENCHMARKS[key] = (_metaworld().ML1(task, seed=seed) if name == 'ML1'
+                            else getattr(_metaworld(), name)(seed=seed))
+    return _copy_of(_BENCHMARKS[key])
+
+
+#: The benchmarks this process has built (:func:`make_benchmark`).
+_BENCHMARKS = {}
+
+
+def _copy_of(benchmark):
+    """A copy of a cached benchmark whose task lists and class dicts are its own (a caller
+    that edits them does not edit the next caller's); the tasks are immutable."""
+    other = copy.copy(benchmark)
+    for attribute in ('_train_classes', '_test_classes', '_train_tasks', '_test_tasks'):
+        value = getattr(benchmark, attribute, None)
+        if value is not None:
+            setattr(other, attribute, copy.copy(value))
+    return other
 
 
 class MetaWorldEnv(GymnasiumEnv):

@@ -79,6 +79,26 @@ def test_benchmark_arguments_are_checked():
         make_benchmark('ML1', task='reach-v3', seed=-1)
 
 
+@pytest.mark.metaworld
+def test_a_benchmark_built_again_in_a_process_is_meta_worlds_own_with_lists_of_its_own(reach):
+    """The second make_benchmark of the same (name, task, seed) takes the first one's goals
+    (Meta-World's own construction resets each class's env 50 times), as Meta-World builds
+    them, in lists the caller may edit without editing the next caller's; numpy's global
+    generator is left as it was, as by Meta-World."""
+    import metaworld  # pylint: disable=import-outside-toplevel
+    state = np.random.get_state()[1].copy()
+    again = make_benchmark('ML1', 'reach-v3', seed=1)
+    assert (np.random.get_state()[1] == state).all()
+    fresh = metaworld.ML1('reach-v3', seed=1)
+    for split in ('train_tasks', 'test_tasks'):
+        assert getattr(again, split) == getattr(fresh, split) == getattr(reach, split)
+        assert getattr(again, split) is not getattr(reach, split)
+    assert list(again.train_classes) == list(fresh.train_classes)
+    again.train_tasks.clear()
+    assert len(make_benchmark('ML1', 'reach-v3', seed=1).train_tasks) == 50
+    assert make_benchmark('ML1', 'reach-v3', seed=2).train_tasks != fresh.train_tasks
+
+
 # --------------------------------------------------------------- sampler
 @pytest.mark.metaworld
 def test_sampler_arguments_are_checked(reach, ml10):
