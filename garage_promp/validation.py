@@ -391,12 +391,11 @@ def _output_path_problem(path: Any, directory: bool) -> str | None:
     broken = _broken_link_above(full)
     if broken:
         return f'{text!r} cannot be written: {broken}'
-    if os.path.islink(full) and not os.path.exists(full):
-        # Writers go different ways here (open() follows it, garage's run naming
-        # moves beside it): refused rather than guessed.
-        if file_kind(full) == 'a symbolic link loop':
-            return f'{text!r} is a symbolic link loop (through {os.readlink(full)!r})'
-        return f'{text!r} is a symbolic link to {os.readlink(full)!r}, which does not exist'
+    # Writers go different ways at a link to nothing (open() follows it, garage's run
+    # naming moves beside it): refused rather than guessed.
+    broken = _broken_link(full)
+    if broken:
+        return f'{text!r} {broken}'
     if os.path.exists(full) and os.path.isdir(full) != directory:
         return f'{text!r} exists and is not a {what}'
     if not directory and os.path.exists(full) and not os.path.isfile(full):
@@ -450,13 +449,8 @@ def _dot_dot_problem(path: Any) -> str | None:
         before = os.sep.join(parts[:i]) or os.sep
         if os.path.isdir(before):
             continue
-        if os.path.islink(before):
-            why = ('is a symbolic link loop' if file_kind(before) == 'a symbolic link loop'
-                   else f'is a symbolic link to {os.readlink(before)!r}, which does not exist')
-        elif os.path.lexists(before):
-            why = 'is not a directory'
-        else:
-            why = 'does not exist'
+        why = _broken_link(before) or ('is not a directory' if os.path.lexists(before)
+                                       else 'does not exist')
         return f'{before!r} {why}, so the .. after it cannot be followed'
     return None
 
@@ -467,13 +461,21 @@ def _broken_link_above(full: str) -> str | None:
     nearest existing directory would pass it by and accept a path no one can create)."""
     parent = os.path.dirname(full)
     while parent != os.path.dirname(parent):
-        if os.path.islink(parent) and not os.path.exists(parent):
-            if file_kind(parent) == 'a symbolic link loop':
-                return f'{parent!r} is a symbolic link loop (through {os.readlink(parent)!r})'
-            return (f'{parent!r} is a symbolic link to {os.readlink(parent)!r}, which does not '
-                    'exist')
+        broken = _broken_link(parent)
+        if broken:
+            return f'{parent!r} {broken}'
         parent = os.path.dirname(parent)
     return None
+
+
+def _broken_link(path: str) -> str | None:
+    """What ``path`` is, if it is a symbolic link that leads nowhere (a loop, or a link to
+    nothing); None for anything else."""
+    if not os.path.islink(path) or os.path.exists(path):
+        return None
+    if file_kind(path) == 'a symbolic link loop':
+        return f'is a symbolic link loop (through {os.readlink(path)!r})'
+    return f'is a symbolic link to {os.readlink(path)!r}, which does not exist'
 
 
 def _nearest_existing(path: str) -> str:

@@ -114,7 +114,6 @@ def invoke_script(path, *args, env=None, command='main'):
                                  stderr=stderr)
 
 
-
 def with_options(base, extra):
     """``base`` command-line arguments with ``extra`` appended, an option that both give
     taking ``extra``'s value: the launchers refuse an option given twice."""

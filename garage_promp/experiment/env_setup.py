@@ -59,11 +59,10 @@ class EnvSetup(NamedTuple):
                 meta-test would count a goal twice).
 
         """
-        for sampler, n_tasks, name in ((self.train_tasks, meta_batch_size, 'meta_batch_size'),
-                                       (self.test_tasks, n_test_tasks, 'n_test_tasks')):
-            if n_tasks is not None and isinstance(sampler, MetaWorldTaskSampler):
-                sampler.check_n_tasks(n_tasks, name)
+        if meta_batch_size is not None and isinstance(self.train_tasks, MetaWorldTaskSampler):
+            self.train_tasks.check_n_tasks(meta_batch_size, 'meta_batch_size')
         if n_test_tasks is not None and isinstance(self.test_tasks, MetaWorldTaskSampler):
+            # (a multiple of the classes, and no more goals of one than it has)
             self.test_tasks.check_distinct_goals(n_test_tasks, 'n_test_tasks')
 
 

@@ -38,7 +38,7 @@ from typing import List
 
 from garage_promp._files import file_kind
 from garage_promp._garage_compat import SnapshotWriteError
-from garage_promp.validation import shown
+from garage_promp.validation import check_run_dir, shown
 
 LOCK_NAME = '.lock'
 
@@ -144,10 +144,10 @@ def _append_to_regular_file(path: str, text: str) -> bool:
 
 def _holds_a_snapshot(log_dir: str) -> bool:
     try:
-        return any(name == 'params.pkl' or (name.startswith('itr_') and name.endswith('.pkl'))
-                   for name in os.listdir(log_dir))
-    except OSError:
+        check_run_dir(log_dir)
+    except (ValueError, OSError):
         return False
+    return True
 
 
 def _close_loggers_quietly():
