@@ -1879,7 +1879,7 @@ def run_fig8(campaign: Campaign, quick: bool, deadline: float | None = None):
     out = campaign.results_dir / 'fig8'
     out.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(HERE / 'throughput.py'), '--env', 'HumanoidRandDirec',
-               '--batch', 'small' if quick else 'paper', '--memory-env', '', '--garage-iters', '0',
+               '--batch', 'quick' if quick else 'paper', '--memory-env', '', '--garage-iters', '0',
                '--out', str(out)]
     for algo in FIG8_ALGOS:
         command += ['--algo', algo]

@@ -87,11 +87,25 @@ Workarounds:
    traceback after the run's own error. Such a wrapper has nothing to close; every
    other wrapper closes as before.
 
+13. **Start-up time.** garage and dowel import at module level what only a few of
+   their functions use: ``ray`` (``garage/sampler/ray_sampler.py``), ``cma`` (garage's
+   CMA-ES, ``garage/np/algos/cma_es.py``, which imports ``scipy.stats`` and
+   ``matplotlib.pyplot``), ``scipy.signal`` (``garage/np/_functions.py``) and
+   ``matplotlib.pyplot`` and ``scipy.stats`` (``dowel/tensor_board_output.py``): 1.7 of
+   the 3.7 s a process took to start and 120 of its 374 MiB (``benchmarks/startup.py``),
+   paid by every launcher, sampler worker and ``--help``.
+   Those import statements (:data:`DEFERRED_IMPORTS`) are taken out of the modules' code
+   as it is loaded, and each name is bound to a :class:`DeferredModule` that imports the
+   module at its first attribute access and reads every attribute from it; nothing else
+   in the modules changes (their code is compiled from their files, line numbers kept, and
+   no bytecode of it is cached). A module whose source is not as expected loads as it is.
+
 The import banners of garage's dependencies are avoided by versions, not
 patches: cma>=3.3 imports fully on Python 3.11 (2.7.0, garage's pin, prints
 "Only ``cma.purecma`` has been imported") and gym-notices<0.1 has no notice
 for gym 0.26 (0.1 prints an "unmaintained" banner on every ``import gym``).
 """
+import ast
 import errno
 import importlib.abc
 import importlib.machinery
@@ -204,6 +218,98 @@ def _install_ray_free_import():
     # Workaround 5: garage.sampler imports ray at module level.
     if 'ray' not in sys.modules and not ray_available():
         sys.modules['ray'] = _MissingRayModule('ray')
+
+
+#: Workaround 13: the module-level imports of garage's and dowel's modules that only their
+#: functions use, per module: the name the import binds -> (the module bound, the module to
+#: import at the first attribute access). ``import scipy.signal`` binds ``scipy``;
+#: ``import matplotlib.pyplot as plt`` binds ``plt``.
+DEFERRED_IMPORTS = {
+    'garage.np._functions': {'scipy': ('scipy', 'scipy.signal')},
+    'garage.np.algos.cma_es': {'cma': ('cma', 'cma')},
+    'garage.sampler.ray_sampler': {'ray': ('ray', 'ray')},
+    'dowel.tensor_board_output': {'plt': ('matplotlib.pyplot', 'matplotlib.pyplot'),
+                                  'scipy': ('scipy', 'scipy.stats')},
+}
+
+
+class DeferredModule:
+    """What a deferred import (workaround 13) binds: the module ``bound``, imported (with
+    ``target``) at the first attribute access, each access read from it."""
+
+    __slots__ = ('_bound', '_target')
+
+    def __init__(self, bound: str, target: str):
+        self._bound, self._target = bound, target
+
+    def __getattr__(self, attr):
+        if attr in DeferredModule.__slots__:  # not set yet (a copy being made): no module
+            raise AttributeError(attr)
+        importlib.import_module(self._target)
+        return getattr(sys.modules[self._bound], attr)
+
+    def __repr__(self):
+        return f'<{self._bound}, imported at its first use>'
+
+
+def _deferred_names(tree: ast.Module, deferred: dict) -> list:
+    """Take out of ``tree`` the top-level ``import`` statements that ``deferred`` names (the
+    name an import binds -> (the module it binds, the module it imports)); the names they
+    bound. A name that another top-level import binds too is left as it is."""
+    def binding(alias):
+        if alias.asname:
+            return alias.asname, alias.name, alias.name
+        return alias.name.split('.')[0], alias.name.split('.')[0], alias.name
+
+    imports = [node for node in tree.body if isinstance(node, ast.Import)]
+    bound = [binding(alias)[0] for node in imports for alias in node.names]
+    found = []
+    for node in imports:
+        kept = []
+        for alias in node.names:
+            name, module, imported = binding(alias)
+            if deferred.get(name) == (module, imported) and bound.count(name) == 1:
+                found.append(name)
+            else:
+                kept.append(alias)
+        node.names = kept
+    tree.body = [node for node in tree.body if not (isinstance(node, ast.Import)
+                                                    and not node.names)]
+    return found
+
+
+class _DeferringLoader(importlib.machinery.SourceFileLoader):
+    """Loads a module of :data:`DEFERRED_IMPORTS` from its source with those imports
+    taken out and their names bound to :class:`DeferredModule`s. The code is compiled
+    from the source each time (it is not the file's: no bytecode is cached or read)."""
+
+    def __init__(self, fullname, path, deferred):
+        super().__init__(fullname, path)
+        self._deferred = deferred
+
+    def exec_module(self, module):
+        tree = ast.parse(self.get_data(self.path), self.path)
+        for name in _deferred_names(tree, self._deferred):
+            module.__dict__[name] = DeferredModule(*self._deferred[name])
+        exec(compile(tree, self.path, 'exec', dont_inherit=True), module.__dict__)  # pylint: disable=exec-used
+
+
+class _DeferringFinder(importlib.abc.MetaPathFinder):
+    """Gives the modules of :data:`DEFERRED_IMPORTS` a :class:`_DeferringLoader`."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in DEFERRED_IMPORTS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return spec  # (none, or not a source file: imported as it is)
+        spec.loader = _DeferringLoader(fullname, spec.origin, DEFERRED_IMPORTS[fullname])
+        return spec
+
+
+def _install_deferred_imports():
+    if not any(isinstance(f, _DeferringFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DeferringFinder())
 
 
 def _restore_numpy_aliases():
@@ -607,7 +713,7 @@ def _git_safe_metadata():
 
 
 def apply_import_hooks():
-    """The workarounds ``import garage`` itself needs (1, 2, 5, 7); idempotent.
+    """The workarounds ``import garage`` itself needs (1, 2, 5, 7, 13); idempotent.
 
     Safe before garage is imported: it installs import hooks and patches
     nothing of garage. :mod:`garage_promp._import_order` calls it when
@@ -615,6 +721,7 @@ def apply_import_hooks():
     """
     _install_tensorflow_free_import()
     _install_ray_free_import()
+    _install_deferred_imports()
     _restore_numpy_aliases()
     _quiet_set_seed()
 

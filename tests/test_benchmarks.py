@@ -305,6 +305,18 @@ def test_wave_seeding_benchmark_side_by_side(tmp_path):
     assert '| HopperRandParams | 5 |' in (tmp_path / 'wave_seeding.md').read_text()
 
 
+def test_startup_benchmark_side_by_side(tmp_path):
+    result = _run_benchmark('startup.py', '--repeats', '1', '--out', str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    (row, ) = json.loads((tmp_path / 'startup.json').read_text())['results']
+    assert row['deferred_modules'] == ['cma', 'matplotlib.pyplot', 'ray', 'scipy.signal',
+                                       'scipy.stats']
+    assert row['deferred_s'] > 0 and row['eager_peak_mib'] > 0
+    assert row['time_ratio'] == pytest.approx(row['deferred_s'] / row['eager_s'])
+    assert row['memory_ratio'] == pytest.approx(row['deferred_peak_mib'] / row['eager_peak_mib'])
+    assert '| today / every module |' in (tmp_path / 'startup.md').read_text()
+
+
 def test_wave_seeding_one_by_one_takes_numpys_objects_and_puts_the_sampler_back():
     sys.path.insert(0, str(ROOT / 'benchmarks'))
     try:

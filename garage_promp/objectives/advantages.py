@@ -7,7 +7,6 @@ meta_policy_search/samplers/meta_sample_processor.py): discounting relative to t
 :math:`b_T = 0`, per-task standardisation by the standard deviation (ddof 0).
 """
 import numpy as np
-import scipy.signal
 
 
 def discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:
@@ -15,6 +14,7 @@ def discount_cumsum(x: np.ndarray, discount: float) -> np.ndarray:
 
     Padding zeros at the end of an episode leave the valid cells unchanged.
     """
+    import scipy.signal  # pylint: disable=import-outside-toplevel  (0.6 s: at the first use)
     return scipy.signal.lfilter([1], [1, -discount], x[..., ::-1],
                                 axis=-1)[..., ::-1].astype(np.float64)
 
