@@ -17,8 +17,10 @@ therefore kept per machine, under ``recorded_runs/<fingerprint>/``
 (:func:`numerics_fingerprint`: the processor's instruction sets, torch's
 kernels and threads, the library versions), beside the first recording (the
 files directly in ``recorded_runs/``, made on the development machine of
-2026-11-24). A machine with a recording of its own is held to it; one without
-is held to any recording its numbers equal, and otherwise to the first
+2026-11-24; its two runs of other options on 2026-11-29, on a machine whose six
+other runs gave the first recording's numbers to the last digit). A machine
+with a recording of its own is held to it; one without is held to any
+recording its numbers equal, and otherwise to the first
 recording's epoch-0 sampling (before any update), and the rest is skipped,
 saying how to record one.
 """
@@ -44,6 +46,11 @@ RUNS = {  # file name -> (paper label, env, overrides)
     'LVC-VPG': ('LVC-VPG', 'PointEnvCorner', DENSE),
     'DiCE-VPG': ('DiCE-VPG', 'PointEnvMomentum', {}),
     'ProMP-HalfCheetah': ('ProMP', 'HalfCheetahFwdBack', {}),
+    # Beside the paper's settings: GAE with lambda < 1, ProMP's task minibatches over several
+    # steps, and E-MAML's exploration term in the VPG family (recorded 2026-11-29).
+    'ProMP-options': ('ProMP', 'PointEnvCorner',
+                      {**DENSE, 'gae_lambda': 0.9, 'num_minibatches': 2, 'num_promp_steps': 2}),
+    'E-MAML-VPG': ('E-MAML-VPG', 'PointEnvMomentum', {}),
 }
 #: Other machines round torch's kernels differently (vector width); a real
 #: change moves these numbers by far more.
