@@ -15,7 +15,6 @@ the same followed by importing those modules, which is what every process paid b
 The ratios are taken pair by pair; medians. Run it on quiet cores.
 """
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ import garage_promp  # noqa: F401  (applies the garage compat layer first)
 from garage_promp._garage_compat import DEFERRED_IMPORTS
 from garage_promp.validation import IntRange, StrictCommand
 
-from bench_io import write_results
+from bench_io import medians, write_results
 import click
 
 IMPORT = 'import garage_promp, garage_promp.experiment'
@@ -70,22 +69,19 @@ def measure(repeats: int) -> dict:
     """The two processes alternating ``repeats`` times (after one of each not counted)."""
     modules = deferred_modules()
     eager = f'{IMPORT}; import {", ".join(modules)}'
-    timed_process(IMPORT), timed_process(eager)  # warm the file cache
-    deferred_s, eager_s, deferred_mib, eager_mib = [], [], [], []
+    timed_process(IMPORT)  # warm the file cache
+    timed_process(eager)
+    deferred, every = [], []  # (wall s, peak MiB) per pair
     for _ in range(repeats):
-        wall, mib = timed_process(IMPORT)
-        deferred_s.append(wall)
-        deferred_mib.append(mib)
-        wall, mib = timed_process(eager)
-        eager_s.append(wall)
-        eager_mib.append(mib)
+        deferred.append(timed_process(IMPORT))
+        every.append(timed_process(eager))
     return dict(
         deferred_modules=modules, repeats=repeats,
-        deferred_s=statistics.median(deferred_s), eager_s=statistics.median(eager_s),
-        time_ratio=statistics.median(d / e for d, e in zip(deferred_s, eager_s)),
-        deferred_peak_mib=statistics.median(deferred_mib),
-        eager_peak_mib=statistics.median(eager_mib),
-        memory_ratio=statistics.median(d / e for d, e in zip(deferred_mib, eager_mib)))
+        **medians(deferred_s=[s for s, _ in deferred], eager_s=[s for s, _ in every],
+                  time_ratio=[d[0] / e[0] for d, e in zip(deferred, every)],
+                  deferred_peak_mib=[m for _, m in deferred],
+                  eager_peak_mib=[m for _, m in every],
+                  memory_ratio=[d[1] / e[1] for d, e in zip(deferred, every)]))
 
 
 def format_table(row: dict) -> str:

@@ -9,6 +9,7 @@ from garage.envs import PointEnv
 from garage.experiment.deterministic import set_seed
 from garage.experiment.task_sampler import SetTaskSampler
 from garage.torch.policies import GaussianMLPPolicy
+import torch
 
 HORIZON = 5
 LONG_HORIZON = 20
@@ -83,6 +84,15 @@ class LongPointEnv(ShortPointEnv):
     def __init__(self, **kwargs):
         kwargs.setdefault('max_episode_length', LONG_HORIZON)
         super().__init__(**kwargs)
+
+
+def perturb(policy, scale=0.3, seed=0):
+    """Move every parameter of ``policy`` by ``scale`` N(0, 1), seeded: a θ away from the
+    initial one, where terms that vanish at it (a KL, a clipped ratio's gradient) do not."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
 
 
 def load_script(path, name):

@@ -18,14 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import make_algo
-
-
-def _perturb(policy, scale=0.3, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in policy.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=gen))
+from tests.helpers import make_algo, perturb
 
 
 def _normal(policy, params, batch, i):
@@ -119,7 +112,7 @@ def test_promp_inner_kl_penalty_contributes_its_gradient():
     _, algo = make_algo('ProMP', clip_eps=0.2)
     batches = algo.sample_meta_batch(0)
     algo._current_clip_eps = 0.2
-    _perturb(algo.policy)
+    perturb(algo.policy)
     params = list(algo.policy.parameters())
     algo.inner_kl_coeff = np.array([0.])
     g0 = _flat_grad(algo.meta_objective(batches).objective, params)
@@ -143,7 +136,7 @@ def test_post_update_kl_is_from_the_sampling_policy_to_the_adapted_one(name):
     # KL are KL(π_θ'o ‖ π_θ'(θ)) on D_1: per task the mean over valid steps, then over tasks.
     _, algo = make_algo(name)
     batches = algo.sample_meta_batch(0)
-    _perturb(algo.policy)
+    perturb(algo.policy)
     pre, post = batches
     meta = algo.meta_objective(batches, create_graph=False)
     forward, reverse = [], []
@@ -174,7 +167,7 @@ def test_emaml_term_differentiates_the_pre_update_log_likelihood_at_theta(
     _, explore = make_algo(explore_name, **explore_kwargs)
     _, plain = make_algo(plain_name, **kwargs)
     batches = explore.sample_meta_batch(0)
-    _perturb(explore.policy)
+    perturb(explore.policy)
     plain.policy.load_state_dict(explore.policy.state_dict())
     pre, post = batches
     g_explore = _flat_grad(explore.meta_objective(batches).objective,
@@ -195,7 +188,7 @@ def test_vpg_outer_objective_uses_the_post_update_advantages():
     # vpg_maml.py's outer loss: E_{D_1}[log π_θ'(θ)(a|s) Â_1], with D_1's own advantages.
     _, algo = make_algo('LVCVPG', normalize_adv=False)
     batches = algo.sample_meta_batch(0)
-    _perturb(algo.policy)
+    perturb(algo.policy)
     pre, post = batches
     assert float((pre.advantages - post.advantages).abs().max()) > 1e-2
     meta = algo.meta_objective(batches, create_graph=False)
@@ -242,7 +235,7 @@ def test_adam_epsilon_is_the_references(name):
 def test_logged_loss_before_is_minus_the_objective_before_the_step(name):
     _, algo = make_algo(name, normalize_adv=False)
     batches = algo.sample_meta_batch(0)
-    _perturb(algo.policy, scale=0.5)
+    perturb(algo.policy, scale=0.5)
     if name == 'ProMP':
         algo._current_clip_eps = algo._clip_eps
     before = float(algo.meta_objective(batches, create_graph=False).objective.detach())

@@ -13,14 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import make_algo
-
-
-def _perturb(policy, scale=0.3, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in policy.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=gen))
+from tests.helpers import make_algo, perturb
 
 
 def test_conjugate_gradient_solves_a_small_spd_system():
@@ -50,7 +43,7 @@ def test_promp_objective_is_clipped_surrogate_minus_eta_times_inner_kl():
     _, algo = make_algo('ProMP', init_inner_kl_penalty=5.0, clip_eps=0.2)
     batches = algo.sample_meta_batch(0)
     algo._current_clip_eps = 0.2
-    _perturb(algo.policy)  # θ away from θ_old: the inner KL is positive
+    perturb(algo.policy)  # θ away from θ_old: the inner KL is positive
     meta = algo.meta_objective(batches, create_graph=False)
     kl = meta.stats['InnerKL_Step_0']
     assert kl > 1e-4
@@ -67,7 +60,7 @@ def test_inner_kl_is_the_kl_of_the_sampling_policy_to_the_current_one():
     from garage_promp.policies import distribution_params
     _, algo = make_algo('ProMP')
     batches = algo.sample_meta_batch(0)
-    _perturb(algo.policy)
+    perturb(algo.policy)
     meta = algo.meta_objective(batches, create_graph=False)
     pre = batches[0]
     with torch.no_grad():
@@ -248,7 +241,7 @@ def test_promp_objective_averages_the_kl_penalties_over_inner_steps():
     _, algo = make_algo('ProMP', num_inner_grad_steps=2, clip_eps=0.2)
     algo.inner_kl_coeff = np.array([3.0, 7.0])
     batches = algo.sample_meta_batch(0)
-    _perturb(algo.policy)
+    perturb(algo.policy)
     meta = algo.meta_objective(batches, create_graph=False)
     kl0, kl1 = float(meta.stats['InnerKL_Step_0']), float(meta.stats['InnerKL_Step_1'])
     assert kl0 > 1e-4 and kl1 > 1e-4
