@@ -25,6 +25,7 @@ from garage_promp.sampler import (
     backends,
     split_episodes,
 )
+from garage_promp.sampler.rollout import Job
 
 from garage import EnvStep
 from garage.experiment.task_sampler import SetTaskSampler
@@ -881,6 +882,88 @@ def test_a_worker_hung_in_its_start_up_ends_the_run_naming_it(monkeypatch):
     assert re.search(r'sampler worker \d \(pid \d+\) made no progress', message), message
     assert 'its start-up' in message and 'at least 3 s' in message
     _assert_no_children()
+
+
+#: A pool worker that starts, takes its job, writes the first kilobyte of a 10 MB
+#: result and stops itself (SIGSTOP) there: the main process has a message's start
+#: and will never get the rest (argv as for _worker_entry.py).
+_HALF_SENDING_WORKER = """
+import os, pickle, signal, struct, sys
+from multiprocessing import connection
+fd = int(sys.argv[1])
+conn = connection.Connection(fd)
+conn.recv_bytes()
+conn.send_bytes(pickle.dumps(('ok', None)))
+conn.recv_bytes()
+os.write(fd, struct.pack('!i', 10_000_000) + bytes(1000))
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def _pool_of_scripted_workers(monkeypatch, tmp_path, script, timeout):
+    """A one-worker ProcessPoolBackend whose worker process runs ``script``."""
+    entry = tmp_path / 'worker.py'
+    entry.write_text(script)
+    monkeypatch.setattr(backends, 'WORKER_ENTRY', str(entry))
+    env, policy, _, _ = make_setup(7)
+    return ProcessPoolBackend(dict(policy=policy, env=env, seed=7, max_episode_length=HORIZON),
+                              1, worker_timeout=timeout)
+
+
+def test_a_worker_stopped_halfway_through_its_result_ends_the_run_naming_it(
+        monkeypatch, tmp_path):
+    """The main process never waits inside a message: a worker stopped after its result's
+    first bytes (a SIGSTOP, or a hang, while it sends) is named by the watchdog like any
+    stopped worker, rather than hanging the run in the read of the rest."""
+    pool = _pool_of_scripted_workers(monkeypatch, tmp_path, _HALF_SENDING_WORKER, 1.)
+    pid = pool.pids[0]
+    raised = []
+
+    def collect():
+        try:
+            pool.collect()
+        except SamplerWorkerError as error:
+            raised.append(error)
+
+    pool.submit(0, Job((0, ), []))
+    start = time.monotonic()
+    waiter = threading.Thread(target=collect, daemon=True)
+    waiter.start()
+    waiter.join(60.)
+    try:
+        assert not waiter.is_alive(), 'collect() waited in the half-sent message'
+        assert 1. < time.monotonic() - start < 30.
+        assert len(raised) == 1 and f'sampler worker 0 (pid {pid}) made no progress' in str(
+            raised[0]), raised
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == 'zombie'
+    finally:
+        if waiter.is_alive():
+            os.kill(pid, signal.SIGKILL)  # (the old read then sees the socket's end)
+            waiter.join(10.)
+        pool.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith('garage_promp-reader')]
+
+
+def test_a_pool_reads_every_message_a_dead_worker_sent_before_naming_its_death(
+        monkeypatch, tmp_path):
+    """A worker that sent its result and then died: the result is collected, and only the
+    next wait names the death."""
+    script = _HALF_SENDING_WORKER.replace(
+        "os.write(fd, struct.pack('!i', 10_000_000) + bytes(1000))\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)",
+        "conn.send_bytes(pickle.dumps(('ok', 'the result')))\nos._exit(3)")
+    assert 'the result' in script
+    pool = _pool_of_scripted_workers(monkeypatch, tmp_path, script, 30.)
+    try:
+        pool.submit(0, Job((0, ), []))
+        assert pool._procs[0].wait(30) == 3  # pylint: disable=protected-access
+        assert pool.collect() == (0, 'the result')
+        pool._busy.add(0)  # pylint: disable=protected-access  (as if given a new job)
+        with pytest.raises(SamplerWorkerError, match=r'sampler worker 0 \(pid \d+\) died '
+                                                     r'\(exit code 3\) while sampling'):
+            pool.collect()
+    finally:
+        pool.close()
 
 
 def test_kill_usr1_reaches_a_worker_that_is_still_starting(monkeypatch, capfd):

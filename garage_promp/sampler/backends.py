@@ -14,7 +14,9 @@ Adding a backend is one :class:`Backend` subclass with ``submit``,
 * :class:`ProcessPoolBackend` (``'multiprocessing'``): persistent worker
   processes of our own, each a fresh interpreter (no state of the main
   process, e.g. torch's thread pools, is inherited). One socket pair per
-  worker; per call the worker receives its job and sends back one message.
+  worker; per call the worker receives its job and sends back one message,
+  read whole by a reader thread of the main process's (:class:`_Inbox`), so
+  the main process never waits inside a half-sent message.
 * :class:`RayBackend` (``'ray'``): one Ray actor per worker; the engine for
   more than one machine.
 
@@ -43,6 +45,7 @@ import inspect
 from multiprocessing import connection
 import os
 import pickle
+import queue
 import signal
 import socket
 import subprocess
@@ -564,6 +567,93 @@ def worker_main(conn, worker_id: int):
     worker.close()
 
 
+class _Inbox:
+    """Every pool worker's messages, each read whole by a thread of its worker's own.
+
+    The main process waits on this queue, never inside a message: a worker stopped
+    (SIGSTOP) or stuck halfway through sending its result leaves only its reader
+    thread waiting for the rest, and the main process's wait still ends at its poll
+    interval, where the watchdog names the worker. (A ``recv_bytes`` in the main
+    thread, once ``connection.wait`` had seen a message's first bytes, waited for the
+    rest for ever.) The readers also keep every socket drained while the main process
+    works between waits, so no worker blocks on a full socket buffer meanwhile.
+
+    A reader ends at its socket's end (the worker's death, or :meth:`close`) and then
+    queues ``None`` for its worker, after every message it read.
+    """
+
+    def __init__(self):
+        self._queue = queue.Queue()
+        self._held = collections.defaultdict(collections.deque)  # not yet asked for
+        self._readers = {}
+
+    def watch(self, worker_id: int, conn: connection.Connection):
+        """Start reading worker ``worker_id``'s messages from ``conn``."""
+        reader = threading.Thread(target=self._read, args=(worker_id, conn), daemon=True,
+                                  name=f'garage_promp-reader-{worker_id}')
+        reader.start()
+        self._readers[worker_id] = reader
+
+    def _read(self, worker_id: int, conn: connection.Connection):
+        try:
+            while True:
+                self._queue.put((worker_id, conn.recv_bytes()))
+        except Exception:  # pylint: disable=broad-except  (EOF, a closed or broken socket)
+            self._queue.put((worker_id, None))
+
+    def get(self, pending, timeout: float):
+        """The next message of one of the ``pending`` workers, within ``timeout`` seconds.
+
+        Returns:
+            tuple or None: ``(worker, message bytes)``, ``(worker, None)`` at the end
+            of that worker's socket, or None if none came in time. Messages of other
+            workers are kept, in order, for when they are asked for.
+
+        """
+        for worker_id in sorted(pending):
+            if self._held[worker_id]:
+                return worker_id, self._held[worker_id].popleft()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                worker_id, message = self._queue.get(
+                    timeout=max(0., deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if worker_id in pending:
+                return worker_id, message
+            self._held[worker_id].append(message)
+
+    def ended(self, worker_id: int, timeout: float) -> bool:
+        """Whether worker ``worker_id``'s reader has reached its socket's end (waiting up
+        to ``timeout`` seconds): then everything it sent is queued, and its end."""
+        reader = self._readers.get(worker_id)
+        if reader is None:
+            return True
+        reader.join(timeout)
+        return not reader.is_alive()
+
+    def close(self, conns, timeout: float = 2.):
+        """End every reader (their sockets shut down) and close the sockets.
+
+        A socket is shut down before it is closed: a reader blocked in it then sees its
+        end at once, rather than reading from a descriptor number closed under it (and
+        perhaps reused).
+        """
+        for conn in conns:
+            try:
+                with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + timeout
+        for reader in self._readers.values():
+            reader.join(max(0., deadline - time.monotonic()))
+        for conn in conns:
+            conn.close()
+        self._readers.clear()
+
+
 _LIVE_POOLS = weakref.WeakSet()
 
 
@@ -648,6 +738,7 @@ class ProcessPoolBackend(Backend):
         self._busy = set()
         self._starting = set()  # spawned, not reported in: watched with STARTUP_SECONDS
         self._watchdog = _Watchdog(worker_timeout, self.POLL_SECONDS)
+        self._inbox = _Inbox()
         _LIVE_POOLS.add(self)
         env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
                    OPENBLAS_NUM_THREADS='1')
@@ -663,6 +754,7 @@ class ProcessPoolBackend(Backend):
                 child.close()
                 self._procs.append(proc)
                 self._conns.append(connection.Connection(parent.detach()))
+                self._inbox.watch(worker_id, self._conns[-1])
                 self._starting.add(worker_id)
                 self._watchdog.started(worker_id, STARTUP_WHERE)
             # Each worker's configuration from a thread of its own: a configuration larger
@@ -723,29 +815,38 @@ class ProcessPoolBackend(Backend):
         return [results[w] for w in worker_ids]
 
     def _receive(self, pending, doing: str):
-        """One message from one of the ``pending`` workers: (worker, payload)."""
+        """One message from one of the ``pending`` workers: (worker, payload).
+
+        Waits on the pool's :class:`_Inbox` (whole messages only), and at least every
+        POLL_SECONDS asks the watchdog about the pending workers and looks for one whose
+        process has ended.
+        """
         if not pending:
             raise RuntimeError('collect() without a submitted job')
+        checked = time.monotonic()
         while True:
-            waitables = {self._conns[w]: w for w in sorted(pending)}
-            ready = connection.wait(list(waitables), timeout=self.POLL_SECONDS)
-            for conn in ready:
-                worker_id = waitables[conn]
-                try:
-                    status, payload = pickle.loads(conn.recv_bytes())
-                except (EOFError, OSError):
-                    raise self._death(worker_id, doing) from None
+            got = self._inbox.get(pending, self.POLL_SECONDS)
+            if got is not None:
+                worker_id, message = got
+                if message is None:
+                    raise self._death(worker_id, doing)
+                status, payload = pickle.loads(message)
                 if status == 'error':
                     raise worker_error(payload)
-                if status == 'progress':
-                    self._watchdog.note(worker_id, *payload)
+                if status != 'progress':
+                    return worker_id, payload
+                self._watchdog.note(worker_id, *payload)
+                if time.monotonic() - checked < self.POLL_SECONDS:
                     continue
-                return worker_id, payload
+            checked = time.monotonic()
             self._watchdog.check(pending & self._busy, self._describe)
             self._watchdog.check(pending & self._starting, self._describe, STARTUP_SECONDS)
             for worker_id in sorted(pending):
+                # An ended process whose reader has read all it sent: its messages and
+                # then its end come next; one whose socket stays open (a child of the
+                # worker holding it) is dead all the same.
                 if self._procs[worker_id].poll() is not None and \
-                        not self._conns[worker_id].poll():
+                        not self._inbox.ended(worker_id, 2.):
                     raise self._death(worker_id, doing)
 
     def _describe(self, worker_id: int) -> str:
@@ -793,8 +894,7 @@ class ProcessPoolBackend(Backend):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
-        for conn in self._conns:
-            conn.close()
+        self._inbox.close(self._conns)
         self._procs, self._conns = [], []
         self._busy, self._starting = set(), set()
 
