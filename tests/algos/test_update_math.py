@@ -280,6 +280,39 @@ def test_a_rejected_trpo_step_puts_theta_back(monkeypatch):
         assert torch.equal(before, after.detach())
 
 
+@pytest.mark.parametrize('gain, kl_over_delta, accepted', [
+    (0., 0., False),   # the surrogate unchanged: no improvement (strictly greater needed)
+    (1e-3, 1., True),  # KL exactly δ: inside the trust region (the reference's loop test)
+    (1e-3, 1.0001, False),
+])
+def test_the_line_search_accepts_a_strict_improvement_within_kl_at_most_delta(
+        monkeypatch, gain, kl_over_delta, accepted):
+    """The acceptance rule at its two boundaries (the reference's ``loss < loss_before and
+    constraint_val <= max_constraint_val``, without its post-check that rejected KL == δ;
+    docs/algorithms.md): every trial reports the surrogate ``gain`` above its value at θ
+    and a KL of ``kl_over_delta`` δ exactly."""
+    _, algo = make_algo('TRPOMAML', max_backtracks=3)
+    batches = algo.sample_meta_batch(0)
+    real, before = algo.meta_objective, []
+
+    def boundary(*args, create_graph=True, **kwargs):
+        meta = real(*args, create_graph=create_graph, **kwargs)
+        if create_graph:
+            before.append(float(meta.objective.detach()))
+            return meta
+        return meta._replace(
+            objective=torch.tensor(before[0] + gain, dtype=torch.float64),
+            kl=torch.tensor(kl_over_delta * algo._max_kl_step,  # pylint: disable=protected-access
+                            dtype=torch.float64))
+
+    monkeypatch.setattr(algo, 'meta_objective', boundary)
+    with tabular.prefix('t/'):
+        algo.optimize(0, batches)
+        logged = dict(tabular.as_dict)
+    assert logged['t/StepAccepted'] == float(accepted)
+    assert logged['t/LineSearchBacktracks'] == (0 if accepted else 2)
+
+
 def test_the_line_search_ends_at_a_trial_that_is_theta_itself(monkeypatch):
     """A zero gradient (a sparse reward no episode reached) gives a zero step: the first
     trial is θ, and so would every later one be; the reference's loop evaluated all
