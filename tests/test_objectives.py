@@ -35,6 +35,13 @@ def test_gaussian_kl_matches_torch_and_is_zero_at_equal_arguments():
     assert torch.allclose(obj.gaussian_kl(mean, log_std, mean2, log_std2),
                           expected)
     assert torch.all(obj.gaussian_kl(mean, log_std, mean, log_std) == 0)
+    # Narrow policies (σ ~ 1e-5, where the reference's 1e-8 in the denominator would
+    # dominate 2σ²): still the exact KL, to float64's precision.
+    narrow, narrow2 = log_std.double() - 11.5, log_std2.double() - 11.5
+    p = torch.distributions.Normal(mean.double(), torch.exp(narrow))
+    q = torch.distributions.Normal(mean.double() + 1e-5, torch.exp(narrow2))
+    assert torch.allclose(obj.gaussian_kl(mean.double(), narrow, mean.double() + 1e-5, narrow2),
+                          torch.distributions.kl_divergence(p, q).sum(-1), rtol=1e-9)
 
 
 def test_magic_box_is_one_with_gradient_of_its_argument():
