@@ -9,14 +9,30 @@ import time
 
 
 def write_results(out, stem: str, results, table: str, **settings) -> None:
-    """``<stem>.json`` (the machine, date, ``settings`` and ``results``) and ``<stem>.md``
-    (``table``) in the directory ``out``, made if missing."""
+    """``<stem>.json`` (the machine, its CPU, the date and time, ``settings`` and
+    ``results``) and ``<stem>.md`` (``table``) in the directory ``out``, made if missing."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     meta = dict(date=time.strftime('%Y-%m-%d'), machine=platform.node(),
-                processor=platform.processor(), cores=os.cpu_count(), **settings)
+                processor=processor_name(), cores=os.cpu_count(),
+                written=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), **settings)
     (out / f'{stem}.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
     (out / f'{stem}.md').write_text(table + '\n')
+
+
+def processor_name(cpuinfo='/proc/cpuinfo') -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``: the same cloud machine
+    name can stand for different CPUs from one day to the next), else
+    ``platform.processor()`` (empty on Linux, where the file is)."""
+    try:
+        with open(cpuinfo, encoding='utf-8', errors='replace') as lines:
+            for line in lines:
+                key, _, value = line.partition(':')
+                if key.strip() == 'model name' and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def medians(**samples) -> dict:

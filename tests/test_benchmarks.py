@@ -4,6 +4,7 @@ import inspect
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -504,6 +505,25 @@ def test_throughput_checks_mode_writes_the_checks_table(tmp_path):
     assert [(r['env'], r['path'], r['repeats']) for r in saved['results']] == [
         ('HalfCheetahFwdBack', 'lean', 1), ('HalfCheetahFwdBack', 'wrapped', 1)]
     assert '| HalfCheetahFwdBack | wrapped |' in result.output
+
+
+def test_saved_results_name_the_cpu_and_when_they_were_written(tmp_path):
+    """Every benchmark's JSON records the CPU's model (read from /proc/cpuinfo: the machine's
+    name alone does not tell the CPUs of one day from another's) and when it was written."""
+    bench_io = load_script(ROOT / 'benchmarks' / 'bench_io.py', 'bench_io_meta')
+    cpuinfo = tmp_path / 'cpuinfo'
+    cpuinfo.write_text('processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9B14\n'
+                       'processor\t: 1\nmodel name\t: AMD EPYC 9B14\n')
+    assert bench_io.processor_name(cpuinfo) == 'AMD EPYC 9B14'
+    cpuinfo.write_text('processor\t: 0\nmodel name\t: \n')
+    assert bench_io.processor_name(cpuinfo) == bench_io.platform.processor()
+    assert bench_io.processor_name(tmp_path / 'missing') == bench_io.platform.processor()
+    bench_io.write_results(tmp_path / 'out', 'r', [dict(x=1.)], '| x |', setting=2)
+    meta = json.loads((tmp_path / 'out' / 'r.json').read_text())['meta']
+    assert meta['processor'] == bench_io.processor_name() and meta['setting'] == 2
+    assert re.fullmatch(r'\d{4}-\d\d-\d\d \d\d:\d\d UTC', meta['written']), meta
+    if pathlib.Path('/proc/cpuinfo').exists():
+        assert meta['processor']
 
 
 def test_learning_says_set_does_not_reach_garages_own_mamltrpo(tmp_path, capsys):
