@@ -828,6 +828,96 @@ def test_a_stopped_worker_ends_the_run_naming_it():
     _assert_no_children()
 
 
+class _Clock:
+    """A watchdog's clock whose time and lost time a test sets."""
+
+    def __init__(self):
+        self.time, self.lost_seconds = 100., 0.
+
+    def now(self):
+        return self.time
+
+    def lost(self):
+        return self.lost_seconds
+
+
+def test_the_watchdog_counts_a_workers_silence_without_the_time_this_process_lost():
+    clock = _Clock()
+    watchdog = backends._Watchdog(2., 0.5, clock=clock)  # pylint: disable=protected-access
+    name = lambda w: f'sampler worker {w}'  # noqa: E731
+    watchdog.started(0)
+    watchdog.started(1)
+    clock.time += 1.5
+    watchdog.note(1, 7, 'task slot 1')  # worker 1 moves; worker 0 says nothing
+    clock.lost_seconds = 1.5  # then this process is stopped for 1.5 s
+    clock.time += 1.
+    watchdog.check([0, 1], name)  # worker 0: 2.5 s of silence, 1.5 of them lost
+    clock.time += 1.1
+    with pytest.raises(SamplerWorkerError, match='sampler worker 0 made no progress for 2 s'):
+        watchdog.check([0, 1], name)
+    clock.time += 1.5
+    watchdog.note(1, 7, 'task slot 1')  # the same count: no progress since the first note
+    with pytest.raises(SamplerWorkerError, match='sampler worker 1 made no progress for 2 s'):
+        watchdog.check([1], name)
+    watchdog.check([1], name, at_least=3.)  # a start-up's allowance
+
+
+def test_the_suspension_clock_counts_a_stop_of_this_process_and_not_its_work():
+    """SIGSTOP for 3 s (sent by a child, which sends SIGCONT after) is lost time; 1.5 s of
+    the main thread's work or sleep is not."""
+    clock = backends._SuspensionClock()  # pylint: disable=protected-access
+    before = clock.lost()
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        pass
+    time.sleep(0.5)
+    assert clock.lost() == before
+    pid = os.getpid()
+    stopper = subprocess.Popen(['sh', '-c', f'kill -STOP {pid}; sleep 3; kill -CONT {pid}'])
+    stopper.wait(30)
+    lost = clock.lost() - before
+    assert 2.5 < lost < 3.5 + stopper.returncode, lost
+
+
+def test_a_worker_stopped_late_in_a_run_of_fast_jobs_is_named_after_the_timeout():
+    """Jobs each collected within a poll leave the watchdog unconsulted for long; a worker
+    stopped after seconds of them is still named after worker_timeout (it was named after
+    about the run's age, the wait since the last check taken for a stop of this process)."""
+    policy, sampler = _sampler_with_timeout(LongPointEnv, 1.)
+    sampler.start_worker()
+    pids = sampler.backend.pids
+    tasks, params = _early_ending_tasks()[:4], _noisy_params(policy, 4)
+    end = time.monotonic() + 6.
+    while time.monotonic() < end:
+        sampler.obtain_meta_batch(tasks, params, 1)
+    os.kill(pids[1], signal.SIGSTOP)
+    start = time.monotonic()
+    with pytest.raises(SamplerWorkerError, match=f'sampler worker 1 \\(pid {pids[1]}\\) '
+                                                 'made no progress for 1 s'):
+        sampler.obtain_meta_batch(tasks, params, 1)
+    assert time.monotonic() - start < 4.
+    _assert_no_children()
+
+
+def test_a_stop_of_the_main_process_ends_nothing():
+    """The main process stopped for 3 s (SIGSTOP, then SIGCONT) while its workers sample:
+    its own lost time is not the workers' silence, whatever worker_timeout is."""
+    policy, sampler = _sampler_with_timeout(_SlowGoalEnv, 1.)
+    sampler.start_worker()
+    pid = os.getpid()
+    stopper = subprocess.Popen(['sh', '-c', f'sleep 0.5; kill -STOP {pid}; sleep 3; '
+                                            f'kill -CONT {pid}'])
+    try:
+        start = time.monotonic()
+        batch = sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4),
+                                          4)
+        assert time.monotonic() - start > 3.
+        assert len(batch.lengths) == 16
+    finally:
+        stopper.wait(30)
+        sampler.shutdown_worker()
+
+
 def test_a_worker_stopped_while_idle_ends_the_run_when_its_job_is_larger_than_a_pipe():
     """A job larger than the socket's buffer (a wide policy's parameters for each task)
     sent to a worker stopped between jobs would block its sender for ever; it is sent from

@@ -299,6 +299,64 @@ STALL_NOTICE_SECONDS = 30.
 DEFAULT_WORKER_TIMEOUT = 600.
 
 
+class _SuspensionClock:
+    """Seconds this process was not running (stopped by SIGSTOP or Ctrl-Z, the machine
+    suspended), for the watchdog to leave out of a worker's silence: it could not hear
+    the worker meanwhile, and a stopped process group's workers stood still too.
+
+    A daemon thread looks at the clock every TICK_SECONDS; a look that comes more than
+    LATE_SECONDS after the previous one counts the delay as time the process was not
+    running. :meth:`lost` looks too, so a stop that ended a moment ago counts before the
+    thread wakes. Time the main thread spends working (a learner's step between two
+    waits) is not lost: the thread runs beside it. (Deciding from the gap between two
+    checks, as this once did, took every long wait without a check (fast jobs, each
+    collected within a poll) for a stop, and so forgave a worker stopped afterwards for
+    as long as the run had gone on.)
+    """
+
+    TICK_SECONDS = 0.25
+    LATE_SECONDS = 2.
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._lost = 0.
+        self._seen = time.monotonic()
+        self._pid = None
+
+    def _look(self) -> float:
+        with self._lock:
+            now = time.monotonic()
+            late = now - self._seen - self.TICK_SECONDS
+            if late > self.LATE_SECONDS:
+                self._lost += late
+            self._seen = now
+            return self._lost
+
+    def _tick(self):
+        while True:
+            time.sleep(self.TICK_SECONDS)
+            self._look()
+
+    @staticmethod
+    def now() -> float:
+        """The monotonic clock the watchdog measures silences with."""
+        return time.monotonic()
+
+    def lost(self) -> float:
+        """Seconds lost so far (a running total: subtract an earlier reading)."""
+        if self._pid != os.getpid():  # first use, or a forked child (no thread of ours)
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._pid, self._seen = os.getpid(), time.monotonic()
+                    threading.Thread(target=self._tick, daemon=True,
+                                     name='garage_promp-suspension-clock').start()
+        return self._look()
+
+
+#: This process's :class:`_SuspensionClock` (one thread, shared by every watchdog).
+SUSPENSION_CLOCK = _SuspensionClock()
+
+
 class _Watchdog:
     """Busy workers' progress: the run ends when one stands still too long.
 
@@ -310,29 +368,36 @@ class _Watchdog:
     seconds (or that reports nothing: stopped, or stuck in native code) ends
     the run with a ``SamplerWorkerError`` naming it, its env, task slot,
     episode and step; after STALL_NOTICE_SECONDS the console says which
-    worker the run waits for.
+    worker the run waits for. Time this process itself was not running
+    (:class:`_SuspensionClock`) is not counted against a worker.
 
     Args:
         timeout (float or None): ``worker_timeout``; None: wait forever.
         poll_seconds (float): How often the backend calls :meth:`check`.
+        clock (_SuspensionClock): Where the time and the lost time are read (tests
+            give their own).
 
     """
 
-    def __init__(self, timeout: float | None, poll_seconds: float):
+    def __init__(self, timeout: float | None, poll_seconds: float,
+                 clock: '_SuspensionClock | None' = None):
         self.timeout = timeout
         self._poll_seconds = poll_seconds
-        self._progress = {}  # worker -> (its step counter, where, when it last moved)
-        self._last_check = None
+        self._clock = SUSPENSION_CLOCK if clock is None else clock
+        # worker -> (its step counter, where, when it last moved, lost time then)
+        self._progress = {}
 
     def started(self, worker_id: int, where: str = 'its job start'):
         """Worker ``worker_id`` has just been given a job (or started: ``where``)."""
-        self._progress[worker_id] = (None, where, time.monotonic())
+        self._progress[worker_id] = (None, where, self._clock.now(), self._clock.lost())
 
     def note(self, worker_id: int, count: int, where: str):
         """A progress report: the worker's step counter and where it is."""
         last = self._progress.get(worker_id)
-        moved = last is None or last[0] != count
-        self._progress[worker_id] = (count, where, time.monotonic() if moved else last[2])
+        if last is None or last[0] != count:
+            self._progress[worker_id] = (count, where, self._clock.now(), self._clock.lost())
+        else:
+            self._progress[worker_id] = (count, where) + last[2:]
 
     def check(self, busy, describe, at_least: float = 0.):
         """Say which of the ``busy`` workers the run waits for; raise if one is stuck.
@@ -349,15 +414,11 @@ class _Watchdog:
                 ``timeout`` seconds.
 
         """
-        now = time.monotonic()
-        gap = now - (now if self._last_check is None else self._last_check)
-        self._last_check = now
-        if gap > 5 * self._poll_seconds:  # this process was not running (stopped, suspended)
-            self._progress = {w: (c, where, since + gap)
-                              for w, (c, where, since) in self._progress.items()}
+        lost = self._clock.lost()
+        now = self._clock.now()
         for worker_id in sorted(busy):
-            _, where, since = self._progress.get(worker_id, (None, '?', now))
-            idle = now - since
+            _, where, since, lost_then = self._progress.get(worker_id, (None, '?', now, lost))
+            idle = now - since - (lost - lost_then)
             if idle >= STALL_NOTICE_SECONDS:
                 phase(f'waiting for {describe(worker_id)}, no progress for {idle:.0f} s at '
                       f'{where}')
@@ -825,7 +886,10 @@ class ProcessPoolBackend(Backend):
             raise RuntimeError('collect() without a submitted job')
         checked = time.monotonic()
         while True:
-            got = self._inbox.get(pending, self.POLL_SECONDS)
+            due = checked + self.POLL_SECONDS - time.monotonic()
+            # Until the check is due, wait for a message; then take what has come (every
+            # progress report heard before the watchdog judges the silence).
+            got = self._inbox.get(pending, max(0., due))
             if got is not None:
                 worker_id, message = got
                 if message is None:
@@ -836,8 +900,7 @@ class ProcessPoolBackend(Backend):
                 if status != 'progress':
                     return worker_id, payload
                 self._watchdog.note(worker_id, *payload)
-                if time.monotonic() - checked < self.POLL_SECONDS:
-                    continue
+                continue
             checked = time.monotonic()
             self._watchdog.check(pending & self._busy, self._describe)
             self._watchdog.check(pending & self._starting, self._describe, STARTUP_SECONDS)
