@@ -428,7 +428,8 @@ class _Watchdog:
                 raise SamplerWorkerError(
                     f'{describe(worker_id)} made no progress for {idle:.0f} s '
                     f'({limit}) at {where}: an env stuck (in its making, reset or '
-                    'step), or a stopped worker; every worker is stopped', worker_id)
+                    'step), or a stopped worker (SIGSTOP); the run ends and closes every '
+                    'worker', worker_id)
 
 
 #: Seconds a pool worker or Ray actor may take to start (its imports and env
