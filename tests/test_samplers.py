@@ -843,7 +843,7 @@ class _Clock:
 
 def test_the_watchdog_counts_a_workers_silence_without_the_time_this_process_lost():
     clock = _Clock()
-    watchdog = backends._Watchdog(2., 0.5, clock=clock)  # pylint: disable=protected-access
+    watchdog = backends._Watchdog(2., clock=clock)  # pylint: disable=protected-access
     name = lambda w: f'sampler worker {w}'  # noqa: E731
     watchdog.started(0)
     watchdog.started(1)

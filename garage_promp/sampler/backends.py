@@ -373,16 +373,13 @@ class _Watchdog:
 
     Args:
         timeout (float or None): ``worker_timeout``; None: wait forever.
-        poll_seconds (float): How often the backend calls :meth:`check`.
         clock (_SuspensionClock): Where the time and the lost time are read (tests
             give their own).
 
     """
 
-    def __init__(self, timeout: float | None, poll_seconds: float,
-                 clock: '_SuspensionClock | None' = None):
+    def __init__(self, timeout: float | None, clock: '_SuspensionClock | None' = None):
         self.timeout = timeout
-        self._poll_seconds = poll_seconds
         self._clock = SUSPENSION_CLOCK if clock is None else clock
         # worker -> (its step counter, where, when it last moved, lost time then)
         self._progress = {}
@@ -534,7 +531,7 @@ class _InProcessWatch:
 
     def _watch(self, main_thread: int):
         poll = min(HEARTBEAT_SECONDS, self._timeout / 4)
-        watchdog = _Watchdog(self._timeout, poll)  # the pool's rules, notice and message
+        watchdog = _Watchdog(self._timeout)  # the pool's rules, notice and message
         watchdog.started(self._worker_id)
         name = f'sampler worker {self._worker_id} (in process, pid {os.getpid()})'
         while not self._done.wait(poll):
@@ -799,7 +796,7 @@ class ProcessPoolBackend(Backend):
         self._procs, self._conns = [], []
         self._busy = set()
         self._starting = set()  # spawned, not reported in: watched with STARTUP_SECONDS
-        self._watchdog = _Watchdog(worker_timeout, self.POLL_SECONDS)
+        self._watchdog = _Watchdog(worker_timeout)
         self._inbox = _Inbox()
         _LIVE_POOLS.add(self)
         env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
@@ -1115,7 +1112,7 @@ class RayBackend(Backend):
         self._pending = {}  # object ref of a job's result -> worker
         self._probes = {}  # worker -> object ref of its outstanding progress call
         self._pids = {}  # worker -> its actor's pid, once it has answered (it is up)
-        self._watchdog = _Watchdog(worker_timeout, self.POLL_SECONDS)
+        self._watchdog = _Watchdog(worker_timeout)
         try:
             self._start_up()
         except BaseException:
