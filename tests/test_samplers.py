@@ -975,6 +975,22 @@ def test_a_worker_hung_in_its_start_up_ends_the_run_naming_it(monkeypatch):
     _assert_no_children()
 
 
+def _in_a_thread(call):
+    """``call()`` started in a (daemon) thread: the thread, and the list that collects the
+    SamplerWorkerError it raises."""
+    raised = []
+
+    def run():
+        try:
+            call()
+        except SamplerWorkerError as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, raised
+
+
 #: A pool worker that starts, takes its job, writes the first kilobyte of a 10 MB
 #: result and stops itself (SIGSTOP) there: the main process has a message's start
 #: and will never get the rest (argv as for _worker_entry.py).
@@ -1008,18 +1024,9 @@ def test_a_worker_stopped_halfway_through_its_result_ends_the_run_naming_it(
     stopped worker, rather than hanging the run in the read of the rest."""
     pool = _pool_of_scripted_workers(monkeypatch, tmp_path, _HALF_SENDING_WORKER, 1.)
     pid = pool.pids[0]
-    raised = []
-
-    def collect():
-        try:
-            pool.collect()
-        except SamplerWorkerError as error:
-            raised.append(error)
-
     pool.submit(0, Job((0, ), []))
     start = time.monotonic()
-    waiter = threading.Thread(target=collect, daemon=True)
-    waiter.start()
+    waiter, raised = _in_a_thread(pool.collect)
     waiter.join(60.)
     try:
         assert not waiter.is_alive(), 'collect() waited in the half-sent message'
@@ -1064,16 +1071,7 @@ def test_kill_usr1_reaches_a_worker_that_is_still_starting(monkeypatch, capfd):
     hangs."""
     monkeypatch.setattr(backends, 'STARTUP_SECONDS', 8.)
     _, sampler = _sampler_with_timeout(_HangsInTheWorker, 1.)
-    errors = []
-
-    def start():
-        try:
-            sampler.start_worker()
-        except SamplerWorkerError as error:
-            errors.append(error)
-
-    thread = threading.Thread(target=start)
-    thread.start()
+    thread, errors = _in_a_thread(sampler.start_worker)
     signalled = set()
     deadline = time.monotonic() + 30
     while len(signalled) < 2 and time.monotonic() < deadline:
