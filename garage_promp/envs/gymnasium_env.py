@@ -387,8 +387,14 @@ class GymnasiumEnv(Environment):
         return self._forward('get_task')()
 
     def log_diagnostics(self, episodes: Any, prefix: str = '') -> None:
-        """Log env diagnostics of ``episodes`` to dowel (forwarded)."""
-        self._forward('log_diagnostics')(episodes, prefix)
+        """Log env diagnostics of ``episodes`` to dowel (forwarded).
+
+        Diagnostics are optional (a meta-env needs only ``sample_tasks`` and
+        ``set_task``): a gymnasium env without ``log_diagnostics`` logs none,
+        rather than ending a run after its first epoch's sampling and update.
+        """
+        if self._has('log_diagnostics'):
+            self._forward('log_diagnostics')(episodes, prefix)
 
     def seed(self, seed: int) -> None:
         """Seed the env.

@@ -310,6 +310,21 @@ def test_non_meta_env_has_no_tasks():
         env.set_task(1.)
 
 
+def test_diagnostics_are_optional():
+    """A meta-env without log_diagnostics logs none (the epoch loop calls it after
+    every update); one with it is forwarded to."""
+    logged = []
+
+    class Diagnosed(ToyEnv):
+        def log_diagnostics(self, episodes, prefix=''):
+            logged.append((episodes, prefix))
+
+    GymnasiumEnv(ToyEnv()).log_diagnostics(['episodes'], prefix='PostUpdate/')
+    normalize(GymnasiumEnv(ToyEnv())).log_diagnostics([], prefix='PostUpdate/')
+    GymnasiumEnv(Diagnosed()).log_diagnostics(['episodes'], prefix='PostUpdate/')
+    assert logged == [(['episodes'], 'PostUpdate/')]
+
+
 def test_seed_of_a_plain_env_seeds_the_next_reset():
     env = GymnasiumEnv(ToyEnv())
     env.seed(5)
