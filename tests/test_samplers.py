@@ -330,6 +330,31 @@ def test_env_error_in_a_worker_names_env_task_and_slot(kind):
     _assert_no_children()
 
 
+class KeyErrorEnv(ShortPointEnv):
+    """Raises a KeyError (whose own str() quotes its argument) at reset."""
+
+    def reset(self):
+        raise KeyError('reset failed')
+
+
+@pytest.mark.parametrize('kind', ['local', 'multiprocessing'])
+def test_a_worker_error_of_any_built_in_type_reads_as_written(kind):
+    """str() of the error made for a worker's KeyError was KeyError's: the whole message
+    and the worker's traceback quoted on one line, every newline escaped."""
+    _, policy, sampler, task_sampler = make_setup(1, n_workers=2, kind=kind,
+                                                  env_class=KeyErrorEnv)
+    with pytest.raises(KeyError) as info:
+        sampler.obtain_meta_batch(task_sampler.sample(2), [dict(policy.named_parameters())] * 2,
+                                  1)
+    message = str(info.value)
+    assert isinstance(info.value, SamplerWorkerError)
+    assert message.startswith('sampler worker ') and message == info.value.full_message
+    assert "raised KeyError: 'reset failed'\n  while sampling env KeyErrorEnv" in message
+    assert '\n  worker traceback:\nTraceback (most recent call last):\n' in message
+    sampler.shutdown_worker()
+    _assert_no_children()
+
+
 def test_nan_reward_from_any_env_is_named():
     env, policy, sampler, _ = make_setup(1, n_workers=2,
                                          kind='multiprocessing',
@@ -548,6 +573,28 @@ def test_an_error_in_on_task_stops_every_worker():
     eps = sampler.obtain_meta_batch(tasks, [dict(policy.named_parameters())] * 3, 1)
     assert len(eps.lengths) == 3
     sampler.shutdown_worker()
+
+
+def test_pool_workers_import_what_the_main_process_can(monkeypatch, tmp_path):
+    """A module beside the researcher's script (or put on sys.path by it) holds the env:
+    the pool's workers get the main process's import path, as multiprocessing's spawn
+    gives its children, so they unpickle the env class by its module's name."""
+    (tmp_path / 'researchers_envs.py').write_text(
+        'from tests.helpers import ShortPointEnv\n\n\n'
+        'class BesideTheScriptEnv(ShortPointEnv):\n    pass\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path.parent)  # the worker starts elsewhere
+    import researchers_envs  # pylint: disable=import-outside-toplevel,import-error
+    try:
+        _, policy, sampler, task_sampler = make_setup(
+            1, n_workers=2, kind='multiprocessing', env_class=researchers_envs.BesideTheScriptEnv)
+        eps = sampler.obtain_meta_batch(task_sampler.sample(2),
+                                        [dict(policy.named_parameters())] * 2, 1)
+        assert len(eps.lengths) == 2
+        sampler.shutdown_worker()
+    finally:
+        sys.modules.pop('researchers_envs', None)
+    _assert_no_children()
 
 
 def test_rounds_arguments_are_checked():

@@ -12,8 +12,12 @@ The worker's classes are then those of :mod:`garage_promp.sampler.backends` (thi
 script defines none), which the main process can unpickle.
 """
 import importlib.util
+import json
 import os
 import sys
+
+#: The environment variable that carries the main process's ``sys.path`` (JSON).
+SYS_PATH_VARIABLE = 'GARAGE_PROMP_WORKER_SYS_PATH'
 
 
 def _process_module():
@@ -30,11 +34,17 @@ def main(argv):
     early = _process_module()
     early.dump_stacks_on_usr1()
     early.die_with_parent(parent_pid=int(argv[3]) if len(argv) > 3 else None)
-    # What ``-m`` would have put first on the path (the working directory), not
+    # The main process's import path, as multiprocessing's spawn gives its children: a
+    # module beside the researcher's script, or put on ``sys.path`` by it, is found
+    # when the configuration (its env, its policy) is unpickled here.
+    parent_path = os.environ.pop(SYS_PATH_VARIABLE, None)
+    if parent_path is not None:
+        sys.path[:] = json.loads(parent_path)
+    # Else what ``-m`` would have put first on the path (the working directory), not
     # this script's directory, whose module names must not shadow others (neither is
     # there under PYTHONSAFEPATH / -P: then the path is left as it is).
     # (Python puts the script's directory there with links resolved: compared so.)
-    if sys.path and os.path.realpath(sys.path[0] or '.') == os.path.dirname(
+    elif sys.path and os.path.realpath(sys.path[0] or '.') == os.path.dirname(
             os.path.realpath(__file__)):
         sys.path[0] = os.getcwd()
     from multiprocessing import connection  # pylint: disable=import-outside-toplevel

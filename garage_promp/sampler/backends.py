@@ -42,6 +42,7 @@ import collections
 import contextlib
 import dataclasses
 import inspect
+import json
 from multiprocessing import connection
 import os
 import pickle
@@ -60,6 +61,7 @@ import weakref
 from garage_promp._console import phase
 from garage_promp._threads import WORKER_THREADS, worker_threads
 from garage_promp.sampler import _ray_reaper
+from garage_promp.sampler._worker_entry import SYS_PATH_VARIABLE
 from garage_promp.sampler.options import check_sampler_options
 from garage_promp.sampler.rollout import Context, EpisodeArrays, Job, RolloutWorker
 from garage_promp.validation import MAX_COUNT, MAX_WORKERS
@@ -90,12 +92,17 @@ class SamplerWorkerError(RuntimeError):
         self.worker_traceback = worker_traceback
         self.context = context
 
+    def __str__(self) -> str:
+        # The message as written also for the subclasses made for built-in types, whose
+        # own __str__ would come next (a KeyError's quotes its argument: the whole message
+        # and traceback on one line, with every newline escaped).
+        return self.full_message
+
     @property
     def full_message(self) -> str:
-        """The message as written, traceback included (``str()`` of the subclasses made
-        for built-in types is theirs: a ``KeyError`` quotes it, a ``UnicodeDecodeError``
-        or ``SyntaxError`` formats its own fields)."""
-        return self.args[0] if self.args and isinstance(self.args[0], str) else str(self)
+        """The message as written, traceback included."""
+        return (self.args[0] if len(self.args) == 1 and isinstance(self.args[0], str)
+                else super().__str__())
 
     @property
     def summary(self) -> str:
@@ -737,6 +744,14 @@ def live_worker_pids() -> List[int]:
     return [pid for pool in list(_LIVE_POOLS) for pid in pool.pids]
 
 
+def _import_path() -> str:
+    """This process's ``sys.path`` for a worker, as JSON: relative entries made absolute
+    (the worker starts in this directory; ``''`` is it), so that a module beside the
+    researcher's script, or put on the path by it, imports in the worker as here (as
+    multiprocessing's spawn passes ``sys.path`` to its children)."""
+    return json.dumps([os.path.abspath(entry) for entry in sys.path if isinstance(entry, str)])
+
+
 @contextlib.contextmanager
 def _usr1_blocked():
     """SIGUSR1 blocked in this thread while a worker is spawned.
@@ -800,7 +815,7 @@ class ProcessPoolBackend(Backend):
         self._inbox = _Inbox()
         _LIVE_POOLS.add(self)
         env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
-                   OPENBLAS_NUM_THREADS='1')
+                   OPENBLAS_NUM_THREADS='1', **{SYS_PATH_VARIABLE: _import_path()})
         try:
             for worker_id in range(n_workers):
                 parent, child = socket.socketpair()
