@@ -486,7 +486,7 @@ def check_env_and_policy(env, policy, need_horizon: bool = True) -> int | None:
 
 
 def check_trainable(policy: torch.nn.Module) -> None:
-    """Refuse a policy with parameters that do not require grad, naming them.
+    """Refuse a policy with parameters that do not require grad or are not finite, naming them.
 
     The meta-gradient differentiates through every parameter (the inner steps
     adapt each of them); a frozen one would end the first outer step with
@@ -498,6 +498,16 @@ def check_trainable(policy: torch.nn.Module) -> None:
     if frozen:
         raise ValueError(f'policy has parameters that do not require grad: {frozen}; every '
                          'parameter is adapted and meta-learned (keep fixed values in buffers)')
+    # Before any sampling: a NaN/inf parameter would be blamed on the first inner step
+    # (garage's min_std clamp samples through a log-std of -inf, and its zero gradient
+    # keeps it there), or on the policy's first action.
+    with torch.no_grad():
+        not_finite = [name for name, value in policy.named_parameters()
+                      if not torch.isfinite(value).all()]
+    if not_finite:
+        raise ValueError(f'policy has non-finite (NaN/inf) parameters: {not_finite}; a '
+                         "log-std of -inf comes from init_std=0 (garage's GaussianMLPPolicy "
+                         'takes log(init_std))')
 
 
 def check_sampler_policy(policy: torch.nn.Module, sampler_policy: torch.nn.Module,

@@ -2,6 +2,7 @@
 import platform
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -49,6 +50,7 @@ def test_train_keeps_freed_memory(monkeypatch):
 
     class _Trainer:
         step_itr = 0
+        _train_args = types.SimpleNamespace(n_epochs=1)
 
         @staticmethod
         def step_epochs():

@@ -8,9 +8,11 @@ from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, Ze
 from garage_promp.experiment import MetaEvaluator
 
 from garage import EnvStep, EpisodeBatch
+from garage.experiment.experiment import ExperimentContext
 from garage.experiment.task_sampler import EnvPoolSampler, SetTaskSampler
 from garage.sampler.env_update import SetTaskUpdate
 from garage.torch.policies import GaussianMLPPolicy
+from garage.trainer import Trainer
 import numpy as np
 import pytest
 import torch
@@ -56,6 +58,30 @@ def test_a_policy_with_frozen_parameters_is_refused_naming_them():
     value.requires_grad_(False)
     with pytest.raises(ValueError, match=rf"do not require grad: \['{name}'\]"):
         _promp(env, policy)
+
+
+def _with_parameter(env, name, value):
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, ))
+    with torch.no_grad():
+        dict(policy.named_parameters())[name].fill_(value)
+    return policy
+
+
+@pytest.mark.parametrize('make_policy, culprit', [
+    (lambda env: GaussianMLPPolicy(env.spec, hidden_sizes=(8, ), init_std=0.),
+     '_module._init_std'),
+    (lambda env: _with_parameter(env, '_module._mean_module._layers.0.linear.weight', np.nan),
+     '_module._mean_module._layers.0.linear.weight'),
+    (lambda env: _with_parameter(env, '_module._mean_module._output_layers.0.linear.bias',
+                                 np.inf),
+     '_module._mean_module._output_layers.0.linear.bias'),
+], ids=['init_std=0', 'nan weight', 'inf bias'])
+def test_a_policy_with_non_finite_parameters_is_refused_naming_them(make_policy, culprit):
+    """A log-std of -inf (garage's init_std=0) sampled a whole round through garage's min_std
+    clamp and was then blamed on the inner step size; a NaN weight on the first action."""
+    env = ShortPointEnv()
+    with pytest.raises(ValueError, match=rf"non-finite \(NaN/inf\) parameters: \['{culprit}'\]"):
+        _promp(env, make_policy(env))
 
 
 def test_a_float64_policy_is_refused_as_such():
@@ -152,6 +178,46 @@ def test_env_output_that_does_not_fit_is_named(env_class, message):
         algo.sample_meta_batch(0)
 
 
+class _Success(ShortPointEnv):
+    """garage's PointEnv's ``success`` flag, replaced at step 2 of every episode."""
+
+    VALUE = np.nan
+
+    def step(self, action):
+        step = super().step(action)
+        self.calls = 1 if step.first else getattr(self, 'calls', 0) + 1
+        success = self.VALUE if self.calls == 2 else float(step.env_info['success'])
+        return EnvStep(step.env_spec, step.action, step.reward, step.observation,
+                       dict(step.env_info, success=success), step.step_type)
+
+
+@pytest.mark.parametrize('value', [np.nan, np.inf, 2., -1., 0.5, 'yes', None],
+                         ids=str)
+@pytest.mark.parametrize('kind', ['local', 'multiprocessing'])
+def test_a_success_flag_other_than_0_or_1_is_named(value, kind):
+    """garage's np.any counted an episode with success=NaN (or 2.0) as a success:
+    SuccessRate 1 in the log without a word."""
+    env_class = type('_Odd', (_Success, ), {'VALUE': value})
+    env = env_class()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, ))
+    sampler = garage_promp.make_sampler(policy, env, kind=kind, n_workers=2)
+    algo = garage_promp.ProMP(env, policy, sampler, SetTaskSampler(env_class),
+                              meta_batch_size=2, episodes_per_task=1)
+    with pytest.raises(ValueError, match=r"info 'success' must be 0 or 1 \(False or True\) at "
+                                         r'every step \(env _Odd, task .*, task slot [01], episode '
+                                         rf'0, step 2\), got {re.escape(repr(value))}'):
+        algo.sample_meta_batch(0)
+    sampler.shutdown_worker()
+
+
+@pytest.mark.parametrize('value', [0, 1, 0., 1., True, np.float32(1.)], ids=repr)
+def test_success_flags_of_0_and_1_of_any_number_type_are_taken(value):
+    env_class = type('_Fine', (_Success, ), {'VALUE': value})
+    env = env_class()
+    algo = _promp(env, GaussianMLPPolicy(env.spec, hidden_sizes=(8, )), env_class=env_class)
+    assert algo.sample_meta_batch(0)
+
+
 class _HugeReward(ShortPointEnv):
     def step(self, action):
         step = super().step(action)
@@ -183,12 +249,68 @@ def test_meta_evaluator_refuses_counts_beyond_memory_and_a_pool_too_small_when_m
     with pytest.raises(ValueError, match='n_test_tasks=5 but test_task_sampler .* holds 2'):
         MetaEvaluator(test_task_sampler=pool, n_test_tasks=5)
     MetaEvaluator(test_task_sampler=pool, n_test_tasks=2)
+    with pytest.raises(ValueError, match=r"worker_args=\{'n_envs': 4\} would not be used"):
+        MetaEvaluator(test_task_sampler=pool, n_test_tasks=2, worker_args={'n_envs': 4})
+    MetaEvaluator(test_task_sampler=pool, n_test_tasks=2, worker_args={})
     _, algo = make_algo('LVCVPG')
     evaluator = MetaEvaluator(test_task_sampler=sampler, n_test_tasks=2, n_exploration_eps=1,
                               n_test_episodes=1)
     with pytest.raises(ValueError, match='fit in memory'):
         evaluator.evaluate(algo, test_episodes_per_task=10 ** 9)
     assert len(evaluator.evaluate(algo)) == 2
+
+
+def test_task_samplers_of_another_family_or_horizon_are_refused_when_the_algorithm_is_made():
+    """A meta-evaluator's test tasks of another env family failed at its first evaluation,
+    after a whole training epoch, in a message that named the training task sampler; task
+    samplers whose envs declare another max_episode_length had their episodes cut at the
+    sampler's horizon without a word."""
+    env = ShortPointEnv()
+    policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, ))
+    sampler = garage_promp.make_sampler(policy, env)
+
+    def promp(task_sampler=None, test_task_sampler=None):
+        task_sampler = task_sampler or SetTaskSampler(ShortPointEnv)
+        evaluator = test_task_sampler and MetaEvaluator(
+            test_task_sampler=test_task_sampler, n_test_tasks=2, n_exploration_eps=1,
+            n_test_episodes=1)
+        return garage_promp.ProMP(env, policy, sampler, task_sampler, meta_batch_size=2,
+                                  episodes_per_task=1, meta_evaluator=evaluator)
+
+    other = SetTaskSampler(garage_promp.envs.PointEnvCorner)
+    with pytest.raises(ValueError, match=r"meta_evaluator's test_task_sampler's env "
+                                         r'PointEnvCorner has observation space shape'):
+        promp(test_task_sampler=other)
+    longer = SetTaskSampler(lambda: ShortPointEnv(max_episode_length=HORIZON + 5))
+    with pytest.raises(ValueError, match=rf"meta_evaluator's test_task_sampler's env "
+                                         rf'ShortPointEnv has max_episode_length={HORIZON + 5}, '
+                                         rf'but the algorithm samples episodes of {HORIZON} '
+                                         'steps'):
+        promp(test_task_sampler=longer)
+    with pytest.raises(ValueError, match=rf"the task sampler's env ShortPointEnv has "
+                                         rf'max_episode_length={HORIZON + 5}, but'):
+        promp(task_sampler=longer)
+    assert promp(test_task_sampler=SetTaskSampler(ShortPointEnv))
+
+
+@pytest.mark.parametrize('n_epochs', [2.5, -1, 0, True, '2', None], ids=repr)
+def test_a_trainers_epoch_count_is_checked_before_the_first_epoch(tmp_path, n_epochs):
+    """garage's Trainer.train(n_epochs=2.5) ran 2 epochs, True one and -1 none (returning
+    None, as if trained)."""
+    env, algo = make_algo('LVCVPG')
+    trainer = Trainer(ExperimentContext(snapshot_dir=str(tmp_path), snapshot_mode='none',
+                                        snapshot_gap=1))
+    trainer.setup(algo, env)
+    with pytest.raises(ValueError, match=r"the Trainer's n_epochs must be an int >= 1"):
+        trainer.train(n_epochs=n_epochs, batch_size=1)
+    assert trainer.step_itr is None and trainer.total_env_steps == 0  # no epoch began
+    with pytest.raises(ValueError, match=r'Trainer.train\(plot=True\) is not supported'):
+        trainer.train(n_epochs=1, batch_size=1, plot=True)
+    assert trainer.step_itr is None and trainer.total_env_steps == 0
+    with pytest.raises(ValueError, match=r'Trainer has no training arguments: a garage Trainer '
+                                         r'trains the algorithm \(trainer.setup'):
+        algo.train(Trainer(ExperimentContext(snapshot_dir=str(tmp_path),
+                                             snapshot_mode='none', snapshot_gap=1)))
 
 
 # ---------------------------------------------------------------- adaptation

@@ -11,6 +11,7 @@ from garage_promp.sampler.lean import LeanStepper
 
 from garage import StepType
 from garage.envs import normalize
+from garage.sampler.env_update import SetTaskUpdate
 import mujoco
 import numpy as np
 import pytest
@@ -90,6 +91,33 @@ def test_lean_path_refuses_non_finite_actions_as_the_wrapped_path(monkeypatch):
         stepper.step(np.array([0]), action[None], np.array([1]))
     assert str(lean.value) == str(wrapped.value)
     assert 'action is not finite' in str(lean.value)
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize('lean', [True, False], ids=['lean', 'wrapped'])
+def test_a_simulation_mujoco_reset_mid_episode_is_named_on_either_path(lean, monkeypatch):
+    """MuJoCo resets a simulation that meets a NaN, inf or huge state and steps on (often
+    with finite numbers): every wave asks each env afterwards. Here the envs of task slot
+    1 report it, as MujocoMetaEnv.unstable_simulation does after a real reset
+    (tests/envs/test_mujoco_envs.py)."""
+    def report(env):
+        return 'a NaN, inf or huge value in qacc' if env.get_task() < 0 else None
+
+    monkeypatch.setattr(MujocoMetaEnv, 'unstable_simulation', report)
+    exp = build_experiment('ProMP', 'HalfCheetahFwdBack', 3, meta_batch_size=2,
+                           episodes_per_task=2, max_episode_length=10, n_test_tasks=None,
+                           hidden_sizes=(8, ))
+    exp.algo.sampler._lean = lean  # pylint: disable=protected-access
+    tasks = [1., -1.]
+    monkeypatch.setattr(exp.algo._task_sampler, 'sample',  # pylint: disable=protected-access
+                        lambda n: [SetTaskUpdate(type(exp.env.unwrapped), t, None)
+                                   for t in tasks[:n]])
+    with pytest.raises(FloatingPointError, match=r'the simulation became unstable by the end of '
+                                                 r"the episode \(env HalfCheetahFwdBackEnv, "
+                                                 r'task -1.0, task slot 1, '
+                                                 r'episode 0, step 10\): a NaN, inf or huge '
+                                                 r'value in qacc, so its later steps'):
+        exp.algo.sample_meta_batch(0)
 
 
 #: Every gymnasium env class with a vectorised ``batch_step``, and an action scale large

@@ -204,7 +204,7 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         # garage's SetTaskSampler (and ours) hold a template env: compare it now.
         template = getattr(task_sampler, '_env', None)
         if template is not None:
-            check_same_spaces(template, env, 'the algorithm')
+            check_same_spaces(template, env, 'the algorithm', horizon=horizon)
         if sampler.max_episode_length != horizon:
             raise ValueError(
                 f'sampler has max_episode_length={sampler.max_episode_length}'
@@ -254,6 +254,13 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
             check_standardizable(self._processing, n_exploration_eps,
                                  test_sampler.max_episode_length,
                                  'meta_evaluator n_exploration_eps')
+        # The meta-test's tasks likewise, rather than at its first evaluation.
+        test_template = getattr(getattr(meta_evaluator, '_test_task_sampler', None), '_env', None)
+        if test_template is not None:
+            test_sampler = getattr(meta_evaluator, '_meta_sampler', None) or sampler
+            check_same_spaces(test_template, env, 'the algorithm',
+                              task_sampler="meta_evaluator's test_task_sampler",
+                              horizon=test_sampler.max_episode_length)
         self._vectorize_tasks = bool(vectorize_tasks)
         self._learner_threads = learner_threads
         self._device = device

@@ -23,6 +23,7 @@ from garage_promp._threads import learner_threads
 from garage_promp.algos._batch import MetaBatch, without_trailing_padding
 from garage_promp.objectives import discount_cumsum, gaussian_log_likelihood, masked_mean
 from garage_promp.policies import distribution_params
+from garage_promp.validation import check_int
 
 from dowel import tabular
 from garage import EpisodeBatch, log_performance
@@ -50,6 +51,26 @@ def _log_step_returns(prefix: str, episodes: EpisodeBatch, discount: float):
         tabular.record(prefix + 'SuccessRate', np.mean(success))
 
 
+def _check_train_arguments(trainer) -> None:
+    """Refuse what garage's ``Trainer`` takes without a word, before the first epoch.
+
+    ``Trainer.train(n_epochs=2.5)`` ran 2 epochs, ``n_epochs=True`` one and ``n_epochs=-1``
+    none (returning None, as if trained); ``plot=True`` ended the run after the first epoch
+    (garage's plotter reads ``algo.max_episode_length``); an algorithm trained by a trainer
+    that was never set up failed on a None.
+    """
+    arguments = getattr(trainer, '_train_args', None)
+    if arguments is None:
+        raise ValueError(f'{type(trainer).__name__} has no training arguments: a garage '
+                         'Trainer trains the algorithm (trainer.setup(algo, env), then '
+                         'trainer.train(n_epochs=N))')
+    check_int(arguments.n_epochs, "the Trainer's n_epochs", 1)
+    if getattr(arguments, 'plot', False):
+        raise ValueError("Trainer.train(plot=True) is not supported: garage's plotter reads "
+                         "attributes of garage's own algorithms, and ended the run after its "
+                         "first epoch; render a policy's episodes with the env's visualize()")
+
+
 class EpochLoop:
     """``train`` (called by garage's ``Trainer``) and what each epoch records."""
 
@@ -75,6 +96,7 @@ class EpochLoop:
             float: The average post-update return of the last epoch.
 
         """
+        _check_train_arguments(trainer)
         self._restore_global_rng_states()
         keep_freed_memory()
         last_return = None

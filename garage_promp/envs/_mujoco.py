@@ -264,6 +264,31 @@ def stepping_with_models(models: Dict[int, Any] | None) -> Iterator[None]:
         _STEP_MODELS.reset(token)
 
 
+#: MuJoCo's warnings of a simulation it reset in the middle of a step (``mj_checkPos``,
+#: ``mj_checkVel``, ``mj_checkAcc``), with what each says.
+_RESET_WARNINGS = {
+    mujoco.mjtWarning.mjWARN_BADQPOS: 'a NaN, inf or huge value in qpos',
+    mujoco.mjtWarning.mjWARN_BADQVEL: 'a NaN, inf or huge value in qvel',
+    mujoco.mjtWarning.mjWARN_BADQACC: 'a NaN, inf or huge value in qacc',
+}
+
+
+def simulation_reset(data: Any) -> str | None:
+    """What made MuJoCo reset ``data``'s simulation since its last ``mj_resetData``, or None.
+
+    MuJoCo's step checks ``qpos``, ``qvel`` and ``qacc`` (``mj_checkPos``,
+    ``mj_checkVel``, ``mj_checkAcc``); at a NaN, an inf or a value beyond 1e10 it
+    resets the simulation, prints a warning and counts it in ``data.warning``, which
+    keeps the count until the next reset (gymnasium's ``reset`` calls ``mj_resetData``).
+    """
+    warnings = data.warning
+    for kind, what in _RESET_WARNINGS.items():
+        if warnings[kind].number:
+            return (f'{what} (at DOF {warnings[kind].lastinfo}) made MuJoCo reset the '
+                    'simulation to its initial state in the middle of the episode')
+    return None
+
+
 class MujocoMetaEnv(MetaEnv, MujocoEnv):
     """A MuJoCo meta-env: XML, frame skip, reset noise, pickling.
 
@@ -322,6 +347,19 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
         if not self._action_checked:  # (stepped directly, not by garage's wrapper)
             ctrl = check_action(self, ctrl, (self.model.nu, ))
         super().do_simulation(ctrl, n_frames)
+
+    def unstable_simulation(self) -> str | None:
+        """What MuJoCo found unstable in this episode's simulation, or None.
+
+        Where a step meets a NaN, an inf or a huge value in ``qpos``, ``qvel`` or
+        ``qacc`` (a task whose physical parameters are extreme, e.g. a friction of
+        1e300), MuJoCo resets the simulation to the model's initial state in the middle
+        of the step, prints a warning and steps on: the episode's later steps come from
+        a state the task never reached, often with finite numbers. Its warning counters
+        keep the event until the next reset (``mj_resetData``), so the sampler asks
+        after each wave of episodes.
+        """
+        return simulation_reset(self.data)
 
     def reset_model(self) -> np.ndarray:
         """Reset noise of the original ProMP envs, drawn from ``self.np_random``."""

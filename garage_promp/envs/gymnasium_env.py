@@ -10,6 +10,7 @@ import contextlib
 import functools
 import inspect
 import math
+import sys
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from garage_promp.envs.base import MetaEnv, check_seed, real_array
@@ -395,6 +396,23 @@ class GymnasiumEnv(Environment):
         """
         if self._has('log_diagnostics'):
             self._forward('log_diagnostics')(episodes, prefix)
+
+    def unstable_simulation(self) -> str | None:
+        """What the simulator found unstable and reset in this episode, or None.
+
+        Forwarded where the gymnasium env reports it (``garage_promp``'s MuJoCo envs);
+        read from MuJoCo's warning counters for any other gymnasium env with an
+        ``MjData`` as ``data`` (gymnasium's ``MujocoEnv``); None for the rest.
+        """
+        env = self._env.unwrapped
+        report = getattr(env, 'unstable_simulation', None)
+        if callable(report):
+            return report()
+        mujoco = sys.modules.get('mujoco')  # (an env with an MjData has imported it)
+        if mujoco is not None and isinstance(getattr(env, 'data', None), mujoco.MjData):
+            from garage_promp.envs._mujoco import simulation_reset  # pylint: disable=import-outside-toplevel
+            return simulation_reset(env.data)
+        return None
 
     def seed(self, seed: int) -> None:
         """Seed the env.

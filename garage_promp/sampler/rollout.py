@@ -487,7 +487,41 @@ class RolloutWorker:
             self._run_wave(job, rows, params, recorders)
         flat = [rec for share_recs in recorders for rec in share_recs]
         tasks = [share.task for share in job.shares for _ in range(share.count)]
-        return _to_arrays(flat, tasks)
+        arrays = _to_arrays(flat, tasks)
+        if 'success' in arrays.env_infos:
+            self._check_success(arrays, job, envs)
+        return arrays
+
+    def _check_success(self, arrays: EpisodeArrays, job: Job, envs) -> None:
+        """Refuse a ``success`` env info other than 0 or 1 (False or True), naming where.
+
+        It becomes ``SuccessRate`` (an episode succeeds where any step's ``success`` is
+        true, in garage's ``log_performance`` too), where a NaN or a 2.0 would count as a
+        success without a word.
+        """
+        values = np.asarray(arrays.env_infos['success'])
+        if values.dtype == np.bool_:
+            return
+        rows = values.reshape(len(values), -1)
+        if values.dtype.kind in 'iuf':
+            good = (rows == 0) | (rows == 1)
+        else:  # objects, or text (numpy makes numbers beside a text into text)
+            good = np.vectorize(_is_flag, otypes=[bool])(rows)
+        bad = np.flatnonzero(~good.all(axis=1))
+        if not len(bad):
+            return
+        step = int(bad[0])
+        ends = np.cumsum(arrays.lengths)
+        episode = int(np.searchsorted(ends, step, side='right'))
+        counts = np.cumsum([share.count for share in job.shares])
+        s = int(np.searchsorted(counts, episode, side='right'))
+        j = episode - int(counts[s] - job.shares[s].count)
+        self._where = (envs[s][j % len(envs[s])], job.shares[s], j,
+                       step - int(ends[episode] - arrays.lengths[episode]) + 1)
+        raise ValueError(
+            f"the environment's info 'success' must be 0 or 1 (False or True) at every step "
+            f'({self.context.describe()}), got {values[step]!r}: it is counted into '
+            'SuccessRate, where NaN or any other non-zero value would count as a success')
 
     def _run_wave(self, job: Job, rows, params, recorders):
         """Run one episode on each row's env in lockstep."""
@@ -531,11 +565,28 @@ class RolloutWorker:
         if stepper is not None:
             stepper.start(range(len(rows)))
             self._run_lean(rows, shares, plan, obs, noise, stepper, recs)
-            return
-        # This loop checks every action, reward and observation itself (before
-        # stepping, and _check_wave_finite after), so GymnasiumEnv layers skip theirs.
-        with finiteness_checked_by_caller([env for _, _, env in rows]):
-            self._step_wave(rows, shares, plan, obs, noise, recs)
+        else:
+            # This loop checks every action, reward and observation itself (before
+            # stepping, and _check_wave_finite after), so GymnasiumEnv layers skip theirs.
+            with finiteness_checked_by_caller([env for _, _, env in rows]):
+                self._step_wave(rows, shares, plan, obs, noise, recs)
+        self._check_simulations(rows, shares, recs)
+
+    def _check_simulations(self, rows, shares, recs):
+        """Refuse a wave in which the simulator reset an env's simulation in the middle of
+        an episode (MuJoCo does so, with a printed warning, at a NaN, inf or huge state,
+        and steps on, often with finite numbers): asked of every env that can tell
+        (``unstable_simulation``: ``garage_promp``'s MuJoCo envs), once a wave."""
+        for (s, j, env), rec in zip(rows, recs):
+            report = getattr(env, 'unstable_simulation', None)
+            found = report() if callable(report) else None
+            if found is not None:
+                self._where = (env, shares[s], j, len(rec.rewards))
+                raise FloatingPointError(
+                    f'the simulation became unstable by the end of the episode '
+                    f'({self.context.describe()}): {found}, so its later steps come from a '
+                    "state the task never reached; the task's physical parameters (or the "
+                    'actions) are the likely cause')
 
     def _step_wave(self, rows, shares, plan, obs, noise, recs):
         """The wave's steps on the wrapped path: each env's ``step`` in turn."""
@@ -709,11 +760,17 @@ class RolloutWorker:
         self._pool = []
 
 
-def check_same_spaces(env, reference, what: str) -> None:
-    """Raise if ``env``'s observation or action shape differs from ``reference``'s.
+def check_same_spaces(env, reference, what: str, task_sampler: str = 'the task sampler',
+                      horizon: int | None = None) -> None:
+    """Raise if ``env``'s observation or action shape differs from ``reference``'s, or
+    (given ``horizon``) its declared episode length from the episodes sampled.
 
     A task sampler of another env family than the training env would
-    otherwise fail later, inside the policy, with a bare shape error.
+    otherwise fail later, inside the policy, with a bare shape error (for a
+    meta-evaluator's, after a whole training epoch); one whose envs declare
+    another ``max_episode_length`` would have its episodes cut at the
+    sampler's horizon, or end at the env's own limit, without a word.
+    ``task_sampler`` names the task sampler in the message.
     """
     for name in ('observation_space', 'action_space'):
         got = getattr(getattr(env, 'spec', None), name, None)
@@ -721,9 +778,15 @@ def check_same_spaces(env, reference, what: str) -> None:
         if got is not None and want is not None and got.shape != want.shape:
             space = name.replace('_', ' ')
             raise ValueError(
-                f"the task sampler's env {_name(env)} has {space} shape {got.shape}, but "
-                f'{what} was built for {_name(reference)} with {want.shape}: the task sampler '
+                f"{task_sampler}'s env {_name(env)} has {space} shape {got.shape}, but "
+                f'{what} was built for {_name(reference)} with {want.shape}: {task_sampler} '
                 "must build envs of the training env's family")
+    declared = getattr(getattr(env, 'spec', None), 'max_episode_length', None)
+    if horizon is not None and isinstance(declared, int) and declared != horizon:
+        raise ValueError(
+            f"{task_sampler}'s env {_name(env)} has max_episode_length={declared}, but {what} "
+            f'samples episodes of {horizon} steps: {task_sampler} must build envs of that '
+            'horizon (its episodes would be cut at the shorter of the two without a word)')
 
 
 def _name(env) -> str:
@@ -811,6 +874,18 @@ def _stack_env_infos(recorders: Sequence[_EpisodeRecorder]) -> Dict[str, np.ndar
                 raise ValueError(f'environment info {key!r} must have one shape at every step, '
                                  f'got shapes {shapes[:4]}') from error
         raise
+
+
+def _is_flag(value) -> bool:
+    """Whether an env info value is 0 or 1 (a number, a bool or the text of a number)."""
+    if isinstance(value, (str, np.str_)):
+        try:
+            value = float(value)
+        except ValueError:
+            return False
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return value in (0, 1)
+    return False
 
 
 def _shape_of(value) -> Any:

@@ -11,6 +11,7 @@ from garage import StepType, Wrapper
 from garage.envs import normalize
 import gymnasium
 from gymnasium.spaces import Box, Discrete
+import mujoco
 import numpy as np
 import pytest
 
@@ -247,7 +248,9 @@ def test_an_action_of_another_type_is_stepped_as_the_numbers_it_was_checked_as()
     assert isinstance(step.action, np.ndarray)
     np.testing.assert_array_equal(env.gym_env.unwrapped._state, state + [0.1, -0.1])
     env.step([0.1, 0.1])
-    np.testing.assert_array_equal(env.gym_env.unwrapped._state, state + [0.2, 0.])
+    # (the two steps' sums in the env's order: state + 0.2 can differ in its last bit)
+    np.testing.assert_array_equal(env.gym_env.unwrapped._state,
+                                  state + [0.1, -0.1] + [0.1, 0.1])
 
     class Failing(ToyEnv):
         def step(self, action):
@@ -323,6 +326,26 @@ def test_diagnostics_are_optional():
     normalize(GymnasiumEnv(ToyEnv())).log_diagnostics([], prefix='PostUpdate/')
     GymnasiumEnv(Diagnosed()).log_diagnostics(['episodes'], prefix='PostUpdate/')
     assert logged == [(['episodes'], 'PostUpdate/')]
+
+
+@pytest.mark.mujoco
+def test_any_mujoco_gymnasium_env_reports_a_simulation_mujoco_reset():
+    """gymnasium's own MuJoCo envs too: MuJoCo's warning counters, kept until the next
+    reset (here set as MuJoCo's mj_checkAcc sets them when it resets a simulation)."""
+    env = GymnasiumEnv(gymnasium.make('HalfCheetah-v5'), max_episode_length=5)
+    env.reset()
+    env.step(np.zeros(6, np.float32))
+    assert env.unstable_simulation() is None
+    data = env.gym_env.unwrapped.data
+    data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number = 1
+    data.warning[mujoco.mjtWarning.mjWARN_BADQACC].lastinfo = 3
+    assert env.unstable_simulation() == (
+        'a NaN, inf or huge value in qacc (at DOF 3) made MuJoCo reset the simulation to its '
+        'initial state in the middle of the episode')
+    assert normalize(env).unstable_simulation() == env.unstable_simulation()
+    env.reset()
+    assert env.unstable_simulation() is None
+    assert GymnasiumEnv(ToyEnv()).unstable_simulation() is None  # no simulator to ask
 
 
 def test_seed_of_a_plain_env_seeds_the_next_reset():

@@ -1,4 +1,6 @@
 """MuJoCo meta-envs against the original ProMP envs: dims, dt, rewards, termination, noise."""
+import re
+
 import garage_promp  # noqa: F401
 from garage_promp.envs import (
     AntFwdBackEnv,
@@ -389,3 +391,36 @@ def test_normalize_maps_policy_actions_to_the_ctrlrange(cls, action, ctrl):
 def test_bad_task(cls, task, match):
     with pytest.raises(ValueError, match=match):
         cls(seed=0).set_task(task)
+
+
+@pytest.mark.mujoco
+def test_a_simulation_mujoco_resets_mid_episode_is_reported_until_the_next_reset():
+    """A friction of 1e300 makes MuJoCo reset the hopper's simulation in the middle of a step
+    (it prints a warning and steps on with finite numbers, reward about 1 a step); the env
+    reports it from MuJoCo's warning counters until its next reset, and not before it
+    happens (the sampler asks after every wave)."""
+    env = HopperRandParamsEnv(max_episode_length=20, seed=1)
+    task = env.sample_tasks(1)[0]
+    assert env.unstable_simulation() is None
+    env.set_task(dict(task, geom_friction=np.concatenate(
+        [task['geom_friction'][:1], np.full_like(task['geom_friction'][1:], 1e300)])))
+    env.reset()
+    reports = []
+    for _ in range(20):
+        step = env.step(np.zeros(env.action_space.shape, np.float32))
+        assert np.isfinite(step.reward) and np.isfinite(step.observation).all()
+        reports.append(env.unstable_simulation())
+        if step.last:
+            break
+    assert reports[0] is None and reports[-1] is not None
+    assert re.fullmatch(r'a NaN, inf or huge value in q(pos|vel|acc) \(at DOF \d\) made MuJoCo '
+                        'reset the simulation to its initial state in the middle of the episode',
+                        reports[-1])
+    env.reset()
+    assert env.unstable_simulation() is None
+    env.set_task(task)
+    env.reset()
+    for _ in range(20):
+        if env.step(np.zeros(env.action_space.shape, np.float32)).last:
+            break
+    assert env.unstable_simulation() is None
