@@ -394,11 +394,13 @@ def test_bad_task(cls, task, match):
 
 
 @pytest.mark.mujoco
-def test_a_simulation_mujoco_resets_mid_episode_is_reported_until_the_next_reset():
+def test_a_simulation_mujoco_resets_mid_episode_is_reported_until_the_next_reset(
+        tmp_path, monkeypatch):
     """A friction of 1e300 makes MuJoCo reset the hopper's simulation in the middle of a step
     (it prints a warning and steps on with finite numbers, reward about 1 a step); the env
     reports it from MuJoCo's warning counters until its next reset, and not before it
     happens (the sampler asks after every wave)."""
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warning to MUJOCO_LOG.TXT here
     env = HopperRandParamsEnv(max_episode_length=20, seed=1)
     task = env.sample_tasks(1)[0]
     assert env.unstable_simulation() is None
