@@ -166,7 +166,9 @@ class _InfoOfChangingShape(ShortPointEnv):
     (_WrongResetShape, r'env.reset\(\) returned an observation of shape \(5,\) where its '
                        r'observation space has \(3,\)'),
     (_BareReset, r'env.reset\(\) must return \(observation, episode_info\)'),
-    (_InfoOfChangingShape, r"environment info 'extra' must have one shape at every step"),
+    (_InfoOfChangingShape, r"environment info 'extra' must have one shape at every step, got "
+                           r'shapes \[\(1,\), \(2,\)\]; \(2,\) at the first step \(env '
+                           r'_InfoOfChangingShape, task .*, task slot 0, episode 0, step 2\)'),
 ], ids=['reset shape', 'bare reset', 'info shape'])
 def test_env_output_that_does_not_fit_is_named(env_class, message):
     """A torch shape error in the policy forward, an unpacking error or numpy's
@@ -204,8 +206,9 @@ def test_a_success_flag_other_than_0_or_1_is_named(value, kind):
     algo = garage_promp.ProMP(env, policy, sampler, SetTaskSampler(env_class),
                               meta_batch_size=2, episodes_per_task=1)
     with pytest.raises(ValueError, match=r"info 'success' must be 0 or 1 \(False or True\) at "
-                                         r'every step \(env _Odd, task .*, task slot [01], episode '
-                                         rf'0, step 2\), got {re.escape(repr(value))}'):
+                                         rf'every step, got {re.escape(repr(value))}: it is '
+                                         r'counted into SuccessRate.* \(env _Odd, task .*, task '
+                                         r'slot [01], episode 0, step 2\)'):
         algo.sample_meta_batch(0)
     sampler.shutdown_worker()
 

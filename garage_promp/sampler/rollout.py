@@ -487,12 +487,29 @@ class RolloutWorker:
             self._run_wave(job, rows, params, recorders)
         flat = [rec for share_recs in recorders for rec in share_recs]
         tasks = [share.task for share in job.shares for _ in range(share.count)]
-        arrays = _to_arrays(flat, tasks)
-        if 'success' in arrays.env_infos:
-            self._check_success(arrays, job, envs)
+        try:
+            arrays = _to_arrays(flat, tasks)
+            if 'success' in arrays.env_infos:
+                self._check_success(arrays)
+        except _InfoError as error:
+            self._where = self._place(job, envs, [len(r.rewards) for r in flat], error.step)
+            raise ValueError(f'{error} ({self.context.describe()})') from None
         return arrays
 
-    def _check_success(self, arrays: EpisodeArrays, job: Job, envs) -> None:
+    @staticmethod
+    def _place(job: Job, envs, lengths: Sequence[int], step: int):
+        """``_where`` (env, share, episode offset, step number) of the ``step``-th of a job's
+        steps (its episodes' steps one after another, in the job's order)."""
+        ends = np.cumsum(lengths)
+        episode = int(np.searchsorted(ends, step, side='right'))
+        counts = np.cumsum([share.count for share in job.shares])
+        s = int(np.searchsorted(counts, episode, side='right'))
+        j = episode - int(counts[s] - job.shares[s].count)
+        return (envs[s][j % len(envs[s])], job.shares[s], j,
+                step - int(ends[episode] - lengths[episode]) + 1)
+
+    @staticmethod
+    def _check_success(arrays: EpisodeArrays) -> None:
         """Refuse a ``success`` env info other than 0 or 1 (False or True), naming where.
 
         It becomes ``SuccessRate`` (an episode succeeds where any step's ``success`` is
@@ -508,20 +525,11 @@ class RolloutWorker:
         else:  # objects, or text (numpy makes numbers beside a text into text)
             good = np.vectorize(_is_flag, otypes=[bool])(rows)
         bad = np.flatnonzero(~good.all(axis=1))
-        if not len(bad):
-            return
-        step = int(bad[0])
-        ends = np.cumsum(arrays.lengths)
-        episode = int(np.searchsorted(ends, step, side='right'))
-        counts = np.cumsum([share.count for share in job.shares])
-        s = int(np.searchsorted(counts, episode, side='right'))
-        j = episode - int(counts[s] - job.shares[s].count)
-        self._where = (envs[s][j % len(envs[s])], job.shares[s], j,
-                       step - int(ends[episode] - arrays.lengths[episode]) + 1)
-        raise ValueError(
-            f"the environment's info 'success' must be 0 or 1 (False or True) at every step "
-            f'({self.context.describe()}), got {values[step]!r}: it is counted into '
-            'SuccessRate, where NaN or any other non-zero value would count as a success')
+        if len(bad):
+            raise _InfoError(
+                "the environment's info 'success' must be 0 or 1 (False or True) at every "
+                f'step, got {values[bad[0]]!r}: it is counted into SuccessRate, where NaN or '
+                'any other non-zero value would count as a success', int(bad[0]))
 
     def _run_wave(self, job: Job, rows, params, recorders):
         """Run one episode on each row's env in lockstep."""
@@ -869,11 +877,22 @@ def _stack_env_infos(recorders: Sequence[_EpisodeRecorder]) -> Dict[str, np.ndar
         return stack_dicts(steps)
     except (ValueError, TypeError) as error:  # name the info that does not stack
         for key in steps[0] if steps else ():
-            shapes = sorted({_shape_of(step.get(key)) for step in steps}, key=str)
-            if len(shapes) > 1:
-                raise ValueError(f'environment info {key!r} must have one shape at every step, '
-                                 f'got shapes {shapes[:4]}') from error
+            shapes = [_shape_of(step.get(key)) for step in steps]
+            if len(set(shapes)) > 1:
+                at = next(i for i, shape in enumerate(shapes) if shape != shapes[0])
+                raise _InfoError(f'environment info {key!r} must have one shape at every step, '
+                                 f'got shapes {sorted(set(shapes), key=str)[:4]}; '
+                                 f'{shapes[0]} at the first step', at) from error
         raise
+
+
+class _InfoError(ValueError):
+    """An env info that does not fit, found at ``step`` of a job's steps (all its episodes'
+    steps one after another); :meth:`RolloutWorker.sample` names the place."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
 
 
 def _is_flag(value) -> bool:
