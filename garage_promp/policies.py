@@ -459,8 +459,15 @@ def check_env_and_policy(env, policy, need_horizon: bool = True) -> int | None:
                              f'got {space!r}')
     if not (np.isfinite(act_space.low).all()
             and np.isfinite(act_space.high).all()):
+        gym_space = getattr(getattr(env, 'gym_env', None), 'action_space', None)
+        low, high = getattr(gym_space, 'low', None), getattr(gym_space, 'high', None)
+        note = ''
+        if low is not None and high is not None and np.isfinite(low).all() \
+                and np.isfinite(high).all():
+            note = (f' (the gymnasium env declares finite bounds, {low!r} to {high!r}, beyond '
+                    "float32, the dtype of the spaces garage's policies take)")
         raise ValueError('env must have a bounded action space (Gaussian '
-                         f'policy), got {act_space!r}')
+                         f'policy), got {act_space!r}{note}')
     horizon = spec.max_episode_length
     if need_horizon and (horizon is None or not np.isfinite(horizon)):
         raise ValueError('env must have a finite max_episode_length, got '

@@ -5,10 +5,12 @@ import pickle
 import garage_promp  # noqa: F401
 from garage_promp.envs import GymnasiumEnv, PointCornerGym, PointEnv1D
 from garage_promp.envs.gymnasium_env import finiteness_checked_by_caller
+from garage_promp.policies import check_env_and_policy
 
 import akro
 from garage import StepType, Wrapper
 from garage.envs import normalize
+from garage.torch.policies import GaussianMLPPolicy
 import gymnasium
 from gymnasium.spaces import Box, Discrete
 import mujoco
@@ -346,6 +348,21 @@ def test_any_mujoco_gymnasium_env_reports_a_simulation_mujoco_reset():
     env.reset()
     assert env.unstable_simulation() is None
     assert GymnasiumEnv(ToyEnv()).unstable_simulation() is None  # no simulator to ask
+
+
+def test_action_bounds_beyond_float32_are_named_as_the_env_declared_them():
+    """The refusal showed only the adapter's float32 space, Box(-inf, inf), as if the env
+    had declared no bounds."""
+    class Wide(ToyEnv):
+        def __init__(self):
+            super().__init__()
+            self.action_space = Box(-1e300, 1e300, (3, ), dtype=np.float64)
+
+    env = normalize(GymnasiumEnv(Wide(), max_episode_length=3))
+    with pytest.raises(ValueError, match=r'bounded action space .*got Box\(-inf, inf, \(3,\), '
+                                         r'float32\) \(the gymnasium env declares finite bounds, '
+                                         r'array\(\[-1.e\+300'):
+        check_env_and_policy(env, GaussianMLPPolicy(env.spec, hidden_sizes=(4, )))
 
 
 def test_seed_of_a_plain_env_seeds_the_next_reset():
