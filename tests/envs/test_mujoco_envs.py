@@ -426,3 +426,149 @@ def test_a_simulation_mujoco_resets_mid_episode_is_reported_until_the_next_reset
         if env.step(np.zeros(env.action_space.shape, np.float32)).last:
             break
     assert env.unstable_simulation() is None
+
+
+# ------------------------------------------------- what a sampled episode alone may not reach
+@pytest.mark.parametrize('cls', [AntFwdBackEnv, AntRandDirecEnv, AntRandGoalEnv])
+def test_ant_contact_forces_enter_the_reward_and_the_observation_clipped(cls):
+    """The reward's contact cost, 0.5e-3 sum(clip(cfrc_ext, -1, 1)^2), and the observation's
+    last 84 numbers, clip(cfrc_ext, -1, 1), as in the original ProMP code's ant envs: in a
+    step with the torso pushed into the floor, where contact forces exceed 1 (the controlled
+    step of test_reward_of_a_controlled_step has the ant still in the air, no contact)."""
+    task, reward = REWARD[cls]
+    env = cls(seed=1)
+    env.set_task(task)
+    env.reset()
+    gym = env.gym_env
+    _into_the_floor(gym)
+    before = _state(gym)
+    action = np.zeros(8)
+    es = env.step(action)
+    assert np.abs(gym.data.cfrc_ext).max() > 1. and _contact(gym) > 1e-3
+    assert es.reward == pytest.approx(reward(gym, before, _state(gym), action), rel=1e-9,
+                                      abs=1e-9)
+    np.testing.assert_array_equal(es.observation[-84:],
+                                  np.clip(gym.data.cfrc_ext, -1, 1).ravel().astype(np.float32))
+
+
+@pytest.mark.parametrize('cls', [HumanoidFwdBackEnv, HumanoidRandDirecEnv])
+def test_humanoid_observation_layout(cls):
+    """gym's Humanoid-v2 _get_obs, as the original ProMP code's humanoid_rand_direc.py:
+    qpos[2:], qvel, cinert, cvel, qfrc_actuator, cfrc_ext."""
+    env = cls(seed=0)
+    env.reset()
+    action = 0.3 * np.sin(np.arange(17) + 1.)
+    env.step(action)
+    _into_the_floor(env.gym_env)  # (contact forces: in the air cfrc_ext is zero)
+    es = env.step(action)
+    data = env.gym_env.data
+    expected = np.r_[data.qpos[2:], data.qvel, data.cinert.ravel(), data.cvel.ravel(),
+                     data.qfrc_actuator, data.cfrc_ext.ravel()].astype(np.float32)
+    assert np.abs(data.cfrc_ext).max() > 0 and np.abs(data.qfrc_actuator).max() > 0
+    np.testing.assert_array_equal(es.observation, expected)
+
+
+def _floating(env_class, qpos=None, qvel=None):
+    """One zero-action step of ``env_class`` from its reset state with the ``qpos``/``qvel``
+    entries given, floating without gravity or constraints (so nothing but the velocities
+    moves it); the step."""
+    env = env_class(seed=0)
+    env.reset()
+    gym = env.gym_env
+    gym.model.opt.disableflags |= (mujoco.mjtDisableBit.mjDSBL_GRAVITY
+                                   | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
+    position, velocity = gym.data.qpos.copy(), np.zeros(gym.model.nv)
+    for index, value in (qpos or {}).items():
+        position[index] = value
+    for index, value in (qvel or {}).items():
+        velocity[index] = value
+    gym.set_state(position, velocity)
+    return env.step(np.zeros(env.action_space.shape))
+
+
+# The bounds of rand_param_envs' hopper (gym Hopper-v2: height > 0.7, |angle| < 0.2,
+# |state[2:]| < 100) and of gym Humanoid-v2 (1 < z < 2), each just inside and just outside.
+HEALTHY_BOUNDS = [
+    (HopperRandParamsEnv, dict(qpos={1: 0.75}), False),
+    (HopperRandParamsEnv, dict(qpos={1: 0.65}), True),
+    (HopperRandParamsEnv, dict(qpos={2: 0.15}), False),
+    (HopperRandParamsEnv, dict(qpos={2: -0.15}), False),
+    (HopperRandParamsEnv, dict(qpos={2: 0.22}), True),
+    (HopperRandParamsEnv, dict(qpos={2: -0.22}), True),
+    (HumanoidFwdBackEnv, dict(qpos={2: 1.9}), False),
+    (HumanoidFwdBackEnv, dict(qpos={2: 2.1}), True),
+    # The foot's velocity, the state's last number: it moves the torso little (the
+    # thigh's or leg's would turn it past 0.2 as the free body keeps its momentum).
+    (HopperRandParamsEnv, dict(qvel={5: 300.}), True),
+    (HopperRandParamsEnv, dict(qvel={5: 90.}), False),
+] + [(HopperRandParamsEnv, dict(qpos={i: 150.}), True) for i in (3, 4, 5)]
+
+
+@pytest.mark.parametrize('cls,state,terminal', HEALTHY_BOUNDS,
+                         ids=[f'{c.__name__}-{s}' for c, s, _ in HEALTHY_BOUNDS])
+def test_healthy_bounds_of_the_hopper_and_the_humanoid(cls, state, terminal):
+    assert (_floating(cls, **state).step_type == StepType.TERMINAL) == terminal
+
+
+def test_ant_rand_goal_draws_goals_uniform_in_a_disc_of_radius_3():
+    """The original ProMP code's ant_rand_goal.py: a = U(0, 2 pi), r = 3 sqrt(U(0, 1)), so
+    |g| <= 3 and E|g|^2 = 4.5."""
+    goals = np.array(AntRandGoalEnv(seed=0).sample_tasks(4000))
+    radii = np.linalg.norm(goals, axis=1)
+    assert radii.max() <= 3. and radii.max() > 2.95
+    assert np.mean(radii ** 2) == pytest.approx(4.5, rel=0.05)
+
+
+@pytest.mark.parametrize('cls', [HopperRandParamsEnv, WalkerRandParamsEnv])
+def test_rand_params_draw_every_number_and_always_from_the_models_own(cls):
+    """rand_param_envs' RandomEnv.sample_tasks draws one exponent per number (size=the
+    array's shape; not one per row of body_inertia or geom_friction), always relative to the
+    model's initial parameters (init_params), whatever task is set."""
+    env = cls(seed=0)
+    gym = env.gym_env
+    init = {key: getattr(gym.model, key).copy() for key in ('body_inertia', 'geom_friction')}
+    env.set_task(env.sample_tasks(1)[0])
+    tasks = env.sample_tasks(400)
+    for key, value in init.items():
+        columns = value > 0
+        exponents = np.array([np.log(task[key][columns] / value[columns]) for task in tasks])
+        correlation = np.corrcoef(exponents.T)
+        assert np.abs(correlation[~np.eye(len(correlation), dtype=bool)]).max() < 0.25, key
+        ratio = np.array([task[key][columns] / value[columns] for task in tasks])
+        assert ratio.min() >= 1.5 ** -3 - 1e-12 and ratio.max() <= 1.5 ** 3 + 1e-12, key
+
+
+def test_reset_noise_spans_both_signs():
+    """U(-n, n) of the original envs, not a range biased to one side."""
+    for cls, (bound, scale, normal) in RESET_NOISE.items():
+        env = cls(seed=3)
+        gym = env.gym_env
+        deviations = []
+        for _ in range(100):
+            env.reset()
+            deviations.append(np.r_[gym.data.qpos - gym.init_qpos, gym.data.qvel - gym.init_qvel])
+        deviations = np.array(deviations)
+        qpos = deviations[:, :gym.model.nq]
+        assert qpos.max() > 0.9 * bound and qpos.min() < -0.9 * bound, cls.__name__
+        assert abs(qpos.mean()) < 0.05 * bound, cls.__name__
+        if not normal:
+            qvel = deviations[:, gym.model.nq:]
+            assert qvel.max() > 0.9 * scale and qvel.min() < -0.9 * scale, cls.__name__
+
+
+@pytest.mark.parametrize('cls,task', [
+    (HalfCheetahFwdBackEnv, 1.), (AntFwdBackEnv, 1.), (WalkerFwdBackEnv, 1.),
+    (HumanoidFwdBackEnv, 1.), (AntRandDirecEnv, [1., 0.]), (HumanoidRandDirecEnv, [1., 0.])])
+def test_the_task_before_any_set_task_is_forward(cls, task):
+    env = cls(seed=0)
+    np.testing.assert_array_equal(env.get_task(), task)
+    env.reset()
+    np.testing.assert_array_equal(env.step(np.zeros(env.action_space.shape)).env_info['task'],
+                                  np.atleast_1d(task))
+
+
+def test_a_direction_off_unit_norm_by_1e_4_is_refused():
+    env = AntRandDirecEnv(seed=0)
+    with pytest.raises(ValueError, match='should have unit norm'):
+        env.set_task(np.array([1., 0.0142]))  # norm 1.0001
+    env.set_task(np.array([0.6, 0.8]))
