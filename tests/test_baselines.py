@@ -159,6 +159,44 @@ def test_the_fit_falls_back_to_the_plain_svd_only_where_gelsd_fails(monkeypatch)
         LinearFeatureBaseline().fit(obs, targets, mask)
 
 
+@pytest.mark.parametrize('bad', [np.nan, np.inf, -np.inf, None], ids=repr)
+def test_the_fit_retries_with_ten_times_the_damping_up_to_five_times(monkeypatch, bad):
+    """The original ProMP code's linear_baseline.py: up to 5 solves, reg_coeff *= 10 after
+    each one whose coefficients are not finite (the reference checks NaN only; an inf is
+    as useless a prediction), and the first finite solution is kept."""
+    import garage_promp.baselines as baselines  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(0)
+    obs, targets, mask = rng.normal(size=(4, 7, 3)), rng.normal(size=(4, 7)), np.ones((4, 7))
+    solve, dampings = baselines.least_squares, []
+
+    def failing(times):
+        def least_squares(matrix, rhs):
+            dampings.append(matrix[0, 0] - gram[0, 0])
+            coeffs = solve(matrix, rhs)
+            if len(dampings) <= times:
+                if bad is None:
+                    return None  # (no solution at all: LAPACK failed both ways)
+                coeffs = coeffs.copy()
+                coeffs[1] = bad
+            return coeffs
+        return least_squares
+
+    features = LinearFeatureBaseline()._features(obs).reshape(-1, 10)
+    gram = features.T @ features
+    monkeypatch.setattr(baselines, 'least_squares', failing(2))
+    baseline = LinearFeatureBaseline()
+    baseline.fit(obs, targets, mask)
+    np.testing.assert_allclose(dampings, [1e-5, 1e-4, 1e-3], rtol=1e-6)
+    assert np.array_equal(baseline.coeffs, solve(gram + 1e-3 * np.eye(10),
+                                                 features.T @ targets.reshape(-1)))
+    dampings.clear()
+    monkeypatch.setattr(baselines, 'least_squares', failing(5))
+    with pytest.raises(FloatingPointError, match=r'no finite coefficients at 5 damping strengths '
+                                                 r'\(1e-05 to 0.1\)'):
+        LinearFeatureBaseline().fit(obs, targets, mask)
+    np.testing.assert_allclose(dampings, [1e-5, 1e-4, 1e-3, 1e-2, 1e-1], rtol=1e-6)
+
+
 def test_overflowing_normal_equations_are_named_before_lapack_sees_them():
     """Finite returns whose squares overflow: refused with the culprit named (a NaN matrix
     can make LAPACK spin)."""
