@@ -357,6 +357,31 @@ def test_quaternions_equal_the_row_by_row_function_with_and_without_the_library(
         assert np.array_equal(quats_from_matrices(matrices, library), expected)
 
 
+def test_quaternions_at_ties_and_at_each_single_failed_rotation_check_equal_scipy():
+    """Exact ties in SciPy's choice of branch (a quarter turn: two diagonal entries equal;
+    SciPy takes the first maximum) and matrices that fail exactly one of the six checks of
+    a rotation (one row's norm, or one pair's dot product), each with the compiled
+    gp_quats and without the library, against SciPy itself."""
+    ties = [np.round(Rotation.from_euler(axis, angle, degrees=True).as_matrix())  # exact
+            for axis in 'xyz' for angle in (90, -90, 180)] + [np.eye(3)]
+    base = Rotation.random(3, random_state=5).as_matrix()
+    failing_one = []
+    for m in base:
+        for row in range(3):  # one norm off by about 2e-5 (the tolerance is 1e-5)
+            scaled = m.copy()
+            scaled[row] *= 1 + 1e-5
+            failing_one.append(scaled)
+        for i, j in ((0, 1), (0, 2), (1, 2)):  # one dot product 1e-7 from 0 (tolerance 1e-12)
+            skewed = m.copy()
+            skewed[j] += 1e-7 * skewed[i]
+            failing_one.append(skewed)
+    matrices = np.array(ties + failing_one)
+    expected = np.array([Rotation.from_matrix(m).as_quat() for m in matrices])
+    lib = _cstep.library()
+    for library in ([lib] if lib is not None else []) + [None]:
+        assert np.array_equal(quats_from_matrices(matrices.reshape(-1, 9), library), expected)
+
+
 def test_gather_checks_its_spec():
     lib = _cstep.library()
     if lib is None:
