@@ -202,6 +202,29 @@ def test_each_kernel_through_its_late_branches_as_meta_worlds_own_code(class_nam
         assert (rewards == 10).any(), name  # the success override
 
 
+def _target_beside_the_hand(t, env):
+    """The reach target put 0.045 from the tool centre at step 10 and 0.055 at step 20 (the
+    hand held still from step 5: the distance drifts by under 0.004)."""
+    if t in (10, 20):
+        env._target_pos = env.tcp_center + np.array([0.045 if t == 10 else 0.055, 0., 0.])  # pylint: disable=protected-access
+
+
+@pytest.mark.metaworld
+def test_reach_success_on_either_side_of_its_threshold_as_meta_worlds_own_code():
+    """reach-v3's success is a tool centre within 0.05 of the target: distances of
+    0.045-0.049 and 0.054-0.056, with the batch and with Meta-World's own code."""
+    batched = _rollout(['reach-v3'] * 2, 30, True, random_every=0, hook=_target_beside_the_hand)
+    with _MetaWorldsOwn():
+        own = _rollout(['reach-v3'] * 2, 30, False, random_every=0, hook=_target_beside_the_hand)
+    _assert_same(batched, own)
+    infos = [[dict(info) for info in step[3]] for step in batched]
+    for steps, low, high, success in ((range(10, 20), 0.045, 0.049, 1.),
+                                      (range(20, 30), 0.054, 0.056, 0.)):
+        for t in steps:
+            for info in infos[t]:
+                assert low < info['near_object'] < high and info['success'] == success, t
+
+
 @pytest.mark.metaworld
 def test_a_mixed_wave_and_the_python_loop_step_as_meta_worlds_own_code(monkeypatch):
     """A wave mixing classes (each with an array reward, and one without), with the compiled
