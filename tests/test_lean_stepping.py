@@ -368,6 +368,30 @@ def test_batch_step_of_copies_steps_each_copys_own_simulation(name):
 
 
 @pytest.mark.mujoco
+def test_envs_of_different_frame_skips_in_one_wave_step_each_its_own():
+    """A user's env (a subclass, or an instance given another frame_skip) in a wave with
+    the package's: the compiled loop steps one frame skip for all, so the wave is stepped
+    env by env, each with its own frame skip, as its own do_simulation would."""
+    import copy  # pylint: disable=import-outside-toplevel
+    gym_cls = ENVS['HalfCheetahFwdBack']['env'].gym_env_cls
+    envs = [gym_cls(seed=k) for k in range(3)]
+    for env in envs:
+        env.reset(seed=0)
+    envs[1].frame_skip = 2
+    reference = [copy.deepcopy(env) for env in envs]
+    actions = 0.3 * np.sin(np.arange(18.).reshape(3, 6))
+    for _ in range(3):
+        MujocoMetaEnv._step_all(envs, actions, False)  # pylint: disable=protected-access
+        for env, action in zip(reference, actions):
+            env.data.ctrl[:] = action
+            mujoco.mj_step(env.model, env.data, nstep=env.frame_skip)
+    for env, expected in zip(envs, reference):
+        np.testing.assert_array_equal(env.data.qpos, expected.data.qpos)
+        np.testing.assert_array_equal(env.data.qvel, expected.data.qvel)
+    assert envs[1].data.time == pytest.approx(3 * 2 * envs[1].model.opt.timestep)
+
+
+@pytest.mark.mujoco
 @pytest.mark.parametrize('env_name', ['HalfCheetahFwdBack', 'AntRandDirec', 'HopperRandParams'])
 def test_a_waves_constants_are_its_own(env_name):
     """What a wave keeps once (each env's task direction and task row, the models and
