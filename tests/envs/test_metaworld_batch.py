@@ -450,6 +450,18 @@ def test_the_contact_test_equals_meta_worlds_while_pushing():
             env, env.data.geom('objGeom').id) for env in envs]
         assert got.tolist() == expected
         seen.update(expected)
+        # The sums themselves, as Meta-World's touching_object forms them: every contact
+        # between a pad and the object, its efc_force, in the contacts' order.
+        pads = [envs[0].data.geom(f'{side}pad_geom').id for side in ('left', 'right')]
+        sums = []
+        for env in envs:
+            obj = env.data.geom('objGeom').id
+            pairs = [[c for c in env.data.contact if pad in (c.geom1, c.geom2)
+                      and obj in (c.geom1, c.geom2)] for pad in pads]
+            sums.append([sum(env.data.efc_force[c.efc_address] for c in pair) for pair in pairs])
+        forces = _cstep.pad_forces(lib, ptrs, np.full(len(envs), envs[0].data.geom('objGeom').id),
+                                   *pads)
+        assert np.array_equal(forces, np.array(sums, dtype=float))
     assert seen == {True, False}
 
 
