@@ -9,6 +9,7 @@ which swaps non-leaf tensors into the module).
 import collections
 import contextlib
 import copy
+import itertools
 import threading
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -509,12 +510,15 @@ def check_trainable(policy: torch.nn.Module) -> None:
     # (garage's min_std clamp samples through a log-std of -inf, and its zero gradient
     # keeps it there), or on the policy's first action.
     with torch.no_grad():
-        not_finite = [name for name, value in policy.named_parameters()
-                      if not torch.isfinite(value).all()]
+        not_finite = [name for name, value in itertools.chain(policy.named_parameters(),
+                                                              policy.named_buffers())
+                      if value.is_floating_point() and not torch.isfinite(value).all()]
     if not_finite:
-        raise ValueError(f'policy has non-finite (NaN/inf) parameters: {not_finite}; a '
-                         "log-std of -inf comes from init_std=0 (garage's GaussianMLPPolicy "
-                         'takes log(init_std))')
+        hint = ''
+        if any(name.endswith('init_std') for name in not_finite):
+            hint = ("; a log-std of -inf comes from init_std=0 (garage's GaussianMLPPolicy "
+                    'takes log(init_std))')
+        raise ValueError(f'policy has non-finite (NaN/inf) parameters: {not_finite}{hint}')
 
 
 def check_sampler_policy(policy: torch.nn.Module, sampler_policy: torch.nn.Module,

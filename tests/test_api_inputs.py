@@ -2,18 +2,22 @@
 fail deep inside a worker: each refusal names its culprit, before the work it would spoil."""
 import copy
 import re
+import warnings
 
 import garage_promp
 from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline
 from garage_promp.experiment import MetaEvaluator
 
 from garage import EnvStep, EpisodeBatch
+from garage.experiment import MetaEvaluator as GarageMetaEvaluator
 from garage.experiment.experiment import ExperimentContext
 from garage.experiment.task_sampler import EnvPoolSampler, SetTaskSampler
+from garage.sampler import DefaultWorker, VecWorker
 from garage.sampler.env_update import SetTaskUpdate
 from garage.torch.policies import GaussianMLPPolicy
 from garage.trainer import Trainer
 import numpy as np
+import psutil
 import pytest
 import torch
 
@@ -75,13 +79,17 @@ def _with_parameter(env, name, value):
     (lambda env: _with_parameter(env, '_module._mean_module._output_layers.0.linear.bias',
                                  np.inf),
      '_module._mean_module._output_layers.0.linear.bias'),
-], ids=['init_std=0', 'nan weight', 'inf bias'])
+    (lambda env: GaussianMLPPolicy(env.spec, hidden_sizes=(8, ), init_std=0., learn_std=False),
+     '_module.init_std'),  # a buffer here, not a parameter
+], ids=['init_std=0', 'nan weight', 'inf bias', 'init_std=0 fixed'])
 def test_a_policy_with_non_finite_parameters_is_refused_naming_them(make_policy, culprit):
     """A log-std of -inf (garage's init_std=0) sampled a whole round through garage's min_std
     clamp and was then blamed on the inner step size; a NaN weight on the first action."""
     env = ShortPointEnv()
-    with pytest.raises(ValueError, match=rf"non-finite \(NaN/inf\) parameters: \['{culprit}'\]"):
+    with pytest.raises(ValueError, match=rf"non-finite \(NaN/inf\) parameters: \['{culprit}'\]"
+                       ) as error:
         _promp(env, make_policy(env))
+    assert ('init_std=0' in str(error.value)) == culprit.endswith('init_std')
 
 
 def test_a_float64_policy_is_refused_as_such():
@@ -254,7 +262,10 @@ def test_meta_evaluator_refuses_counts_beyond_memory_and_a_pool_too_small_when_m
     MetaEvaluator(test_task_sampler=pool, n_test_tasks=2)
     with pytest.raises(ValueError, match=r"worker_args=\{'n_envs': 4\} would not be used"):
         MetaEvaluator(test_task_sampler=pool, n_test_tasks=2, worker_args={'n_envs': 4})
-    MetaEvaluator(test_task_sampler=pool, n_test_tasks=2, worker_args={})
+    with pytest.raises(ValueError, match=r"worker_class=<class .*VecWorker'> would not be used"):
+        MetaEvaluator(test_task_sampler=pool, n_test_tasks=2, worker_class=VecWorker)
+    MetaEvaluator(test_task_sampler=pool, n_test_tasks=2, worker_args={},
+                  worker_class=DefaultWorker)
     _, algo = make_algo('LVCVPG')
     evaluator = MetaEvaluator(test_task_sampler=sampler, n_test_tasks=2, n_exploration_eps=1,
                               n_test_episodes=1)
@@ -263,18 +274,19 @@ def test_meta_evaluator_refuses_counts_beyond_memory_and_a_pool_too_small_when_m
     assert len(evaluator.evaluate(algo)) == 2
 
 
-def test_task_samplers_of_another_family_or_horizon_are_refused_when_the_algorithm_is_made():
+def test_task_samplers_of_another_family_are_refused_and_of_another_horizon_named():
     """A meta-evaluator's test tasks of another env family failed at its first evaluation,
-    after a whole training epoch, in a message that named the training task sampler; task
-    samplers whose envs declare another max_episode_length had their episodes cut at the
-    sampler's horizon without a word."""
+    after a whole training epoch, in a message that named the training task sampler. Task
+    samplers whose envs declare another max_episode_length are sampled at the algorithm's
+    horizon with a warning (it was without a word); garage's own MetaEvaluator samples each
+    test env at its own horizon, so its test envs may have another."""
     env = ShortPointEnv()
     policy = GaussianMLPPolicy(env.spec, hidden_sizes=(8, ))
     sampler = garage_promp.make_sampler(policy, env)
 
-    def promp(task_sampler=None, test_task_sampler=None):
+    def promp(task_sampler=None, test_task_sampler=None, evaluator_class=MetaEvaluator):
         task_sampler = task_sampler or SetTaskSampler(ShortPointEnv)
-        evaluator = test_task_sampler and MetaEvaluator(
+        evaluator = test_task_sampler and evaluator_class(
             test_task_sampler=test_task_sampler, n_test_tasks=2, n_exploration_eps=1,
             n_test_episodes=1)
         return garage_promp.ProMP(env, policy, sampler, task_sampler, meta_batch_size=2,
@@ -285,15 +297,20 @@ def test_task_samplers_of_another_family_or_horizon_are_refused_when_the_algorit
                                          r'PointEnvCorner has observation space shape'):
         promp(test_task_sampler=other)
     longer = SetTaskSampler(lambda: ShortPointEnv(max_episode_length=HORIZON + 5))
-    with pytest.raises(ValueError, match=rf"meta_evaluator's test_task_sampler's env "
+    with pytest.warns(UserWarning, match=rf"meta_evaluator's test_task_sampler's env "
                                          rf'ShortPointEnv has max_episode_length={HORIZON + 5}, '
                                          rf'but the algorithm samples episodes of {HORIZON} '
-                                         'steps'):
+                                         'steps: its episodes end at the shorter of the two'):
         promp(test_task_sampler=longer)
-    with pytest.raises(ValueError, match=rf"the task sampler's env ShortPointEnv has "
+    with pytest.warns(UserWarning, match=rf"the task sampler's env ShortPointEnv has "
                                          rf'max_episode_length={HORIZON + 5}, but'):
         promp(task_sampler=longer)
-    assert promp(test_task_sampler=SetTaskSampler(ShortPointEnv))
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert promp(test_task_sampler=SetTaskSampler(ShortPointEnv))
+        assert promp(test_task_sampler=longer, evaluator_class=GarageMetaEvaluator)
+        with pytest.raises(ValueError, match='PointEnvCorner has observation space shape'):
+            promp(test_task_sampler=other, evaluator_class=GarageMetaEvaluator)
 
 
 @pytest.mark.parametrize('n_epochs', [2.5, -1, 0, True, '2', None], ids=repr)
@@ -310,6 +327,7 @@ def test_a_trainers_epoch_count_is_checked_before_the_first_epoch(tmp_path, n_ep
     with pytest.raises(ValueError, match=r'Trainer.train\(plot=True\) is not supported'):
         trainer.train(n_epochs=1, batch_size=1, plot=True)
     assert trainer.step_itr is None and trainer.total_env_steps == 0
+    assert not psutil.Process().children(recursive=True)  # garage's plotter process is stopped
     with pytest.raises(ValueError, match=r'Trainer has no training arguments: a garage Trainer '
                                          r'trains the algorithm \(trainer.setup'):
         algo.train(Trainer(ExperimentContext(snapshot_dir=str(tmp_path),

@@ -254,13 +254,16 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
             check_standardizable(self._processing, n_exploration_eps,
                                  test_sampler.max_episode_length,
                                  'meta_evaluator n_exploration_eps')
-        # The meta-test's tasks likewise, rather than at its first evaluation.
+        # The meta-test's tasks likewise, rather than at its first evaluation (their horizon
+        # where this package's evaluator samples them at its sampler's; garage's own samples
+        # each test env at the env's).
         test_template = getattr(getattr(meta_evaluator, '_test_task_sampler', None), '_env', None)
         if test_template is not None:
             test_sampler = getattr(meta_evaluator, '_meta_sampler', None) or sampler
             check_same_spaces(test_template, env, 'the algorithm',
                               task_sampler="meta_evaluator's test_task_sampler",
-                              horizon=test_sampler.max_episode_length)
+                              horizon=(test_sampler.max_episode_length  # (ours has a sampler)
+                                       if hasattr(meta_evaluator, '_meta_sampler') else None))
         self._vectorize_tasks = bool(vectorize_tasks)
         self._learner_threads = learner_threads
         self._device = device

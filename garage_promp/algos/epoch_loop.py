@@ -66,6 +66,12 @@ def _check_train_arguments(trainer) -> None:
                          'trainer.train(n_epochs=N))')
     check_int(arguments.n_epochs, "the Trainer's n_epochs", 1)
     if getattr(arguments, 'plot', False):
+        # garage started its plotter (a forked process) before calling train: stopped here,
+        # since the exception skips the trainer's own shutdown.
+        plotter = getattr(trainer, '_plotter', None)
+        if plotter is not None:
+            plotter.close()
+        trainer._plot = False  # pylint: disable=protected-access
         raise ValueError("Trainer.train(plot=True) is not supported: garage's plotter reads "
                          "attributes of garage's own algorithms, and ended the run after its "
                          "first epoch; render a policy's episodes with the env's visualize()")

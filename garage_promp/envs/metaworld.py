@@ -228,6 +228,19 @@ class MetaWorldEnv(GymnasiumEnv):
 
     """
 
+    def unstable_simulation(self) -> None:
+        """None: Meta-World's steps are kept as Meta-World 3 gives them.
+
+        Where MuJoCo resets a simulation it finds unstable, Meta-World 3 steps on (it
+        reads no warning counter); with mujoco-py, which raised on them, such events
+        ended runs (Meta-World issue #25). They can come from ordinary actions on its
+        mocap-driven arm, and a seeded run would meet the same one again on resume, so
+        the sampler's check of the package's own MuJoCo envs
+        (:meth:`garage_promp.envs.gymnasium_env.GymnasiumEnv.unstable_simulation`) is
+        not applied here.
+        """
+        return None
+
     diagnostic_keys: Dict[str, str] = {
         'grasp_success': 'GraspSuccess',
         'near_object': 'NearObject',

@@ -72,10 +72,13 @@ class MetaEvaluator(GarageMetaEvaluator):
         if not callable(getattr(task_sampler, 'sample', None)) or isinstance(task_sampler, type):
             raise ValueError('test_task_sampler must be a task sampler (with sample(n)), got '
                              f'{task_sampler!r}')
-        if kwargs.get('worker_args'):  # garage's own sampler's; not read here
-            raise ValueError(f"worker_args={kwargs['worker_args']!r} would not be used: the "
-                             "meta-test samples with the algorithm's sampler (or sampler=), "
-                             'whose options are given where it is made (make_sampler)')
+        # garage's own test sampler's; this evaluator samples with a MetaSampler.
+        unused = {name: kwargs[name] for name in ('worker_args', 'worker_class')
+                  if kwargs.get(name) not in (None, {}, DefaultWorker)}
+        if unused:
+            raise ValueError(', '.join(f'{k}={v!r}' for k, v in unused.items()) + ' would not '
+                             "be used: the meta-test samples with the algorithm's sampler (or "
+                             'sampler=), whose options are given where it is made (make_sampler)')
         super().__init__(*args, **kwargs)
         self._n_test_tasks = check_int(
             self._n_test_tasks, 'n_test_tasks' if kwargs.get('n_test_tasks') is not None

@@ -31,6 +31,7 @@ import copy
 import dataclasses
 import math
 from typing import Any, Dict, List, Sequence, Tuple
+import warnings
 
 from garage_promp._seeding import (
     assembled_entropy,
@@ -770,15 +771,17 @@ class RolloutWorker:
 
 def check_same_spaces(env, reference, what: str, task_sampler: str = 'the task sampler',
                       horizon: int | None = None) -> None:
-    """Raise if ``env``'s observation or action shape differs from ``reference``'s, or
-    (given ``horizon``) its declared episode length from the episodes sampled.
+    """Raise if ``env``'s observation or action shape differs from ``reference``'s; warn
+    (given ``horizon``) if its declared episode length differs from the episodes sampled.
 
     A task sampler of another env family than the training env would
     otherwise fail later, inside the policy, with a bare shape error (for a
-    meta-evaluator's, after a whole training epoch); one whose envs declare
-    another ``max_episode_length`` would have its episodes cut at the
-    sampler's horizon, or end at the env's own limit, without a word.
-    ``task_sampler`` names the task sampler in the message.
+    meta-evaluator's, after a whole training epoch). Envs that declare
+    another ``max_episode_length`` are sampled at the sampler's horizon, or
+    end at their own limit first: a warning says so (a task sampler built
+    with a default horizon is common and harmless; one that differs from
+    the training env by mistake is not). ``task_sampler`` names the task
+    sampler in the message.
     """
     for name in ('observation_space', 'action_space'):
         got = getattr(getattr(env, 'spec', None), name, None)
@@ -791,10 +794,10 @@ def check_same_spaces(env, reference, what: str, task_sampler: str = 'the task s
                 "must build envs of the training env's family")
     declared = getattr(getattr(env, 'spec', None), 'max_episode_length', None)
     if horizon is not None and isinstance(declared, int) and declared != horizon:
-        raise ValueError(
+        warnings.warn(
             f"{task_sampler}'s env {_name(env)} has max_episode_length={declared}, but {what} "
-            f'samples episodes of {horizon} steps: {task_sampler} must build envs of that '
-            'horizon (its episodes would be cut at the shorter of the two without a word)')
+            f'samples episodes of {horizon} steps: its episodes end at the shorter of the two',
+            stacklevel=3)
 
 
 def _name(env) -> str:

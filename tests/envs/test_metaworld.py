@@ -296,3 +296,19 @@ def test_train_class_counts_come_from_meta_world_without_building_a_benchmark(ml
     assert n_train_classes('ML45') == 45
     with pytest.raises(ValueError, match='benchmark must be one of'):
         n_train_classes('MT10')
+
+
+@pytest.mark.metaworld
+def test_meta_world_steps_are_kept_as_meta_world_gives_them_after_a_mujoco_reset():
+    """Meta-World 3 steps on where MuJoCo resets a simulation it finds unstable (with
+    mujoco-py such events ended runs, Meta-World issue #25); the sampler's check of the
+    package's own MuJoCo envs does not end a Meta-World run, which would meet the same event
+    again on resume. (A plain gymnasium MuJoCo env under GymnasiumEnv does report it.)"""
+    import mujoco  # pylint: disable=import-outside-toplevel
+    task = make_benchmark('ML1', 'reach-v3', seed=0).train_tasks[0]
+    env = MetaWorldEnv(task, max_episode_length=12, seed=1)
+    env.reset()
+    env.step(ACTIONS[0])
+    data = env.unwrapped.data
+    data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number = 1
+    assert env.unstable_simulation() is None
