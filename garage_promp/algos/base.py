@@ -249,8 +249,8 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         # The meta-test's adaptation batches too (any garage MetaEvaluator has the count),
         # rather than at its first evaluation, after training epochs.
         n_exploration_eps = getattr(meta_evaluator, '_n_exploration_eps', None)
+        test_sampler = getattr(meta_evaluator, '_meta_sampler', None) or sampler
         if isinstance(n_exploration_eps, int) and not isinstance(n_exploration_eps, bool):
-            test_sampler = getattr(meta_evaluator, '_meta_sampler', None) or sampler
             check_standardizable(self._processing, n_exploration_eps,
                                  test_sampler.max_episode_length,
                                  'meta_evaluator n_exploration_eps')
@@ -259,7 +259,6 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         # each test env at the env's).
         test_template = getattr(getattr(meta_evaluator, '_test_task_sampler', None), '_env', None)
         if test_template is not None:
-            test_sampler = getattr(meta_evaluator, '_meta_sampler', None) or sampler
             check_same_spaces(test_template, env, 'the algorithm',
                               task_sampler="meta_evaluator's test_task_sampler",
                               horizon=(test_sampler.max_episode_length  # (ours has a sampler)

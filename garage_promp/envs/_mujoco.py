@@ -348,19 +348,6 @@ class MujocoMetaEnv(MetaEnv, MujocoEnv):
             ctrl = check_action(self, ctrl, (self.model.nu, ))
         super().do_simulation(ctrl, n_frames)
 
-    def unstable_simulation(self) -> str | None:
-        """What MuJoCo found unstable in this episode's simulation, or None.
-
-        Where a step meets a NaN, an inf or a huge value in ``qpos``, ``qvel`` or
-        ``qacc`` (a task whose physical parameters are extreme, e.g. a friction of
-        1e300), MuJoCo resets the simulation to the model's initial state in the middle
-        of the step, prints a warning and steps on: the episode's later steps come from
-        a state the task never reached, often with finite numbers. Its warning counters
-        keep the event until the next reset (``mj_resetData``), so the sampler asks
-        after each wave of episodes.
-        """
-        return simulation_reset(self.data)
-
     def reset_model(self) -> np.ndarray:
         """Reset noise of the original ProMP envs, drawn from ``self.np_random``."""
         qpos = self.init_qpos + self.np_random.uniform(

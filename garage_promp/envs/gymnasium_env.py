@@ -400,9 +400,16 @@ class GymnasiumEnv(Environment):
     def unstable_simulation(self) -> str | None:
         """What the simulator found unstable and reset in this episode, or None.
 
-        Forwarded where the gymnasium env reports it (``garage_promp``'s MuJoCo envs);
-        read from MuJoCo's warning counters for any other gymnasium env with an
-        ``MjData`` as ``data`` (gymnasium's ``MujocoEnv``); None for the rest.
+        Read from MuJoCo's warning counters for a gymnasium env with an ``MjData`` as
+        ``data`` (``garage_promp``'s MuJoCo envs, gymnasium's ``MujocoEnv``): where a step
+        meets a NaN, an inf or a huge value in ``qpos``, ``qvel`` or ``qacc`` (a task whose
+        physical parameters are extreme, e.g. a friction of 1e300), MuJoCo resets the
+        simulation to the model's initial state in the middle of the step, prints a
+        warning and steps on, so the episode's later steps come from a state the task
+        never reached, often with finite numbers; the counters keep the event until the
+        next reset, so the sampler asks after each wave of episodes. Forwarded to a
+        gymnasium env that reports it itself (``unstable_simulation``, e.g. for another
+        simulator); None for the rest.
         """
         env = self._env.unwrapped
         report = getattr(env, 'unstable_simulation', None)

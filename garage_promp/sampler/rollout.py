@@ -585,7 +585,8 @@ class RolloutWorker:
         """Refuse a wave in which the simulator reset an env's simulation in the middle of
         an episode (MuJoCo does so, with a printed warning, at a NaN, inf or huge state,
         and steps on, often with finite numbers): asked of every env that can tell
-        (``unstable_simulation``: ``garage_promp``'s MuJoCo envs), once a wave."""
+        (``GymnasiumEnv.unstable_simulation``: MuJoCo's gymnasium envs, the package's among
+        them), once a wave."""
         for (s, j, env), rec in zip(rows, recs):
             report = getattr(env, 'unstable_simulation', None)
             found = report() if callable(report) else None

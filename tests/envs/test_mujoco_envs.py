@@ -244,20 +244,24 @@ def test_termination(cls, change, terminal):
     assert (es.step_type == StepType.TERMINAL) == terminal
 
 
-def _floating_step(env_class, index, height):
-    """One zero-action step of ``env_class`` with ``qpos[index]`` (a height) set to
-    ``height``, floating without gravity or constraints, so that the torso stays at the
-    height it is put at; the step, and the height after it."""
+def _floating_step(env_class, qpos=None, qvel=None):
+    """One zero-action step of ``env_class`` from its reset state with the ``qpos``/``qvel``
+    entries given (``{index: value}``) and every other velocity 0, floating without gravity
+    or constraints, so that nothing but the velocities moves it (a torso stays at the
+    height it is put at); the step, and ``qpos`` after it."""
     env = env_class(seed=0)
     env.reset()
     gym = env.gym_env
     gym.model.opt.disableflags |= (mujoco.mjtDisableBit.mjDSBL_GRAVITY
                                    | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
-    qpos = gym.data.qpos.copy()
-    qpos[index] = height
-    gym.set_state(qpos, np.zeros(gym.model.nv))
+    position, velocity = gym.data.qpos.copy(), np.zeros(gym.model.nv)
+    for index, value in (qpos or {}).items():
+        position[index] = value
+    for index, value in (qvel or {}).items():
+        velocity[index] = value
+    gym.set_state(position, velocity)
     es = env.step(np.zeros(env.action_space.shape))
-    after = float(gym.data.qpos[index])
+    after = gym.data.qpos.copy()
     env.close()
     return es, after
 
@@ -266,15 +270,15 @@ def _floating_step(env_class, index, height):
                                              (0.99, False), (1.01, True)])
 def test_ant_healthy_range_is_zero_to_one(height, terminal):
     # Spec §10 item 17: [0, 1], not gym's [0.2, 1].
-    es, after = _floating_step(AntFwdBackEnv, 2, height)
-    assert after == pytest.approx(height, abs=1e-3)
+    es, after = _floating_step(AntFwdBackEnv, qpos={2: height})
+    assert after[2] == pytest.approx(height, abs=1e-3)
     assert (es.step_type == StepType.TERMINAL) == terminal
 
 
 @pytest.mark.parametrize('height,terminal', [(0.85, False), (0.75, True)])
 def test_walker_is_unhealthy_below_a_height_of_0_8(height, terminal):
-    es, after = _floating_step(WalkerFwdBackEnv, 1, height)
-    assert after == pytest.approx(height, abs=1e-3)
+    es, after = _floating_step(WalkerFwdBackEnv, qpos={1: height})
+    assert after[1] == pytest.approx(height, abs=1e-3)
     assert (es.step_type == StepType.TERMINAL) == terminal
 
 
@@ -468,24 +472,6 @@ def test_humanoid_observation_layout(cls):
     np.testing.assert_array_equal(es.observation, expected)
 
 
-def _floating(env_class, qpos=None, qvel=None):
-    """One zero-action step of ``env_class`` from its reset state with the ``qpos``/``qvel``
-    entries given, floating without gravity or constraints (so nothing but the velocities
-    moves it); the step."""
-    env = env_class(seed=0)
-    env.reset()
-    gym = env.gym_env
-    gym.model.opt.disableflags |= (mujoco.mjtDisableBit.mjDSBL_GRAVITY
-                                   | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
-    position, velocity = gym.data.qpos.copy(), np.zeros(gym.model.nv)
-    for index, value in (qpos or {}).items():
-        position[index] = value
-    for index, value in (qvel or {}).items():
-        velocity[index] = value
-    gym.set_state(position, velocity)
-    return env.step(np.zeros(env.action_space.shape))
-
-
 # The bounds of rand_param_envs' hopper (gym Hopper-v2: height > 0.7, |angle| < 0.2,
 # |state[2:]| < 100) and of gym Humanoid-v2 (1 < z < 2), each just inside and just outside.
 HEALTHY_BOUNDS = [
@@ -507,7 +493,7 @@ HEALTHY_BOUNDS = [
 @pytest.mark.parametrize('cls,state,terminal', HEALTHY_BOUNDS,
                          ids=[f'{c.__name__}-{s}' for c, s, _ in HEALTHY_BOUNDS])
 def test_healthy_bounds_of_the_hopper_and_the_humanoid(cls, state, terminal):
-    assert (_floating(cls, **state).step_type == StepType.TERMINAL) == terminal
+    assert (_floating_step(cls, **state)[0].step_type == StepType.TERMINAL) == terminal
 
 
 def test_ant_rand_goal_draws_goals_uniform_in_a_disc_of_radius_3():
