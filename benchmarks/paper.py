@@ -1011,9 +1011,10 @@ def _verdict(t: float, p: float, n_more: float, paper: bool = True) -> str:
         return 'not measured yet (needs ≥ 2 seeds of each)'
     if p < 0.05:
         return ('reproduced' if paper else 'holds') + ' (one-sided p < 0.05)'
-    if 1 - p < 0.05:
+    if 1 - p < 0.05:  # the other direction's one-sided test; two-sided is twice its p
         return (('not reproduced: ' if paper else 'does not hold: ')
-                + 'the opposite is significant (one-sided p < 0.05)')
+                + f'the opposite is significant (its one-sided p = {1 - p:.3f} < 0.05; '
+                f'two-sided p = {2 * (1 - p):.3f})')
     if not math.isfinite(n_more):
         more = 'no difference'
     elif t < 0:  # the measured difference runs against the claim: the seeds to show that
@@ -1507,25 +1508,45 @@ CLAIMS_BEGIN = '<!-- claims table: written by benchmarks/paper.py report; do not
 CLAIMS_END = '<!-- end of the claims table -->'
 
 
+def _holm(tests: Sequence[Tuple[str, float]], alpha: float) -> set:
+    """The names of ``tests`` (name, p) that Holm's step-down keeps at ``alpha``: the k-th
+    smallest p (k from 0) must be under ``alpha / (m - k)``, and the first that is not ends
+    the list."""
+    kept, m = set(), len(tests)
+    for k, (name, p) in enumerate(sorted(tests, key=lambda item: item[1])):
+        if not p < alpha / (m - k):  # (strict, as each claim's own p < alpha)
+            break
+        kept.add(name)
+    return kept
+
+
 def family_note(tested: Sequence[Tuple[str, float]], alpha: float = 0.05) -> List[str]:
     """What the verdicts become held to ``alpha`` over all of the paper's tested claims at
     once: each claim above is tested on its own at ``alpha`` (one-sided), so with many
-    claims some pass by chance. Holm's step-down correction: the k-th smallest p (k from
-    0) must be under ``alpha / (m - k)``, and the first that is not ends the list."""
+    claims some pass by chance (Holm's step-down correction, :func:`_holm`). A claim whose
+    difference runs against it at one-sided ``1 - p < alpha`` is given the verdict "the
+    opposite is significant": a second test, of the other direction, so the note also
+    says what those verdicts become in the family of every test made (the claims' and
+    theirs)."""
     if not tested:
         return []
     m = len(tested)
-    kept = set()
-    for k, (claim, p) in enumerate(sorted(tested, key=lambda item: item[1])):
-        if not p < alpha / (m - k):  # (strict, as each claim's own p < alpha)
-            break
-        kept.add(claim)
+    kept = _holm(tested, alpha)
     passed = [(claim, p) for claim, p in tested if p < alpha]
     head = (f'Each comparison is tested on its own at one-sided p < {alpha}. Held to {alpha} '
             f'over all {m} tested together (Holm\'s correction for multiple comparisons), '
             f'{len(kept)} of the {len(passed)} with p < {alpha} stay significant')
     lost = [f'{claim} (p = {p:.3f})' for claim, p in passed if claim not in kept]
-    return [head + ('; not: ' + '; '.join(lost) if lost else '') + '.', '']
+    note = head + ('; not: ' + '; '.join(lost) if lost else '') + '.'
+    opposite = [(f'{claim}, the opposite', 1 - p) for claim, p in tested if 1 - p < alpha]
+    if opposite:
+        both = _holm(list(tested) + opposite, alpha)
+        note += (f' Where the opposite is significant, that is a test of the other direction: '
+                 f'with those in the family ({m + len(opposite)} tests), '
+                 + '; '.join(f'{claim} (p = {q:.3f}) '
+                             + ('stays significant' if claim in both else 'does not stay '
+                                'significant') for claim, q in opposite) + '.')
+    return [note, '']
 
 
 def claims_table(claims) -> List[str]:

@@ -190,6 +190,9 @@ def test_report_on_partial_results_draws_what_exists(paper, tmp_path):
 def test_verdicts(paper):
     assert paper._verdict(3., 0.01, 3).startswith('reproduced')
     assert paper._verdict(-3., 0.99, 3).startswith('not reproduced')
+    # The other direction's test, with its p, and the two-sided p (twice the smaller one).
+    assert paper._verdict(-3.6, 0.971, 3).endswith(
+        'the opposite is significant (its one-sided p = 0.029 < 0.05; two-sided p = 0.058)')
     # A claim of the package's own (not the paper's) holds or does not.
     assert paper._verdict(3., 0.01, 3, paper=False).startswith('holds')
     assert paper._verdict(-3., 0.99, 3, paper=False).startswith('does not hold')
@@ -233,7 +236,29 @@ def test_family_note_holds_the_verdicts_to_all_claims_at_once(paper):
     assert paper.family_note([]) == []
     # p exactly 0.05 passes neither its own test nor Holm's.
     note, _ = paper.family_note([('a', 0.05)])
-    assert '0 of the 0 with p < 0.05' in note
+    assert '0 of the 0 with p < 0.05' in note and 'opposite' not in note
+
+
+def test_family_note_holds_the_opposite_verdicts_to_every_test_made(paper):
+    """A claim whose difference runs against it at one-sided p' = 1 - p < 0.05 is called
+    "the opposite is significant": a second test, so the note puts it in the family of every
+    test made and says whether it stays (the committed report's Hopper claim: p' = 0.029
+    among 20 tests, whose smallest bound is 0.05 / 20)."""
+    tested = [('a', 0.0008), ('b', 0.0013), ('h', 0.971)] + [(f'x{i}', 0.5) for i in range(16)]
+    note, _ = paper.family_note(tested)
+    assert 'over all 19 tested together' in note and '2 of the 2 with p < 0.05' in note
+    assert ('with those in the family (20 tests), h, the opposite (p = 0.029) does not stay '
+            'significant.') in note
+    # With few tests it stays: 0.01 < 0.05 / 2 after a (0.001 < 0.05 / 3).
+    note, _ = paper.family_note([('a', 0.001), ('h', 0.99)])
+    assert 'family (3 tests), h, the opposite (p = 0.010) stays significant.' in note
+    # The claims' own p-values count in that family: h's 0.01 is the smallest of 3 tests
+    # (under 0.05 / 3); behind a claim's 0.015 it is second, and 0.01 < 0.05 / 2 again.
+    note, _ = paper.family_note([('b', 0.015), ('h', 0.99)])
+    assert '1 of the 1 with p < 0.05 stay significant.' in note
+    assert 'family (3 tests), h, the opposite (p = 0.010) stays significant.' in note
+    note, _ = paper.family_note([('b', 0.02), ('c', 0.03), ('h', 0.96)])
+    assert 'family (4 tests), h, the opposite (p = 0.040) does not stay significant.' in note
 
 
 def test_a_claim_on_a_sparsely_logged_column_names_where_it_was_logged(paper, tmp_path):
