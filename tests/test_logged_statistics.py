@@ -37,17 +37,33 @@ def test_step_returns_are_the_episodes_returns_discounted_from_their_start():
 
 
 def test_learned_step_sizes_are_logged_as_their_mean_min_and_max():
+    # Step sizes are not kept positive (the sign is free, as in the reference): the logged
+    # statistics are of the signed values.
     _, algo = make_algo('ProMP', trainable_inner_step_size=True)
     with torch.no_grad():
         for value in algo._inner_lr.values():
-            value.copy_(torch.linspace(0.1, 0.3, value.numel()).reshape(value.shape)
-                        if value.numel() > 1 else torch.full_like(value, 0.2))
+            value.copy_(torch.linspace(-0.3, 0.1, value.numel()).reshape(value.shape)
+                        if value.numel() > 1 else torch.full_like(value, -0.1))
     tabular.clear()
     algo._log_inner_step_sizes()
     logged = tabular.as_dict
     name = next(n for n, v in algo._inner_lr.items() if v.numel() > 2)
-    for stat, value in (('Mean', 0.2), ('Min', 0.1), ('Max', 0.3)):
+    for stat, value in (('Mean', -0.1), ('Min', -0.3), ('Max', 0.1)):
         assert logged[f'InnerStepSize/{name}/{stat}'] == pytest.approx(value, rel=1e-6), stat
+    tabular.clear()
+    algo.sampler.shutdown_worker()
+
+
+def test_a_training_epoch_logs_the_learned_step_sizes_it_ends_with():
+    _, algo = make_algo('ProMP', trainable_inner_step_size=True)
+    tabular.clear()
+    algo._train_once(0, 0, algo.sample_meta_batch(0))
+    logged = tabular.as_dict
+    for name, value in algo._inner_lr.items():
+        for stat in ('Mean', 'Min', 'Max'):
+            key = f'{algo.policy.name}/InnerStepSize/{name}/{stat}'
+            assert logged[key] == pytest.approx(float(getattr(value.detach(), stat.lower())()),
+                                                rel=1e-6), key
     tabular.clear()
     algo.sampler.shutdown_worker()
 

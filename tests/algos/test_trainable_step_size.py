@@ -79,6 +79,36 @@ def test_step_sizes_are_in_the_snapshot_with_the_optimiser_state():
     held = restored._optimizer.param_groups[0]['params']
     assert any(p is restored._inner_lr[k] for p in held for k in restored._inner_lr)
     assert restored._optimizer.state[held[-1]]  # Adam's moments came along
+    # The restored algorithm still learns them: they are among its outer parameters.
+    assert restored._trainable_inner_step_size is True
+    outer = restored.outer_parameters()
+    assert all(any(p is v for p in outer) for v in restored._inner_lr.values())
+    before = {k: v.detach().clone() for k, v in restored._inner_lr.items()}
+    restored.optimize(1, restored.sample_meta_batch(1))
+    assert any(not torch.equal(v.detach(), before[k]) for k, v in restored._inner_lr.items())
+
+
+def test_an_undone_outer_step_puts_the_step_sizes_back_too():
+    """An outer step that leaves a parameter non-finite is undone and counted as skipped:
+    θ and the learned step sizes both return to their values before it."""
+    _, algo = make_algo('LVCVPG', trainable_inner_step_size=True)
+    batches = algo.sample_meta_batch(0)
+    theta = [p.detach().clone() for p in algo.policy.parameters()]
+    lrs = {k: v.detach().clone() for k, v in algo._inner_lr.items()}
+    step = algo._optimizer.step
+
+    def overflowing_step(*args, **kwargs):
+        result = step(*args, **kwargs)
+        with torch.no_grad():  # the step sizes' update overflows (θ's stays finite)
+            next(iter(algo._inner_lr.values())).view(-1)[0] = float('inf')
+        return result
+
+    algo._optimizer.step = overflowing_step
+    algo.optimize(0, batches)
+    assert algo._nan_steps_this_epoch == 1
+    assert all(torch.equal(p, old) for p, old in zip(algo.policy.parameters(), theta))
+    for k, v in algo._inner_lr.items():
+        assert torch.equal(v.detach(), lrs[k]), k
 
 
 def test_trpo_trust_region_covers_the_step_sizes():

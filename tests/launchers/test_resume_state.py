@@ -62,6 +62,25 @@ def test_a_foreign_snapshot_is_refused(promp_run, tmp_path):
     assert (log_dir / 'progress.csv').read_text() == before
 
 
+def test_a_log_ahead_of_its_newest_snapshot_resumes_from_the_snapshot(tmp_path):
+    """The newest snapshot lost (deleted, or skipped as unreadable) leaves the log a row
+    ahead of the snapshot the run resumes from: that row is dropped and its epoch run
+    again, so the log holds each epoch once, its env steps counting on from the
+    snapshot's."""
+    log_dir = tmp_path / 'all'
+    _run(*TINY, '--algo', 'ProMP', '--epochs', '2', '--snapshot-mode', 'all',
+         '--log-dir', str(log_dir))
+    first = _rows(log_dir)
+    (log_dir / 'itr_1.pkl').unlink()
+    out = _run('--resume', str(log_dir), '--epochs', '3').stdout
+    assert '1 epochs and' in out and f"{first[0]['TotalEnvSteps']} env steps done" in out, out
+    rows = _rows(log_dir)
+    assert [int(r['Average/Iteration']) for r in rows] == [0, 1, 2]
+    assert rows[0] == first[0]
+    steps = [int(r['TotalEnvSteps']) for r in rows]
+    assert steps == [steps[0], 2 * steps[0], 3 * steps[0]]  # 2 x 2 x 4 x 2 steps an epoch
+
+
 def test_missing_progress_rows_are_reported_not_skipped(promp_run, tmp_path):
     log_dir = tmp_path / 'run'
     shutil.copytree(promp_run, log_dir)
