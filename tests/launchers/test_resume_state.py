@@ -81,6 +81,19 @@ def test_a_log_ahead_of_its_newest_snapshot_resumes_from_the_snapshot(tmp_path):
     assert steps == [steps[0], 2 * steps[0], 3 * steps[0]]  # 2 x 2 x 4 x 2 steps an epoch
 
 
+def test_a_budget_given_on_resume_bounds_the_epochs_left_by_the_steps_left(promp_run, tmp_path):
+    """--max-env-steps on --resume: the epochs it names ("training to N epochs") are the
+    snapshot's plus those that surely reach what is left of the budget (at least
+    M x R x (K + 1) = 8 steps an epoch: 2 + ceil((100 - 64) / 8) = 7), and the run stops
+    once the budget is reached."""
+    log_dir = tmp_path / 'run'
+    shutil.copytree(promp_run, log_dir)
+    assert int(_rows(log_dir)[-1]['TotalEnvSteps']) == 64
+    out = _run('--resume', str(log_dir), '--max-env-steps', '100').stdout
+    assert 'training to 7 epochs' in out and 'epoch 3 | 96/100 steps' in out, out[-2000:]
+    assert [int(r['TotalEnvSteps']) for r in _rows(log_dir)] == [32, 64, 96, 128]
+
+
 def test_missing_progress_rows_are_reported_not_skipped(promp_run, tmp_path):
     log_dir = tmp_path / 'run'
     shutil.copytree(promp_run, log_dir)
