@@ -252,8 +252,9 @@ def test_family_note_holds_the_opposite_verdicts_to_every_test_made(paper):
     # With few tests it stays: 0.01 < 0.05 / 2 after a (0.001 < 0.05 / 3).
     note, _ = paper.family_note([('a', 0.001), ('h', 0.99)])
     assert 'family (3 tests), h, the opposite (p = 0.010) stays significant.' in note
-    # The claims' own p-values count in that family: h's 0.01 is the smallest of 3 tests
-    # (under 0.05 / 3); behind a claim's 0.015 it is second, and 0.01 < 0.05 / 2 again.
+    # The claims' own p-values count in that family: h's 0.01 comes first (under 0.05 / 3)
+    # and b's 0.015 second (under 0.05 / 2); below, 0.02 is over 0.05 / 4, which ends the
+    # step-down before h's 0.04 is reached.
     note, _ = paper.family_note([('b', 0.015), ('h', 0.99)])
     assert '1 of the 1 with p < 0.05 stay significant.' in note
     assert 'family (3 tests), h, the opposite (p = 0.010) stays significant.' in note
