@@ -15,9 +15,32 @@ def write_results(out, stem: str, results, table: str, **settings) -> None:
     out.mkdir(parents=True, exist_ok=True)
     meta = dict(date=time.strftime('%Y-%m-%d'), machine=platform.node(),
                 processor=processor_name(), cores=os.cpu_count(),
-                written=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), **settings)
+                written=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()),
+                revision=code_revision(), **settings)
     (out / f'{stem}.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
     (out / f'{stem}.md').write_text(table + '\n')
+
+
+#: The checkout the benchmarks measure (this file's repository).
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def code_revision(repo=REPO) -> str:
+    """The commit the measured code is at (``git rev-parse --short=12 HEAD`` of ``repo``),
+    with ``+changes`` where tracked files differ from it, so that a saved result says which
+    code it measured; ``''`` outside a git checkout (an installed copy, no ``git``)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    def git(*args):
+        return subprocess.run(['git', '-C', str(repo), *args], capture_output=True,
+                              text=True, timeout=30, check=True).stdout.strip()
+
+    try:
+        commit = git('rev-parse', '--short=12', 'HEAD')
+        changed = git('status', '--porcelain', '--untracked-files=no')
+    except (OSError, subprocess.SubprocessError):
+        return ''
+    return commit + ('+changes' if changed else '')
 
 
 def processor_name(cpuinfo='/proc/cpuinfo') -> str:

@@ -63,6 +63,9 @@ def test_throughput_workers_mode_quick(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = json.loads((tmp_path / 'workers.json').read_text())
     assert saved['meta']['n_workers'] == [1]  # not --n-workers, which this mode does not read
+    bench_io = load_script(ROOT / 'benchmarks' / 'bench_io.py', 'bench_io_throughput_meta')
+    assert saved['meta']['revision'] == bench_io.code_revision()  # the code it measured
+    assert saved['meta']['processor'] == bench_io.processor_name()
     (row, ) = saved['results']
     assert row['n_workers'] == 1 and row['what'] == 'ProMP'
     assert len(row['raw_before_after']) == 2 and row['raw_steps_per_s'] == pytest.approx(
@@ -524,6 +527,28 @@ def test_saved_results_name_the_cpu_and_when_they_were_written(tmp_path):
     assert re.fullmatch(r'\d{4}-\d\d-\d\d \d\d:\d\d UTC', meta['written']), meta
     if pathlib.Path('/proc/cpuinfo').exists():
         assert meta['processor']
+    assert meta['revision'] == bench_io.code_revision()
+
+
+def test_saved_results_name_the_code_they_measured(tmp_path):
+    """The commit of the checkout, marked where tracked files were changed; nothing outside
+    a git checkout."""
+    bench_io = load_script(ROOT / 'benchmarks' / 'bench_io.py', 'bench_io_revision')
+    repo = tmp_path / 'repo'
+    repo.mkdir()
+    assert bench_io.code_revision(repo) == ''
+    git = ['git', '-C', str(repo), '-c', 'user.name=t', '-c', 'user.email=t@t']
+    subprocess.run([*git, 'init', '-q'], check=True)
+    (repo / 'f').write_text('1')
+    subprocess.run([*git, 'add', 'f'], check=True)
+    subprocess.run([*git, 'commit', '-qm', 'c'], check=True)
+    head = subprocess.run([*git, 'rev-parse', '--short=12', 'HEAD'], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert bench_io.code_revision(repo) == head
+    (repo / 'untracked').write_text('x')  # not the code that ran: not counted
+    assert bench_io.code_revision(repo) == head
+    (repo / 'f').write_text('2')
+    assert bench_io.code_revision(repo) == head + '+changes'
 
 
 def test_learning_says_set_does_not_reach_garages_own_mamltrpo(tmp_path, capsys):
