@@ -57,7 +57,7 @@ from garage_promp.policies import (
     named_params,
 )
 from garage_promp.sampler import MetaSampler
-from garage_promp.sampler.rollout import check_same_spaces
+from garage_promp.sampler.rollout import check_env_family
 from garage_promp.validation import (
     MAX_WORKERS,
     check_batch_steps,
@@ -204,7 +204,7 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         # garage's SetTaskSampler (and ours) hold a template env: compare it now.
         template = getattr(task_sampler, '_env', None)
         if template is not None:
-            check_same_spaces(template, env, 'the algorithm', horizon=horizon)
+            check_env_family(template, env, 'the algorithm', horizon=horizon)
         if sampler.max_episode_length != horizon:
             raise ValueError(
                 f'sampler has max_episode_length={sampler.max_episode_length}'
@@ -259,10 +259,10 @@ class MetaPolicySearch(AdaptationChain, MetaBatchSampling, EpochLoop, MetaTestAP
         # each test env at the env's).
         test_template = getattr(getattr(meta_evaluator, '_test_task_sampler', None), '_env', None)
         if test_template is not None:
-            check_same_spaces(test_template, env, 'the algorithm',
-                              task_sampler="meta_evaluator's test_task_sampler",
-                              horizon=(test_sampler.max_episode_length  # (ours has a sampler)
-                                       if hasattr(meta_evaluator, '_meta_sampler') else None))
+            check_env_family(test_template, env, 'the algorithm',
+                             task_sampler="meta_evaluator's test_task_sampler",
+                             horizon=(test_sampler.max_episode_length  # (ours has a sampler)
+                                      if hasattr(meta_evaluator, '_meta_sampler') else None))
         self._vectorize_tasks = bool(vectorize_tasks)
         self._learner_threads = learner_threads
         self._device = device

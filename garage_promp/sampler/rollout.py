@@ -351,7 +351,7 @@ class RolloutWorker:
                              'environment (an EnvUpdate returns the env to sample)')
         self._pool[position] = new
         if new is not old:
-            check_same_spaces(new, self._template, 'the sampler')
+            check_env_family(new, self._template, 'the sampler')
         return self._pool[position]
 
     def _build_envs(self, job: Job) -> List[List[Any]]:
@@ -770,8 +770,8 @@ class RolloutWorker:
         self._pool = []
 
 
-def check_same_spaces(env, reference, what: str, task_sampler: str = 'the task sampler',
-                      horizon: int | None = None) -> None:
+def check_env_family(env, reference, what: str, task_sampler: str = 'the task sampler',
+                     horizon: int | None = None) -> None:
     """Raise if ``env``'s observation or action shape differs from ``reference``'s; warn
     (given ``horizon``) if its declared episode length differs from the episodes sampled.
 
