@@ -888,6 +888,48 @@ class _Clock:
         return self.lost_seconds
 
 
+def test_the_console_names_the_worker_waited_for_after_the_stall_notice(monkeypatch):
+    said = []
+    monkeypatch.setattr(backends, 'phase', said.append)
+    clock = _Clock()
+    watchdog = backends._Watchdog(600., clock=clock)  # pylint: disable=protected-access
+    watchdog.started(0)
+    clock.time += backends.STALL_NOTICE_SECONDS - 1
+    watchdog.check([0], lambda w: f'sampler worker {w}')
+    assert said == [] and backends.STALL_NOTICE_SECONDS == 30.
+    clock.time += 2
+    watchdog.check([0], lambda w: f'sampler worker {w}')
+    assert said == ['waiting for sampler worker 0, no progress for 31 s at its job start']
+
+
+def test_the_suspension_clock_adds_up_every_stop():
+    """Each look that comes late by more than LATE_SECONDS adds its delay: two stops of
+    5 and 4 s (less a tick each) are both counted."""
+    clock = backends._SuspensionClock()  # pylint: disable=protected-access
+    clock._seen -= 5  # pylint: disable=protected-access
+    first = clock._look()  # pylint: disable=protected-access
+    assert first == pytest.approx(5 - clock.TICK_SECONDS, abs=0.1)
+    clock._seen -= 4  # pylint: disable=protected-access
+    assert clock._look() == pytest.approx(first + 4 - clock.TICK_SECONDS, abs=0.1)
+    assert clock._look() == pytest.approx(first + 4 - clock.TICK_SECONDS, abs=0.1)
+
+
+def test_a_sampler_is_watched_by_default_also_when_restored_from_an_older_snapshot():
+    """worker_timeout defaults to DEFAULT_WORKER_TIMEOUT (a hung worker ends the run), for
+    MetaSampler, make_sampler, and a snapshot from before the option existed."""
+    env, policy, made, _ = make_setup()  # made with garage_promp.make_sampler's defaults
+    assert made._worker_timeout == backends.DEFAULT_WORKER_TIMEOUT
+    sampler = MetaSampler(policy, env)
+    assert sampler._worker_timeout == backends.DEFAULT_WORKER_TIMEOUT
+    state = sampler.__getstate__()
+    del state['_worker_timeout']
+    old = MetaSampler.__new__(MetaSampler)
+    old.__setstate__(state)
+    assert old.backend._timeout == backends.DEFAULT_WORKER_TIMEOUT
+    for s in (sampler, made, old):
+        s.shutdown_worker()
+
+
 def test_the_watchdog_counts_a_workers_silence_without_the_time_this_process_lost():
     clock = _Clock()
     watchdog = backends._Watchdog(2., clock=clock)  # pylint: disable=protected-access

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from garage_promp.experiment.resume import resume_run
-from garage_promp.experiment.run_dir import RunDirBusy, owned_run_dir
+from garage_promp.experiment.run_dir import LOCK_NAME, RunDirBusy, lock_holder, owned_run_dir
 from garage_promp.validation import (
     check_default_log_dir,
     check_input_dir,
@@ -24,12 +24,12 @@ TINY = ['--env', 'PointEnvCorner', '--meta-batch-size', '2', '--episodes-per-tas
 
 
 @contextlib.contextmanager
-def _held_by_another_process(log_dir):
+def _held_by_another_process(log_dir, record_pid=True):
     """A second process that holds ``log_dir``'s lock for the body; yields its pid."""
     holder = subprocess.Popen([sys.executable, '-c', (
         'import time\n'
         'from garage_promp.experiment.run_dir import owned_run_dir\n'
-        f'with owned_run_dir({str(log_dir)!r}):\n'
+        f'with owned_run_dir({str(log_dir)!r}, record_pid={record_pid}):\n'
         '    print("held", flush=True); time.sleep(60)\n')],
         stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
@@ -38,6 +38,32 @@ def _held_by_another_process(log_dir):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_the_lock_file_names_its_holder_alone(tmp_path):
+    """A longer pid left by an earlier run is replaced, not overwritten in part."""
+    (tmp_path / LOCK_NAME).write_text('9999999999\n')
+    with owned_run_dir(str(tmp_path)):
+        assert (tmp_path / LOCK_NAME).read_text() == f'{os.getpid()}\n'
+        assert lock_holder(str(tmp_path)) == os.getpid()
+    assert lock_holder(str(tmp_path)) is None
+
+
+def test_lock_holder_is_the_pid_in_the_file_holding_that_files_lock(tmp_path):
+    """A stale pid in a lock file is no holder because its process holds another lock
+    (another run's directory), nor is a holder that did not record its pid."""
+    held, stale = tmp_path / 'held', tmp_path / 'stale'
+    held.mkdir()
+    stale.mkdir()
+    with _held_by_another_process(held) as pid:
+        (stale / LOCK_NAME).write_text(f'{pid}\n')
+        assert lock_holder(str(held)) == pid
+        assert lock_holder(str(stale)) is None
+    quiet = tmp_path / 'quiet'
+    quiet.mkdir()
+    (quiet / LOCK_NAME).write_text(f'{os.getpid()}\n')  # a pid not holding it
+    with _held_by_another_process(quiet, record_pid=False):
+        assert lock_holder(str(quiet)) is None
 
 
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
