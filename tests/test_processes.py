@@ -202,6 +202,21 @@ def _sigint_disposition(pid):
     return 'ignored' if int(fields['SigIgn'], 16) & bit else 'default'
 
 
+def test_pool_workers_ignore_a_terminals_ctrl_c():
+    """Ctrl-C at a terminal reaches the whole foreground process group: the workers
+    ignore it, and the main process ends the run and closes them (one message, the
+    snapshot kept), rather than each worker dying with a KeyboardInterrupt of its own."""
+    from tests.helpers import make_setup  # pylint: disable=import-outside-toplevel
+    _, _, sampler, _ = make_setup(1, n_workers=2, kind='multiprocessing')
+    try:
+        sampler.start_worker()
+        pids = sampler.backend.pids
+        assert len(pids) == 2
+        assert [_sigint_disposition(pid) for pid in pids] == ['ignored', 'ignored']
+    finally:
+        sampler.shutdown_worker()
+
+
 LAUNCHERS = sorted(p.name for p in (ROOT / 'launchers').glob('*.py'))
 
 

@@ -4,6 +4,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 from garage_promp.experiment.resume import resume_run
 from garage_promp.experiment.run_dir import LOCK_NAME, RunDirBusy, lock_holder, owned_run_dir
@@ -64,6 +65,27 @@ def test_lock_holder_is_the_pid_in_the_file_holding_that_files_lock(tmp_path):
     (quiet / LOCK_NAME).write_text(f'{os.getpid()}\n')  # a pid not holding it
     with _held_by_another_process(quiet, record_pid=False):
         assert lock_holder(str(quiet)) is None
+
+
+def test_a_training_run_holds_its_directory_while_it_runs(tmp_path):
+    log_dir = tmp_path / 'run'
+    proc = subprocess.Popen([*TRAIN, *TINY, '--algo', 'LVC-VPG', '--epochs', '100000',
+                             '--log-dir', str(log_dir)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (log_dir / 'progress.csv').exists() and proc.poll() is None:
+            assert time.monotonic() < deadline, 'no epoch logged in 120 s'
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        assert lock_holder(str(log_dir)) == proc.pid
+        with pytest.raises(RunDirBusy, match=f'pid {proc.pid}'):
+            with owned_run_dir(str(log_dir)):
+                pass
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert lock_holder(str(log_dir)) is None
 
 
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
