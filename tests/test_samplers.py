@@ -281,6 +281,31 @@ def test_pickled_sampler_keeps_its_round_and_starts_nothing():
     assert not _children()
 
 
+def test_a_worker_stopped_while_idle_is_closed_with_the_rest():
+    """A worker SIGSTOPped between jobs cannot read the stop message: closing the pool
+    kills it rather than waiting on it, and no worker outlives the sampler."""
+    _, _, sampler, _ = make_setup(1, n_workers=2, kind='multiprocessing')
+    try:
+        sampler.start_worker()
+        os.kill(sampler.backend.pids[1], signal.SIGSTOP)
+    finally:
+        sampler.shutdown_worker()
+    _assert_no_children()
+
+
+def test_a_worker_that_died_while_idle_is_named_as_such():
+    env, policy, sampler, _ = make_setup(1, n_workers=2, kind='multiprocessing',
+                                         env_class=LongPointEnv)
+    sampler.start_worker()
+    pid = sampler.backend.pids[1]
+    os.kill(pid, signal.SIGKILL)
+    sampler.backend._procs[1].wait(timeout=30)  # (its Popen reaps it, keeping its status)
+    with pytest.raises(SamplerWorkerError, match=f'sampler worker 1 \\(pid {pid}\\) died '
+                                                 '\\(signal SIGKILL\\) while receiving its job'):
+        sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 2)
+    _assert_no_children()
+
+
 def test_env_budget_bounds_the_copies_a_worker_keeps():
     env, policy, sampler, _ = make_setup(7, env_class=LongPointEnv,
                                          max_envs_per_worker=6)
