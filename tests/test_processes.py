@@ -520,6 +520,28 @@ def test_usr1_dumps_the_stacks_of_the_main_process_and_every_worker(tmp_path):
     _assert_none_left(tag)
 
 
+def test_a_worker_whose_parent_died_before_it_started_ends_at_once():
+    """The parent pid on the worker's command line closes the race of a parent that died
+    before the worker asked for the parent-death signal: a worker that finds another
+    parent (here: it is told one that is not its own) kills itself before its imports."""
+    import socket  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.sampler.backends import WORKER_ENTRY
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker = subprocess.Popen([sys.executable, WORKER_ENTRY, str(theirs.fileno()), '0',
+                                   '1'], pass_fds=(theirs.fileno(), ),
+                                  stderr=subprocess.PIPE, text=True)
+        theirs.close()
+        ours.close()  # (a worker that went on would read no job and end on its own)
+        try:
+            assert worker.wait(timeout=60) == -signal.SIGKILL, worker.stderr.read()[-2000:]
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+
+
 def test_a_worker_dies_with_its_parent_even_while_it_imports(tmp_path):
     """The parent-death signal is set before the worker's imports (seconds of torch,
     garage, MuJoCo): a worker stopped while importing, whose parent is then killed
