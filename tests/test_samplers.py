@@ -679,6 +679,21 @@ def _sampler_with_timeout(env_class, timeout, kind='multiprocessing'):
     return policy, sampler
 
 
+def test_a_worker_idle_for_a_while_still_reports_its_progress():
+    """A worker's reporter thread beats through idle time: a job longer than
+    worker_timeout after an idle spell is still heard making progress, not named stuck."""
+    policy, sampler = _sampler_with_timeout(_VerySlowGoalEnv, 1.)
+    try:
+        sampler.start_worker()
+        time.sleep(1.5)  # idle beats
+        batch = sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4),
+                                          2)
+        assert len(batch.lengths) == 8
+    finally:
+        sampler.shutdown_worker()
+    _assert_no_children()
+
+
 def test_a_hung_env_ends_the_run_naming_the_worker():
     policy, sampler = _sampler_with_timeout(_HangingGoalEnv, 2.)
     sampler.start_worker()
