@@ -1171,6 +1171,35 @@ def test_a_worker_stopped_halfway_through_its_result_ends_the_run_naming_it(
     assert not [t for t in threading.enumerate() if t.name.startswith('garage_promp-reader')]
 
 
+_STEADY_WORKER = """
+import pickle, sys, time
+from multiprocessing import connection
+conn = connection.Connection(int(sys.argv[1]))
+conn.recv_bytes()
+conn.send_bytes(pickle.dumps(('ok', None)))
+while len(conn.recv_bytes()) > 8:  # a job (the stop message is a pickled None)
+    for _ in range(3):  # the same step count each job: only its start says it moved
+        time.sleep(0.2)
+        conn.send_bytes(pickle.dumps(('progress', (5, 'x'))))
+    conn.send_bytes(pickle.dumps(('ok', 'done')))
+"""
+
+
+def test_each_job_is_timed_from_its_start_not_from_the_last_report_of_the_one_before(
+        monkeypatch, tmp_path):
+    """A worker's silence is counted from when its job was sent: after a pause longer than
+    worker_timeout between two jobs (a learner's step), the next job is not named stuck
+    for the time the worker was idle."""
+    pool = _pool_of_scripted_workers(monkeypatch, tmp_path, _STEADY_WORKER, 2.)
+    try:
+        for pause in (0., 3.):
+            time.sleep(pause)
+            pool.submit(0, Job((0, ), []))
+            assert pool.collect() == (0, 'done')
+    finally:
+        pool.close()
+
+
 def test_a_pool_reads_every_message_a_dead_worker_sent_before_naming_its_death(
         monkeypatch, tmp_path):
     """A worker that sent its result and then died: the result is collected, and only the
