@@ -1200,6 +1200,44 @@ def test_each_job_is_timed_from_its_start_not_from_the_last_report_of_the_one_be
         pool.close()
 
 
+_FORKING_WORKER = """
+import os, pickle, sys, time
+from multiprocessing import connection
+conn = connection.Connection(int(sys.argv[1]))
+conn.recv_bytes()
+conn.send_bytes(pickle.dumps(('ok', None)))
+conn.recv_bytes()
+child = os.fork()
+if child == 0:  # keeps the worker's socket open after the worker's death
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+os._exit(3)
+"""
+
+
+def test_a_dead_worker_is_named_while_a_child_of_it_keeps_its_socket_open(
+        monkeypatch, tmp_path, capfd):
+    """Without a watchdog (worker_timeout=None) the run does not hang on a dead worker
+    whose socket a process it forked keeps open: its process's end is enough; and the
+    pool's reader threads end with it."""
+    pool = _pool_of_scripted_workers(monkeypatch, tmp_path, _FORKING_WORKER, None)
+    pool.submit(0, Job((0, ), []))
+    waiter, raised = _in_a_thread(pool.collect)
+    waiter.join(30.)
+    grandchild = None
+    try:
+        grandchild = int(capfd.readouterr().out.split()[0])
+        assert not waiter.is_alive(), 'collect() waited on a dead worker'
+        assert len(raised) == 1 and 'died (exit code 3)' in str(raised[0]), raised
+    finally:
+        if grandchild is not None:
+            os.kill(grandchild, signal.SIGKILL)
+        pool.close()
+        waiter.join(10.)
+    assert not [t for t in threading.enumerate() if t.name.startswith('garage_promp-reader')]
+
+
 def test_a_pool_reads_every_message_a_dead_worker_sent_before_naming_its_death(
         monkeypatch, tmp_path):
     """A worker that sent its result and then died: the result is collected, and only the
