@@ -770,6 +770,52 @@ def test_an_in_process_job_that_progresses_is_not_interrupted_and_other_signals_
     assert len(batch.lengths) == 4 and received == [(signal.SIGUSR2, True)]
 
 
+class _PausingGoalEnv(_SlowGoalEnv):
+    """Task 3's episode pauses 2.5 s in its second step."""
+
+    def step(self, action):
+        if self._goal[1] == 0.2 and self._step_cnt == 1:
+            time.sleep(2.5)
+        return super().step(action)
+
+
+def test_an_in_process_job_is_watched_every_beat_however_long_its_timeout(monkeypatch):
+    """The in-process watch looks every HEARTBEAT_SECONDS (a quarter of the timeout only
+    where that is shorter): a stall is noticed when it is, not a fraction of
+    worker_timeout later."""
+    said = []
+    monkeypatch.setattr(backends, 'phase', said.append)
+    monkeypatch.setattr(backends, 'STALL_NOTICE_SECONDS', 1.)
+    policy, sampler = _sampler_with_timeout(_PausingGoalEnv, 40., kind='local')
+    sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 1)
+    assert any(re.match(r'waiting for sampler worker \d \(in process, pid \d+\), no progress '
+                        r'for [1-3] s at env _PausingGoalEnv', line) for line in said), said
+
+
+_OUTSIDE_SIGNAL = """
+import numpy as np
+import garage_promp
+from garage.torch.policies import GaussianMLPPolicy
+from tests.test_samplers import _SignallingGoalEnv, _early_ending_tasks, _noisy_params
+
+env = _SignallingGoalEnv()
+policy = GaussianMLPPolicy(env.spec, hidden_sizes=(4, ))
+sampler = garage_promp.make_sampler(policy, env, worker_timeout=60., seed=1)
+sampler.obtain_meta_batch(_early_ending_tasks()[:4], _noisy_params(policy, 4), 1)
+print('sampled on', flush=True)
+"""
+
+
+def test_an_outside_signal_during_an_in_process_job_does_what_it_would_have_done():
+    """The watch's handler, installed for the job, passes on a SIGUSR2 that is not its
+    own: with no handler before it, the signal's default action, which ends the process
+    (as a scheduler that sends it expects), rather than being swallowed."""
+    proc = subprocess.run([sys.executable, '-c', _OUTSIDE_SIGNAL], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == -signal.SIGUSR2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert 'sampled on' not in proc.stdout
+
+
 _NATIVE_HANG = """
 import signal, time
 import numpy as np
