@@ -1169,13 +1169,18 @@ def _in_a_thread(call):
 #: A pool worker that starts, takes its job, writes the first kilobyte of a 10 MB
 #: result and stops itself (SIGSTOP) there: the main process has a message's start
 #: and will never get the rest (argv as for _worker_entry.py).
-_HALF_SENDING_WORKER = """
-import os, pickle, signal, struct, sys
+#: A scripted pool worker's start: it takes its configuration and says it is ready, as
+#: ``backends.worker_main`` does; each script goes on from there.
+_STARTED_WORKER = """
+import os, pickle, signal, struct, sys, time
 from multiprocessing import connection
 fd = int(sys.argv[1])
 conn = connection.Connection(fd)
 conn.recv_bytes()
 conn.send_bytes(pickle.dumps(('ok', None)))
+"""
+
+_HALF_SENDING_WORKER = _STARTED_WORKER + """
 conn.recv_bytes()
 os.write(fd, struct.pack('!i', 10_000_000) + bytes(1000))
 os.kill(os.getpid(), signal.SIGSTOP)
@@ -1217,12 +1222,7 @@ def test_a_worker_stopped_halfway_through_its_result_ends_the_run_naming_it(
     assert not [t for t in threading.enumerate() if t.name.startswith('garage_promp-reader')]
 
 
-_STEADY_WORKER = """
-import pickle, sys, time
-from multiprocessing import connection
-conn = connection.Connection(int(sys.argv[1]))
-conn.recv_bytes()
-conn.send_bytes(pickle.dumps(('ok', None)))
+_STEADY_WORKER = _STARTED_WORKER + """
 while len(conn.recv_bytes()) > 8:  # a job (the stop message is a pickled None)
     for _ in range(3):  # the same step count each job: only its start says it moved
         time.sleep(0.2)
@@ -1246,12 +1246,7 @@ def test_each_job_is_timed_from_its_start_not_from_the_last_report_of_the_one_be
         pool.close()
 
 
-_FORKING_WORKER = """
-import os, pickle, sys, time
-from multiprocessing import connection
-conn = connection.Connection(int(sys.argv[1]))
-conn.recv_bytes()
-conn.send_bytes(pickle.dumps(('ok', None)))
+_FORKING_WORKER = _STARTED_WORKER + """
 conn.recv_bytes()
 child = os.fork()
 if child == 0:  # keeps the worker's socket open after the worker's death
