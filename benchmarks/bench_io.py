@@ -182,9 +182,10 @@ def env_setup(env_name: str):
 
 
 def promp_experiment(env_name: str, meta_batch_size: int, episodes_per_task: int,
-                     n_workers: int = 1):
+                     n_workers: int = 1, baseline_solver: str = 'lstsq'):
     """A seed-1 ProMP experiment on a paper env or ``ML1:<task>`` (Meta-World's v2 rewards),
-    without a meta-test: the in-process sampler for one worker, else worker processes."""
+    without a meta-test: the in-process sampler for one worker, else worker processes; its
+    linear baseline solving with ``baseline_solver`` (``build_experiment``'s)."""
     from garage_promp.experiment.builder import build_experiment  # pylint: disable=import-outside-toplevel
     family, _, task = env_name.partition(':')
     return build_experiment('ProMP', family, 1, task=task or None,
@@ -192,7 +193,8 @@ def promp_experiment(env_name: str, meta_batch_size: int, episodes_per_task: int
                             episodes_per_task=episodes_per_task, n_test_tasks=None,
                             sampler='local' if n_workers == 1 else 'multiprocessing',
                             n_workers=n_workers,
-                            reward_function_version='v2' if task else None)
+                            reward_function_version='v2' if task else None,
+                            baseline_solver=baseline_solver)
 
 
 def update_restorer(algorithm):

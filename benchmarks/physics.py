@@ -46,6 +46,7 @@ run the physics loop at once against the sampler with N worker processes
     python benchmarks/physics.py                      # the paper envs and ML1 reach/push
     python benchmarks/physics.py --env HalfCheetahFwdBack --repeats 3
     python benchmarks/physics.py --workers 2 --out benchmarks/results
+    python benchmarks/physics.py --env HumanoidRandDirec --baseline-solver cholesky
     python benchmarks/physics.py --summarize benchmarks/results/physics.json   # the README's table
 """
 import contextlib
@@ -55,6 +56,7 @@ import statistics
 import sys
 import time
 
+from garage_promp.baselines import BASELINE_SOLVERS
 from garage_promp.experiment.env_names import EnvName
 from garage_promp.validation import (
     OUTPUT_DIR,
@@ -303,11 +305,13 @@ class PolicyClock:
 
 
 def _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task, n_workers,
-                      clock=None, learner=None, policy=None):
+                      clock=None, learner=None, policy=None, baseline_solver='lstsq'):
     """Seconds and env steps of one ProMP meta-batch (all rounds) after a start-up one,
     timed by ``clock`` (a :class:`MujocoClock`), ``learner`` (a :class:`LearnerClock`)
-    and ``policy`` (a :class:`PolicyClock`) where given."""
-    exp = promp_experiment(env_name, meta_batch_size, episodes_per_task, n_workers)
+    and ``policy`` (a :class:`PolicyClock`) where given; the baseline solving with
+    ``baseline_solver``."""
+    exp = promp_experiment(env_name, meta_batch_size, episodes_per_task, n_workers,
+                           baseline_solver)
     exp.algo.sampler._lean = lean  # pylint: disable=protected-access
     if learner is not None:
         learner.algo = exp.algo
@@ -324,7 +328,7 @@ def _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task, n_work
 
 
 def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1,
-               compiled=True):
+               compiled=True, baseline_solver='lstsq'):
     """Microseconds per env step of one ProMP meta-batch (all rounds) through the sampler;
     ``compiled=False``: the in-process lean path with its stepping loop in Python (the
     compiled loop, ``garage_promp.envs._cstep``, switched off for the call)."""
@@ -334,13 +338,13 @@ def sampler_us(env_name, lean, meta_batch_size, episodes_per_task, n_workers=1,
         _cstep._library = None  # pylint: disable=protected-access
     try:
         elapsed, steps = _timed_meta_batch(env_name, lean, meta_batch_size, episodes_per_task,
-                                           n_workers)
+                                           n_workers, baseline_solver=baseline_solver)
     finally:
         _cstep._library = saved  # pylint: disable=protected-access
     return elapsed / steps * 1e6
 
 
-def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task):
+def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task, baseline_solver='lstsq'):
     """MuJoCo, the learner and the policy in the lean in-process sampler, and the same steps
     replayed alone.
 
@@ -352,7 +356,7 @@ def sampler_mujoco_us(env_name, meta_batch_size, episodes_per_task):
     """
     clock, learner, policy = MujocoClock(), LearnerClock(), PolicyClock()
     _, steps = _timed_meta_batch(env_name, True, meta_batch_size, episodes_per_task, 1, clock,
-                                 learner, policy)
+                                 learner, policy, baseline_solver)
     return (clock.seconds / steps * 1e6, replay_us(clock.steps),
             learner.seconds / steps * 1e6, policy.seconds / steps * 1e6)
 
@@ -390,8 +394,11 @@ def parallel_physics_us(env_name, n_procs, n_steps):
     return max(per_step) / n_procs  # the slowest process bounds the aggregate rate
 
 
-def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_workers):
-    """Every column of one env, ``repeats`` times interleaved; medians."""
+def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_workers,
+            baseline_solver='lstsq'):
+    """Every column of one env, ``repeats`` times interleaved; medians. The learner's
+    linear baseline solves with ``baseline_solver`` (``build_experiment``'s; the row
+    records it)."""
     import torch  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
     columns = {'physics': [], 'physics_lockstep': [], 'wrapped': [], 'sampler_wrapped': [],
@@ -404,20 +411,24 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
             env_name, meta_batch_size * episodes_per_task // n_workers, n_steps))
         columns['wrapped'].append(wrapped_us(env_name, n_steps))
         columns['sampler_lean'].append(sampler_us(env_name, True, meta_batch_size,
-                                                  episodes_per_task, n_workers))
+                                                  episodes_per_task, n_workers,
+                                                  baseline_solver=baseline_solver))
         columns['sampler_wrapped'].append(sampler_us(env_name, False, meta_batch_size,
-                                                     episodes_per_task, n_workers))
+                                                     episodes_per_task, n_workers,
+                                                     baseline_solver=baseline_solver))
         if n_workers == 1:  # MuJoCo's calls are timed in-process only
             columns['sampler_lean_python_loop'].append(sampler_us(
-                env_name, True, meta_batch_size, episodes_per_task, compiled=False))
+                env_name, True, meta_batch_size, episodes_per_task, compiled=False,
+                baseline_solver=baseline_solver))
             mujoco_us, replayed_us, learner_us, forward_us = sampler_mujoco_us(
-                env_name, meta_batch_size, episodes_per_task)
+                env_name, meta_batch_size, episodes_per_task, baseline_solver)
             columns['sampler_mujoco'].append(mujoco_us)
             columns['physics_replayed'].append(replayed_us)
             columns['learner'].append(learner_us)
             columns['forward'].append(forward_us)
     result = {k: statistics.median(v) for k, v in columns.items() if v}
     result.update(env=env_name, workers=n_workers, repeats=repeats,
+                  baseline_solver=baseline_solver,
                   ratio_lean=result['physics'] / result['sampler_lean'],
                   ratio_wrapped=result['physics'] / result['sampler_wrapped'],
                   ratio_raw=result['physics'] / result['wrapped'],
@@ -435,6 +446,13 @@ def measure(env_name, repeats, n_steps, meta_batch_size, episodes_per_task, n_wo
     return result
 
 
+def row_label(row) -> str:
+    """A row's env, with its baseline solver where that is not the default (a run with
+    another solver is another configuration: its rows are shown, and counted, apart)."""
+    solver = row.get('baseline_solver', 'lstsq')  # (rows saved before the option: lstsq)
+    return row['env'] if solver == 'lstsq' else f"{row['env']} ({solver} baseline)"
+
+
 def format_table(results, meta_batch_size, episodes_per_task):
     lines = [f'Microseconds per env step ({meta_batch_size} tasks x {episodes_per_task} '
              'episodes, every sampling round; medians), and physics / column:', '',
@@ -443,7 +461,7 @@ def format_table(results, meta_batch_size, episodes_per_task):
              'physics / sampler wrapped | physics / sampler lean | '
              'lockstep physics / sampler lean |', '|---|---|---|---|---|---|---|---|---|---|---|']
     for r in results:
-        lines.append(f"| {r['env']} | {r['workers']} | {r['physics']:.1f} | "
+        lines.append(f"| {row_label(r)} | {r['workers']} | {r['physics']:.1f} | "
                      f"{r['physics_lockstep']:.1f} | "
                      f"{r['wrapped']:.1f} | {r['sampler_wrapped']:.1f} | "
                      f"{r['sampler_lean']:.1f} | {r['ratio_raw']:.2f} | "
@@ -462,7 +480,8 @@ def format_table(results, meta_batch_size, episodes_per_task):
                   '| physics / sampler without it | sampler, lean, Python stepping loop | '
                   'physics / it |', '|---|---|---|---|---|---|---|---|---|---|---|---|']
         for r in split:
-            lines.append(f"| {r['env']} | {r['sampler_lean']:.1f} | {r['sampler_mujoco']:.1f} | "
+            lines.append(f"| {row_label(r)} | {r['sampler_lean']:.1f} | "
+                         f"{r['sampler_mujoco']:.1f} | "
                          f"{r['package_us']:.1f} | {r['ratio_mujoco_share']:.2f} | "
                          f"{r['ratio_mujoco_physics']:.2f} | {r['physics_replayed']:.1f} | "
                          f"{r['learner']:.1f} | {r['sampler_only']:.1f} | "
@@ -478,7 +497,7 @@ def format_table(results, meta_batch_size, episodes_per_task):
                   'together | sampler, lean | everything else | physics / together (ceiling) | '
                   'physics / sampler lean |', '|---|---|---|---|---|---|---|---|---|']
         for r in split:
-            lines.append(f"| {r['env']} | {r['sampler_mujoco']:.1f} | {r['forward']:.1f} | "
+            lines.append(f"| {row_label(r)} | {r['sampler_mujoco']:.1f} | {r['forward']:.1f} | "
                          f"{r['learner']:.1f} | {r['floor']:.1f} | {r['sampler_lean']:.1f} | "
                          f"{r['sampler_lean'] - r['floor']:.1f} | {r['ceiling']:.2f} | "
                          f"{r['ratio_lean']:.2f} |")
@@ -518,11 +537,11 @@ def goals_table(results) -> str:
              'ceiling | goal |', '|---|---|---|---|---|---|---|---|---|']
     runs = {}
     for r in results:
-        runs.setdefault(r['env'], []).append(r)
+        runs.setdefault(row_label(r), []).append(r)
     for env, rows in runs.items():
         r = rows[0]
-        verdict = _verdict(GOALS.get(env), [row['ratio_lean'] for row in rows])
-        lines.append(f"| {r['env']} | {r['physics']:.1f} | {r['wrapped']:.1f} | "
+        verdict = _verdict(GOALS.get(r['env']), [row['ratio_lean'] for row in rows])
+        lines.append(f"| {env} | {r['physics']:.1f} | {r['wrapped']:.1f} | "
                      f"{r['sampler_lean']:.1f} | {r['ratio_raw']:.2f} | "
                      f"**{r['ratio_lean']:.2f}** | {r['ratio_sampler_only']:.2f} | "
                      f"{r['ceiling']:.2f} | {verdict} |")
@@ -586,6 +605,9 @@ def read_results(paths) -> list:
                 missing = [key for key in SUMMARY_KEYS if key not in row]
                 if missing:
                     raise KeyError(', '.join(missing))
+                if row.get('baseline_solver', 'lstsq') not in BASELINE_SOLVERS:
+                    raise ValueError(f"{row.get('env', '?')}: baseline_solver is "
+                                     f"{row['baseline_solver']!r}, not one of {BASELINE_SOLVERS}")
                 goals_table([row])  # each value formats as its column's (a number, not text)
                 _check_derived(row)
         except (OSError, ValueError, KeyError, TypeError) as error:
@@ -616,6 +638,10 @@ def _check_mujoco_envs(envs):
 @click.option('--workers', type=WORKERS, default=1, show_default=True,
               help='Physics processes and sampler worker processes.')
 @click.option('--repeats', type=count(), default=1, show_default=True)
+@click.option('--baseline-solver', type=click.Choice(BASELINE_SOLVERS), default='lstsq',
+              show_default=True,
+              help="How the learner's linear baseline solves its normal equations (train.py's "
+                   "option); a run with another solver is shown and counted apart.")
 @click.option('--physics-steps', type=count(100), default=20000, show_default=True)
 @click.option('--out', type=OUTPUT_DIR, default=None,
               help='Write physics.json and physics.md here.')
@@ -623,8 +649,8 @@ def _check_mujoco_envs(envs):
               help='Measure nothing: print the goals table (as in the README) of saved '
                    'one-process results, in the order given; an env in several files shows '
                    'the first one\'s numbers and the verdict of all.')
-def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_steps, out,
-         summaries):
+def main(envs, meta_batch_size, episodes_per_task, workers, repeats, baseline_solver,
+         physics_steps, out, summaries):
     """Print the physics table of ENVS."""
     if summaries:
         others = given_flags(click.get_current_context(), exclude=('summaries', ))
@@ -645,7 +671,7 @@ def main(envs, meta_batch_size, episodes_per_task, workers, repeats, physics_ste
     for env_name in envs:
         click.echo(f'measuring {env_name}', err=True)
         results.append(measure(env_name, repeats, physics_steps, meta_batch_size,
-                               episodes_per_task, workers))
+                               episodes_per_task, workers, baseline_solver))
     table = format_table(results, meta_batch_size, episodes_per_task)
     click.echo(table)
     if out:

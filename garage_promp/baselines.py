@@ -5,7 +5,7 @@ same batch, as the reference's ``MetaSampleProcessor`` does. Inputs are padded
 :math:`(R, T, O)` observations with a 0/1 mask :math:`(R, T)`; the time index
 of a cell is its column t, so padding never shifts the time features.
 """
-from garage_promp.validation import check_float
+from garage_promp.validation import check_choice, check_float
 
 import numpy as np
 
@@ -111,12 +111,66 @@ def least_squares(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
             return None
 
 
-class _LinearBaseline(Baseline):
-    """Damped least squares on hand-made features, as the original ProMP baselines."""
+def cholesky_solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
+    """The solution of ``matrix x = rhs`` for a symmetric positive-definite ``matrix``,
+    by its Cholesky factor (LAPACK's ``potrf``/``potrs``); None where the factorisation
+    fails (the matrix is not numerically positive definite)."""
+    import scipy.linalg  # pylint: disable=import-outside-toplevel
+    try:
+        factor = scipy.linalg.cho_factor(matrix, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    return scipy.linalg.cho_solve(factor, rhs, check_finite=False)
 
-    def __init__(self, reg_coeff: float = 1e-5):
+
+#: How a linear baseline solves its damped normal equations
+#: :math:`(\Phi^\top\Phi + \lambda I) c = \Phi^\top y`:
+#:
+#: * ``'lstsq'`` (the default): the minimum-norm least-squares solution by an SVD
+#:   (:func:`least_squares`), as the original code's ``linear_baseline.py`` does; the
+#:   numbers every recorded run holds.
+#: * ``'cholesky'``: the same system by its Cholesky factor (:func:`cholesky_solve`):
+#:   the damped matrix is symmetric positive definite for every :math:`\lambda > 0`, so
+#:   the solution is the same one, computed with other rounding. Where the factorisation
+#:   fails (the matrix is not numerically positive definite), that damping is solved as
+#:   ``'lstsq'`` solves it. On HumanoidRandDirec's 756 features a solve takes about 5 ms
+#:   against ``lstsq``'s 70-110 ms on one thread, and its normal-equation residual is
+#:   smaller (about 1e-13 against 1e-11 relative on the Gram matrices of a ProMP
+#:   meta-batch, condition numbers about 2e12); the coefficients differ by up to about
+#:   2% where the matrix is that ill-conditioned, so a run's numbers differ from the
+#:   ``'lstsq'`` run's of the same seed after its first fit.
+BASELINE_SOLVERS = ('lstsq', 'cholesky')
+
+
+class _LinearBaseline(Baseline):
+    r"""Damped least squares on hand-made features, as the original ProMP baselines.
+
+    Args:
+        reg_coeff (float): The damping :math:`\lambda > 0`, multiplied by 10 (up to four
+            times) while a solve gives no finite coefficients, as in the original code.
+        solver (str): How the damped normal equations are solved, one of
+            :data:`BASELINE_SOLVERS` (default ``'lstsq'``, the original code's).
+
+    """
+
+    _solver = 'lstsq'  # (what a baseline pickled before the option had)
+
+    def __init__(self, reg_coeff: float = 1e-5, solver: str = 'lstsq'):
         self._reg_coeff = check_float(reg_coeff, 'reg_coeff', 0., low_open=True)
+        self._solver = check_choice(solver, 'solver', BASELINE_SOLVERS)
         self.coeffs = None
+
+    @property
+    def solver(self) -> str:
+        """How the damped normal equations are solved (:data:`BASELINE_SOLVERS`)."""
+        return self._solver
+
+    def _solve(self, matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
+        if self._solver == 'cholesky':
+            solution = cholesky_solve(matrix, rhs)
+            if solution is not None:
+                return solution
+        return least_squares(matrix, rhs)
 
     def _features(self, observations: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -151,7 +205,7 @@ class _LinearBaseline(Baseline):
                 f'{type(self).__name__} fit: the normal equations overflow (largest '
                 f'|return| {np.abs(y).max():.3g}, largest |feature| {np.abs(features).max():.3g})')
         for _ in range(5):
-            coeffs = least_squares(gram + reg * np.eye(gram.shape[0]), rhs)
+            coeffs = self._solve(gram + reg * np.eye(gram.shape[0]), rhs)
             if coeffs is not None and np.all(np.isfinite(coeffs)):
                 break
             reg *= 10

@@ -26,6 +26,7 @@ import os
 
 from garage_promp._garage_compat import SnapshotWriteError
 from garage_promp._process import dump_stacks_on_usr1
+from garage_promp.baselines import BASELINE_SOLVERS
 from garage_promp.envs.metaworld import REWARD_FUNCTION_VERSIONS
 from garage_promp.experiment.builder import build_experiment, check_overrides, override_keys
 from garage_promp.experiment.paper_config import ALGOS, ENVS, METAWORLD, algo_kwargs, env_config
@@ -189,6 +190,11 @@ def _key(options):
               help="The policy's learned log-std: one shared by all action dimensions "
                    "(garage's GaussianMLPPolicy) or one per dimension (the original ProMP "
                    "code's MetaGaussianMLPPolicy).")
+@click.option('--baseline-solver', type=click.Choice(BASELINE_SOLVERS), default='lstsq',
+              show_default=True,
+              help="How the linear baselines solve their damped normal equations: the original "
+                   "ProMP code's SVD least squares, or the same system by its Cholesky factor "
+                   "(much faster on Humanoid's 756 features; the numbers round otherwise).")
 @click.option('--snapshot-mode', type=click.Choice(SNAPSHOT_MODES),
               default='last', show_default=True)
 @click.option('--log-dir', type=OUTPUT_DIR, default=None,
@@ -208,8 +214,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
          max_env_steps,
          meta_batch_size, episodes_per_task, max_episode_length, sampler, n_workers, envs_per_task,
          worker_timeout, device, n_test_tasks,
-         evaluate_every, hidden_sizes, log_std, snapshot_mode, log_dir, full_table, resume_dir,
-         overrides):
+         evaluate_every, hidden_sizes, log_std, baseline_solver, snapshot_mode, log_dir,
+         full_table, resume_dir, overrides):
     """Meta-train one algorithm on one paper environment or Meta-World benchmark."""
     if resume_dir:
         given = given_flags(click_ctx, exclude=('resume_dir', 'epochs', 'max_env_steps',
@@ -274,6 +280,8 @@ def main(click_ctx, preset, algo, env_name, task, reward_function_version, seed,
                evaluate_every=evaluate_every, hidden_sizes=hidden_sizes, overrides=parsed, **args)
     if log_std != 'shared':  # recorded only where it is not the default, so that runs made
         run['log_std'] = log_std  # before the option group with today's (plot.py, paper.py)
+    if baseline_solver != 'lstsq':  # (likewise)
+        run['baseline_solver'] = baseline_solver
     # Every check runs here, before the experiment's directory exists; an error
     # names the option of the argument it is about (--set for an override).
     with usage_errors(hints=dict.fromkeys(parsed, '--set')):

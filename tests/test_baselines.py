@@ -323,3 +323,105 @@ def test_a_baseline_predicting_what_no_return_is_is_named(baseline, error, match
         process_episodes(*inputs)
     inputs[-1].baseline = _Predicting(3.4e38)  # within float32: processed
     assert process_episodes(*inputs).advantages.isfinite().all()
+
+
+@pytest.mark.parametrize('cls', [LinearFeatureBaseline, LinearTimeBaseline])
+def test_the_cholesky_solver_solves_the_same_damped_system(cls):
+    """``solver='cholesky'``: the damped normal equations solved by their Cholesky factor
+    (those numbers exactly), the solution the default SVD gives to rounding; the default is
+    the original code's ``lstsq``."""
+    import scipy.linalg
+    rng = np.random.default_rng(3)
+    obs, targets, mask = rng.normal(size=(6, 9, 3)), rng.normal(size=(6, 9)), np.ones((6, 9))
+    mask[2, 5:] = 0
+    default, fast = cls(), cls(solver='cholesky')
+    assert default.solver == 'lstsq' and fast.solver == 'cholesky'
+    usual = default.fit_predict(obs, targets, mask)
+    quick = fast.fit_predict(obs, targets, mask)
+    features = fast._features(obs)[mask > 0]
+    gram = features.T @ features + 1e-5 * np.eye(features.shape[1])
+    rhs = features.T @ targets[mask > 0]
+    expected = scipy.linalg.cho_solve(scipy.linalg.cho_factor(gram, lower=True), rhs)
+    assert np.array_equal(fast.coeffs, expected)
+    assert np.array_equal(default.coeffs, np.linalg.lstsq(gram, rhs, rcond=-1)[0])
+    assert not np.array_equal(fast.coeffs, default.coeffs)  # (other rounding: other bits)
+    np.testing.assert_allclose(fast.coeffs, default.coeffs, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(quick, usual, rtol=1e-9, atol=1e-9)
+    assert np.all(quick[2, 5:] == 0)
+    copy = pickle.loads(pickle.dumps(fast))
+    assert copy.solver == 'cholesky'
+    np.testing.assert_array_equal(copy.predict(obs, mask), quick)
+
+
+def test_the_cholesky_solver_falls_back_to_lstsq_where_the_factorisation_fails(monkeypatch):
+    """Where the damped matrix is not numerically positive definite (LAPACK's ``potrf``
+    refuses it), that damping is solved as the default solves it."""
+    import scipy.linalg
+    rng = np.random.default_rng(0)
+    obs, targets, mask = rng.normal(size=(4, 7, 3)), rng.normal(size=(4, 7)), np.ones((4, 7))
+    usual = LinearFeatureBaseline()
+    usual.fit(obs, targets, mask)
+    factorised = []
+
+    def refuses(matrix, **kwargs):
+        factorised.append(matrix.shape)
+        raise np.linalg.LinAlgError('2-th leading minor of the array is not positive definite')
+    monkeypatch.setattr(scipy.linalg, 'cho_factor', refuses)
+    fast = LinearFeatureBaseline(solver='cholesky')
+    fast.fit(obs, targets, mask)
+    assert factorised == [(10, 10)]
+    assert np.array_equal(fast.coeffs, usual.coeffs)
+
+
+def test_the_cholesky_solver_keeps_the_damping_retries(monkeypatch):
+    """Non-finite coefficients from the Cholesky solve are retried at ten times the
+    damping, as the default's (the original code's loop)."""
+    import garage_promp.baselines as baselines  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(0)
+    obs, targets, mask = rng.normal(size=(4, 7, 3)), rng.normal(size=(4, 7)), np.ones((4, 7))
+    solve, dampings = baselines.cholesky_solve, []
+
+    def nan_once(matrix, rhs):
+        dampings.append(matrix[0, 0])
+        coeffs = solve(matrix, rhs)
+        return coeffs if len(dampings) > 1 else coeffs * np.nan
+    monkeypatch.setattr(baselines, 'cholesky_solve', nan_once)
+    fast = LinearFeatureBaseline(solver='cholesky')
+    fast.fit(obs, targets, mask)
+    assert len(dampings) == 2
+    np.testing.assert_allclose(dampings[1] - dampings[0], 1e-4 - 1e-5, rtol=1e-6)
+    assert np.all(np.isfinite(fast.coeffs))
+
+
+def test_an_unknown_solver_is_refused_and_an_older_pickle_solves_as_before():
+    with pytest.raises(ValueError, match=r"solver must be one of \('lstsq', 'cholesky'\), "
+                                         r"got 'qr'"):
+        LinearFeatureBaseline(solver='qr')
+    old = LinearFeatureBaseline(solver='cholesky')
+    del old.__dict__['_solver']  # as pickled before the option
+    assert pickle.loads(pickle.dumps(old)).solver == 'lstsq'
+
+
+def test_the_cholesky_solver_on_humanoid_sized_ill_conditioned_features():
+    """On 756 features from 400 rows (HumanoidRandDirec's early batches: rank-deficient
+    Gram matrices, condition numbers about 1e12 once damped), the Cholesky solution
+    satisfies the damped normal equations at least as closely as ``lstsq``'s and predicts
+    the same values to 1e-6 of the targets' scale."""
+    rng = np.random.default_rng(1)
+    states = rng.normal(size=(400, 40)) @ rng.normal(size=(40, 376)) * 0.3  # rank 40
+    states[:, 300:] = 0.  # (Humanoid's contact forces of bodies that touch nothing)
+    obs = states.reshape(10, 40, 376)
+    targets = (states[:, :3] @ rng.normal(size=3) + rng.normal(size=400)).reshape(10, 40)
+    mask = np.ones((10, 40))
+    default, fast = LinearFeatureBaseline(), LinearFeatureBaseline(solver='cholesky')
+    usual = default.fit_predict(obs, targets, mask)
+    quick = fast.fit_predict(obs, targets, mask)
+    features = fast._features(obs).reshape(400, -1)
+    gram = features.T @ features + 1e-5 * np.eye(756)
+    rhs = features.T @ targets.reshape(-1)
+    assert np.linalg.cond(gram) > 1e10
+
+    def residual(coeffs):
+        return np.abs(gram @ coeffs - rhs).max() / np.abs(rhs).max()
+    assert residual(fast.coeffs) <= max(residual(default.coeffs), 1e-12)
+    np.testing.assert_allclose(quick, usual, atol=1e-6 * np.abs(targets).max())

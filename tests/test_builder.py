@@ -162,3 +162,31 @@ def test_batch_sizes_are_checked_under_their_own_names_and_given_once(overrides,
     # The same value twice is one value.
     build_experiment('ProMP', 'PointEnvCorner', 1, meta_batch_size=2, episodes_per_task=2,
                      overrides={'meta_batch_size': 2})
+
+
+@pytest.mark.parametrize('label, dice', [('ProMP', False), ('DiCE-VPG', True),
+                                         ('DiCE-TRPO', True), ('MAML-TRPO', False)])
+def test_the_baseline_solver_reaches_the_algorithms_linear_baselines(label, dice):
+    """``baseline_solver='cholesky'`` builds the value baseline (and DiCE's time-only reward
+    baseline for a DiCE variant) with it; the default leaves the algorithm's own defaults,
+    the original code's ``lstsq``; an unknown solver, or a baseline given twice, is refused
+    naming it."""
+    from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline
+    fast = build_experiment(label, 'PointEnvCorner', 1, n_test_tasks=None,
+                            baseline_solver='cholesky', **TINY).algo._processing
+    usual = build_experiment(label, 'PointEnvCorner', 1, n_test_tasks=None,
+                             **TINY).algo._processing
+    assert type(fast.baseline) is LinearFeatureBaseline and fast.baseline.solver == 'cholesky'
+    assert usual.baseline.solver == 'lstsq'
+    if dice:
+        assert type(fast.dice_baseline) is LinearTimeBaseline
+        assert fast.dice_baseline.solver == 'cholesky' and usual.dice_baseline.solver == 'lstsq'
+    else:
+        assert fast.dice_baseline is None and usual.dice_baseline is None
+    with pytest.raises(ValueError, match=r"baseline_solver must be one of \('lstsq', "
+                                         r"'cholesky'\), got 'svd'"):
+        build_experiment(label, 'PointEnvCorner', 1, baseline_solver='svd', **TINY)
+    with pytest.raises(ValueError, match="baseline_solver='cholesky' makes the linear "
+                                         "baselines, and overrides give baseline="):
+        build_experiment(label, 'PointEnvCorner', 1, baseline_solver='cholesky',
+                         overrides={'baseline': LinearFeatureBaseline()}, **TINY)

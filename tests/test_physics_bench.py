@@ -20,6 +20,7 @@ def test_physics_table_runs_and_writes_its_ratios(tmp_path):
     assert result.exit_code == 0, result.output
     row = json.loads((tmp_path / 'physics.json').read_text())['results'][0]
     assert row['env'] == 'HalfCheetahFwdBack' and row['workers'] == 1
+    assert row['baseline_solver'] == 'lstsq'  # (the default: the original code's)
     for key in ('physics', 'physics_lockstep', 'wrapped', 'sampler_wrapped', 'sampler_lean',
                 'sampler_mujoco', 'physics_replayed', 'learner', 'forward'):
         assert row[key] > 0
@@ -217,3 +218,62 @@ def test_the_readme_carries_the_committed_physics_summary():
     assert 'benchmarks/results/physics_ml1.json' in files
     table = physics.goals_table(physics.read_results([ROOT / f for f in files]))
     assert block.strip() == table
+
+
+def test_a_run_with_another_baseline_solver_is_shown_and_counted_apart(tmp_path):
+    """A row measured with the Cholesky baseline solve (``--baseline-solver``) is another
+    configuration: labelled, its verdict its own rows' (the env's goal), the default's rows
+    unchanged; rows saved before the option are lstsq's; an unknown solver is refused."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    table = physics.goals_table([_row('HumanoidRandDirec', ratio_lean=0.53),
+                                 _row('HumanoidRandDirec', ratio_lean=0.86,
+                                      baseline_solver='cholesky'),
+                                 _row('HumanoidRandDirec', ratio_lean=0.54,
+                                      baseline_solver='lstsq')]).splitlines()
+    assert len(table) == 4
+    assert table[2].startswith('| HumanoidRandDirec | ')
+    assert table[2].endswith('| **0.53** | 0.55 | 0.70 | ≥ 0.85: not met (2 runs) |')
+    assert table[3].startswith('| HumanoidRandDirec (cholesky baseline) | ')
+    assert table[3].endswith('| **0.86** | 0.55 | 0.70 | ≥ 0.85: met |')
+    bad = tmp_path / 'bad.json'
+    bad.write_text(json.dumps({'results': [_row('AntRandDirec', baseline_solver='qr')]}))
+    result = CliRunner().invoke(physics.main, ['--summarize', str(bad)])
+    assert result.exit_code == 2 and "baseline_solver is 'qr'" in result.output, result.output
+
+
+def test_the_baseline_solver_reaches_the_learner_of_every_timed_meta_batch(monkeypatch):
+    """``--baseline-solver`` builds every sampler pass's experiment with it (the columns
+    that time the learner), and the row records it."""
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    built = []
+
+    def recording(*args):
+        built.append(args[-1])
+        raise RuntimeError('built')
+    monkeypatch.setattr(physics, 'promp_experiment', recording)
+    for call in (lambda: physics.sampler_us('HalfCheetahFwdBack', True, 2, 1,
+                                            baseline_solver='cholesky'),
+                 lambda: physics.sampler_mujoco_us('HalfCheetahFwdBack', 2, 1, 'cholesky')):
+        with pytest.raises(RuntimeError, match='built'):
+            call()
+    assert built == ['cholesky', 'cholesky']
+
+
+def test_measure_times_every_sampler_column_with_the_baseline_solver(monkeypatch):
+    physics = load_script(ROOT / 'benchmarks' / 'physics.py', 'physics_bench')
+    solvers = []
+    for name in ('physics_us', 'lockstep_physics_us', 'wrapped_us'):
+        monkeypatch.setattr(physics, name, lambda *args: 10.)
+
+    def sampler(*args, baseline_solver='lstsq', **kwargs):
+        solvers.append(baseline_solver)
+        return 20.
+
+    def timed_pass(*args):
+        solvers.append(args[3] if len(args) > 3 else 'lstsq')
+        return 12., 11., 3., 2.
+    monkeypatch.setattr(physics, 'sampler_us', sampler)
+    monkeypatch.setattr(physics, 'sampler_mujoco_us', timed_pass)
+    row = physics.measure('HalfCheetahFwdBack', 1, 100, 2, 1, 1, 'cholesky')
+    assert solvers == ['cholesky'] * 4 and row['baseline_solver'] == 'cholesky'
+    assert physics.row_label(row) == 'HalfCheetahFwdBack (cholesky baseline)'

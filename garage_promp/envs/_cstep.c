@@ -143,7 +143,7 @@ int gp_step_mocap_batch(int n, const mjModel** m, mjData** d, const double* moca
  * out is count[j] numbers of d[i]'s array field[j] from its start[j]-th number on:
  * field 0 xpos, 1 xmat, 2 xquat, 3 site_xpos, 4 site_xmat, 5 geom_xpos, 6 geom_xmat,
  * 7 mocap_pos, 8 mocap_quat, 9 qpos, 10 qvel, 11 cfrc_ext, 12 ctrl, 13 cinert, 14 cvel,
- * 15 qfrc_actuator (the caller checks the bounds: ids it
+ * 15 qfrc_actuator, 16 xipos (the caller checks the bounds: ids it
  * looked up in the model). Returns -1 for an unknown field, else 0.
  */
 static const mjtNum* gp_field(const mjData* d, int field) {
@@ -164,6 +164,7 @@ static const mjtNum* gp_field(const mjData* d, int field) {
     case 13: return d->cinert;
     case 14: return d->cvel;
     case 15: return d->qfrc_actuator;
+    case 16: return d->xipos;
     default: return 0;
   }
 }

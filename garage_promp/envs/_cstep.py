@@ -326,7 +326,7 @@ def step_mocap_batch(lib, models: Sequence[Any], datas: Sequence[Any], mocap_pos
 #: The ``mjData`` arrays :func:`gather` reads, by the codes of ``gp_gather``.
 GATHER_FIELDS = ('xpos', 'xmat', 'xquat', 'site_xpos', 'site_xmat', 'geom_xpos', 'geom_xmat',
                  'mocap_pos', 'mocap_quat', 'qpos', 'qvel', 'cfrc_ext', 'ctrl', 'cinert', 'cvel',
-                 'qfrc_actuator')
+                 'qfrc_actuator', 'xipos')
 #: Each field's code in a gather spec.
 FIELD_CODES = {name: code for code, name in enumerate(GATHER_FIELDS)}
 

@@ -12,6 +12,7 @@ import inspect
 from typing import Any, NamedTuple
 
 from garage_promp.algos.options import option_defaults, supported_options
+from garage_promp.baselines import BASELINE_SOLVERS, LinearFeatureBaseline, LinearTimeBaseline
 from garage_promp.envs.base import reset_construction_counter
 from garage_promp.envs.gymnasium_env import check_max_episode_length
 from garage_promp.experiment.env_setup import ENV_KWARGS, EnvSetup, make_env_setup
@@ -116,6 +117,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
                      reward_function_version: str | None = None,
                      device: str | None = None,
                      worker_timeout: float | None = None,
+                     baseline_solver: str = 'lstsq',
                      **_ignored) -> Experiment:
     """Seed, then build ``algo`` on ``env`` from the paper table plus overrides.
 
@@ -145,6 +147,11 @@ def build_experiment(algo: str, env: str, seed: int, *,
             ``overrides`` with another value, it is refused as given twice.
         worker_timeout (float or None): Seconds a busy sampler worker (in
             process too) may make no progress (None: the sampler's default, 600 s).
+        baseline_solver (str): How the linear baselines (``LinearFeatureBaseline``, and
+            DiCE's ``LinearTimeBaseline``) solve their damped normal equations:
+            'lstsq' (the original code's SVD) or 'cholesky' (the same system by its
+            Cholesky factor; faster where the features are many, other rounding;
+            :data:`~garage_promp.baselines.BASELINE_SOLVERS`).
         **_ignored: Launcher-only settings (e.g. ``epochs``), so a launcher's
             recorded options can be passed as they are.
 
@@ -161,6 +168,7 @@ def build_experiment(algo: str, env: str, seed: int, *,
         if not isinstance(value, str):  # (a list would fail as an unhashable dict key)
             raise TypeError(f'{name} must be a name (a str), got {shown(value)}')
     check_choice(sampler, 'sampler', SAMPLER_KINDS)  # (named here: make_sampler's "kind")
+    check_choice(baseline_solver, 'baseline_solver', BASELINE_SOLVERS)
     evaluate_every = check_int(evaluate_every, 'evaluate_every', 1)
     seed = check_int(seed, 'seed', 0, MAX_SEED)
     max_episode_length = check_max_episode_length(max_episode_length)
@@ -190,6 +198,8 @@ def build_experiment(algo: str, env: str, seed: int, *,
                                  f'{overrides[key]!r}: give it once')
             kwargs[key] = value
     kwargs.update(overrides)
+    if baseline_solver != 'lstsq':  # (the algorithms' own default baselines otherwise)
+        kwargs.update(_linear_baselines(algo, kwargs, baseline_solver))
     # Checked here, naming it: the meta-evaluator below takes it too, under another name.
     kwargs['episodes_per_task'] = check_int(kwargs['episodes_per_task'], 'episodes_per_task', 1)
     kwargs.setdefault('device', 'cpu')
@@ -211,6 +221,26 @@ def build_experiment(algo: str, env: str, seed: int, *,
                                           else dict(worker_timeout=worker_timeout))),
                           setup.train_tasks, evaluate_every_n_epochs=evaluate_every, **kwargs)
     return Experiment(algorithm, train_env, setup)
+
+
+def _linear_baselines(algo: str, kwargs: dict, solver: str) -> dict:
+    """The algorithm's linear baselines solving with ``solver``: its value baseline, and
+    DiCE's time-only reward baseline where the class takes one (an algorithm whose inner
+    estimator is not DiCE's keeps none).
+
+    Raises:
+        ValueError: Where ``kwargs`` (the overrides) give a baseline of their own.
+
+    """
+    options = option_defaults(ALGOS[algo][0])
+    wanted = {key: make for key, make in (('baseline', LinearFeatureBaseline),
+                                          ('dice_baseline', LinearTimeBaseline))
+              if key in options}
+    for key in wanted:
+        if key in kwargs:
+            raise ValueError(f'baseline_solver={solver!r} makes the linear baselines, and '
+                             f'overrides give {key}={kwargs[key]!r}: give one of them')
+    return {key: make(solver=solver) for key, make in wanted.items()}
 
 
 #: The keyword arguments of :func:`build_experiment` (for the hint of a misspelt one).

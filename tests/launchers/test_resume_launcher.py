@@ -2,6 +2,7 @@
 import csv
 import json
 import pathlib
+import pickle
 
 from click.testing import CliRunner
 import pytest
@@ -148,3 +149,26 @@ def test_resume_keeps_the_runs_snapshot_mode_unless_given(tmp_path):
     other = tmp_path / 'default'
     assert _invoke(*TINY, '--epochs', '1', '--log-dir', str(other)).exit_code == 0
     assert 'snapshot_mode' not in json.loads((other / 'variant.json').read_text())
+
+
+def test_a_run_with_the_cholesky_baseline_resumes_exactly_and_keeps_its_solver(tmp_path):
+    full, half = tmp_path / 'full', tmp_path / 'half'
+    options = ['--baseline-solver', 'cholesky', '--set', 'reward_type=dense']  # (returns to fit)
+    assert _invoke(*TINY, *options, '--epochs', 3, '--log-dir', full).exit_code == 0
+    assert _invoke(*TINY, *options, '--epochs', 1, '--log-dir', half).exit_code == 0
+    result = _invoke('--resume', half, '--epochs', 3)
+    assert result.exit_code == 0, result.output
+    resumed, uninterrupted = _rows(half), _rows(full)
+    assert len(resumed) == 3
+    for a, b in zip(resumed, uninterrupted):
+        assert {k: v for k, v in a.items() if not k.startswith('Time/')} == \
+            {k: v for k, v in b.items() if not k.startswith('Time/')}
+    with open(half / 'params.pkl', 'rb') as f:
+        assert pickle.load(f)['algo']._processing.baseline.solver == 'cholesky'
+    variant = json.loads((half / 'variant.json').read_text())
+    del variant['baseline_solver']  # as if the default's run directory held this snapshot
+    (half / 'variant.json').write_text(json.dumps(variant))
+    result = _invoke('--resume', half, '--epochs', 4)
+    assert result.exit_code != 0
+    assert "made with baseline_solver='cholesky', its variant.json has " \
+           "baseline_solver='(none)'" in result.output

@@ -635,3 +635,20 @@ def test_a_workers_error_is_said_in_short_its_traceback_kept_in_the_runs_debug_l
     assert f"(the worker's traceback is in {log_dir / 'debug.log'})" in result.output
     logged = (log_dir / 'debug.log').read_text()
     assert 'worker traceback:' in logged and 'Traceback (most recent call last)' in logged
+
+
+def test_the_baseline_solver_reaches_the_snapshot_and_is_recorded_where_not_the_default(
+        tmp_path):
+    _run(tmp_path / 'fast', '--algo', 'DiCE-VPG', '--env', 'PointEnvCorner',
+         '--baseline-solver', 'cholesky')
+    _run(tmp_path / 'usual', '--algo', 'DiCE-VPG', '--env', 'PointEnvCorner')
+    for run, solver in (('fast', 'cholesky'), ('usual', 'lstsq')):
+        with open(tmp_path / run / 'log' / 'params.pkl', 'rb') as f:
+            processing = pickle.load(f)['algo']._processing
+        assert processing.baseline.solver == solver == processing.dice_baseline.solver
+    variants = {run: json.loads((tmp_path / run / 'log' / 'variant.json').read_text())
+                for run in ('fast', 'usual')}
+    assert variants['fast']['baseline_solver'] == 'cholesky'
+    assert 'baseline_solver' not in variants['usual']  # (as runs made before the option)
+    result = CliRunner().invoke(_load_launcher().main, ['--baseline-solver', 'svd'])
+    assert result.exit_code == 2 and "'svd' is not one of 'lstsq', 'cholesky'" in result.output
