@@ -124,21 +124,22 @@ def cholesky_solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
 
 
 #: How a linear baseline solves its damped normal equations
-#: :math:`(\Phi^\top\Phi + \lambda I) c = \Phi^\top y`:
+#: :math:`(\Phi^\top\Phi + \lambda I) c = \Phi^\top y` (:math:`\Phi`: the valid steps'
+#: features, one row each):
 #:
 #: * ``'lstsq'`` (the default): the minimum-norm least-squares solution by an SVD
 #:   (:func:`least_squares`), as the original code's ``linear_baseline.py`` does; the
 #:   numbers every recorded run holds.
-#: * ``'cholesky'``: the same system by its Cholesky factor (:func:`cholesky_solve`):
-#:   the damped matrix is symmetric positive definite for every :math:`\lambda > 0`, so
-#:   the solution is the same one, computed with other rounding. Where the factorisation
-#:   fails (the matrix is not numerically positive definite), that damping is solved as
-#:   ``'lstsq'`` solves it. On HumanoidRandDirec's 756 features a solve takes about 5 ms
-#:   against ``lstsq``'s 70-110 ms on one thread, and its normal-equation residual is
-#:   smaller (about 1e-13 against 1e-11 relative on the Gram matrices of a ProMP
-#:   meta-batch, condition numbers about 2e12); the coefficients differ by up to about
-#:   2% where the matrix is that ill-conditioned, so a run's numbers differ from the
-#:   ``'lstsq'`` run's of the same seed after its first fit.
+#: * ``'cholesky'``: the same system by a Cholesky factorisation (:func:`cholesky_solve`):
+#:   the damped matrix is symmetric positive definite for every :math:`\lambda > 0`. Where
+#:   the rows are fewer than the features (HumanoidRandDirec's 756 features early in
+#:   training, when a task's episodes hold a few hundred steps), the smaller kernel system
+#:   :math:`(\Phi\Phi^\top + \lambda I)\,a = y`, :math:`c = \Phi^\top a`, gives the same
+#:   solution (the push-through identity). Where the factorisation fails (the matrix is not
+#:   numerically positive definite), that damping is solved as ``'lstsq'`` solves it.
+#:   Other rounding: on such ill-conditioned systems (condition numbers about 1e12) the
+#:   predictions differ from ``'lstsq'``'s by up to about 1e-4 of the largest return, so a
+#:   run's numbers differ from the default's after its first fit.
 BASELINE_SOLVERS = ('lstsq', 'cholesky')
 
 
@@ -164,13 +165,6 @@ class _LinearBaseline(Baseline):
     def solver(self) -> str:
         """How the damped normal equations are solved (:data:`BASELINE_SOLVERS`)."""
         return self._solver
-
-    def _solve(self, matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
-        if self._solver == 'cholesky':
-            solution = cholesky_solve(matrix, rhs)
-            if solution is not None:
-                return solution
-        return least_squares(matrix, rhs)
 
     def _features(self, observations: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -198,14 +192,18 @@ class _LinearBaseline(Baseline):
                 f'{type(self).__name__} fit on NaN/inf observations or '
                 'returns')
         reg = self._reg_coeff
+        kernel = self._solver == 'cholesky' and len(features) < features.shape[1]
         with np.errstate(over='ignore', invalid='ignore'):  # checked just below
-            gram, rhs = features.T @ features, features.T @ y
+            if kernel:  # (the kernel system of the class doc's push-through identity)
+                gram, rhs = features @ features.T, y
+            else:
+                gram, rhs = features.T @ features, features.T @ y
         if not (np.isfinite(gram).all() and np.isfinite(rhs).all()):
             raise FloatingPointError(
                 f'{type(self).__name__} fit: the normal equations overflow (largest '
                 f'|return| {np.abs(y).max():.3g}, largest |feature| {np.abs(features).max():.3g})')
         for _ in range(5):
-            coeffs = self._solve(gram + reg * np.eye(gram.shape[0]), rhs)
+            coeffs = self._solve(features, y, gram, rhs, reg, kernel)
             if coeffs is not None and np.all(np.isfinite(coeffs)):
                 break
             reg *= 10
@@ -214,6 +212,23 @@ class _LinearBaseline(Baseline):
                 f'{type(self).__name__} fit found no finite coefficients at 5 '
                 f'damping strengths ({self._reg_coeff:g} to {reg / 10:g})')
         self.coeffs = coeffs
+
+    def _solve(self, features, y, gram, rhs, reg, kernel):
+        """The coefficients at damping ``reg`` (None where LAPACK finds none): ``gram`` and
+        ``rhs`` are the normal equations' (the kernel system's where ``kernel``)."""
+        damped = gram + reg * np.eye(gram.shape[0])
+        if self._solver == 'lstsq':
+            return least_squares(damped, rhs)
+        solution = cholesky_solve(damped, rhs)
+        if solution is None:  # not positive definite to LAPACK: solved as the default
+            if not kernel:
+                return least_squares(damped, rhs)
+            return least_squares(features.T @ features + reg * np.eye(features.shape[1]),
+                                 features.T @ y)
+        if not kernel:
+            return solution
+        with np.errstate(over='ignore', invalid='ignore'):  # (not finite: the next damping)
+            return features.T @ solution
 
     def predict(self, observations, mask):
         check_layout(observations, mask)

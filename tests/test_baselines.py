@@ -373,12 +373,14 @@ def test_the_cholesky_solver_falls_back_to_lstsq_where_the_factorisation_fails(m
     assert np.array_equal(fast.coeffs, usual.coeffs)
 
 
-def test_the_cholesky_solver_keeps_the_damping_retries(monkeypatch):
+@pytest.mark.parametrize('shape', [(4, 7, 3), (2, 3, 8)], ids=['normal equations', 'kernel'])
+def test_the_cholesky_solver_keeps_the_damping_retries(monkeypatch, shape):
     """Non-finite coefficients from the Cholesky solve are retried at ten times the
-    damping, as the default's (the original code's loop)."""
+    damping, as the default's (the original code's loop), of the normal equations or of
+    the kernel system (fewer rows than features)."""
     import garage_promp.baselines as baselines  # pylint: disable=import-outside-toplevel
     rng = np.random.default_rng(0)
-    obs, targets, mask = rng.normal(size=(4, 7, 3)), rng.normal(size=(4, 7)), np.ones((4, 7))
+    obs, targets, mask = rng.normal(size=shape), rng.normal(size=shape[:2]), np.ones(shape[:2])
     solve, dampings = baselines.cholesky_solve, []
 
     def nan_once(matrix, rhs):
@@ -390,7 +392,13 @@ def test_the_cholesky_solver_keeps_the_damping_retries(monkeypatch):
     fast.fit(obs, targets, mask)
     assert len(dampings) == 2
     np.testing.assert_allclose(dampings[1] - dampings[0], 1e-4 - 1e-5, rtol=1e-6)
-    assert np.all(np.isfinite(fast.coeffs))
+    features = fast._features(obs).reshape(-1, 2 * shape[2] + 4)
+    rows = len(features) < features.shape[1]
+    expected = LinearFeatureBaseline(reg_coeff=1e-4, solver='cholesky')
+    monkeypatch.setattr(baselines, 'cholesky_solve', solve)
+    expected.fit(obs, targets, mask)
+    assert rows == (shape == (2, 3, 8))
+    assert np.array_equal(fast.coeffs, expected.coeffs)
 
 
 def test_an_unknown_solver_is_refused_and_an_older_pickle_solves_as_before():
@@ -404,24 +412,47 @@ def test_an_unknown_solver_is_refused_and_an_older_pickle_solves_as_before():
 
 def test_the_cholesky_solver_on_humanoid_sized_ill_conditioned_features():
     """On 756 features from 400 rows (HumanoidRandDirec's early batches: rank-deficient
-    Gram matrices, condition numbers about 1e12 once damped), the Cholesky solution
-    satisfies the damped normal equations at least as closely as ``lstsq``'s and predicts
-    the same values to 1e-6 of the targets' scale."""
+    Gram matrices, condition numbers about 1e12 once damped) the kernel system is solved,
+    c = Phi^T (Phi Phi^T + lambda I)^-1 y (those numbers exactly), and
+    predicts what ``lstsq`` predicts to 1e-4 of the largest return (the rounding of such a
+    system; about 1e-4 on the recorded Humanoid batches too)."""
+    import scipy.linalg
     rng = np.random.default_rng(1)
     states = rng.normal(size=(400, 40)) @ rng.normal(size=(40, 376)) * 0.3  # rank 40
     states[:, 300:] = 0.  # (Humanoid's contact forces of bodies that touch nothing)
     obs = states.reshape(10, 40, 376)
     targets = (states[:, :3] @ rng.normal(size=3) + rng.normal(size=400)).reshape(10, 40)
     mask = np.ones((10, 40))
+    mask[3, 20:] = 0
     default, fast = LinearFeatureBaseline(), LinearFeatureBaseline(solver='cholesky')
     usual = default.fit_predict(obs, targets, mask)
     quick = fast.fit_predict(obs, targets, mask)
-    features = fast._features(obs).reshape(400, -1)
+    features = fast._features(obs)[mask > 0]
+    y = targets[mask > 0]
     gram = features.T @ features + 1e-5 * np.eye(756)
-    rhs = features.T @ targets.reshape(-1)
     assert np.linalg.cond(gram) > 1e10
+    kernel = features @ features.T + 1e-5 * np.eye(len(y))
+    expected = features.T @ scipy.linalg.cho_solve(scipy.linalg.cho_factor(kernel, lower=True), y)
+    assert np.array_equal(fast.coeffs, expected)
+    np.testing.assert_allclose(quick, usual, rtol=0, atol=1e-4 * np.abs(y).max())
+    assert np.all(quick[3, 20:] == 0)
 
-    def residual(coeffs):
-        return np.abs(gram @ coeffs - rhs).max() / np.abs(rhs).max()
-    assert residual(fast.coeffs) <= max(residual(default.coeffs), 1e-12)
-    np.testing.assert_allclose(quick, usual, atol=1e-6 * np.abs(targets).max())
+
+def test_the_kernel_system_falls_back_to_the_defaults_solve(monkeypatch):
+    """Where the kernel matrix's factorisation fails, that damping is solved as the default
+    solves the (primal) damped normal equations."""
+    import scipy.linalg
+    rng = np.random.default_rng(2)
+    obs, targets, mask = rng.normal(size=(2, 3, 8)), rng.normal(size=(2, 3)), np.ones((2, 3))
+    usual = LinearFeatureBaseline()
+    usual.fit(obs, targets, mask)  # 6 rows, 20 features
+    factorised = []
+
+    def refuses(matrix, **kwargs):
+        factorised.append(matrix.shape)
+        raise np.linalg.LinAlgError('2-th leading minor of the array is not positive definite')
+    monkeypatch.setattr(scipy.linalg, 'cho_factor', refuses)
+    fast = LinearFeatureBaseline(solver='cholesky')
+    fast.fit(obs, targets, mask)
+    assert factorised == [(6, 6)]
+    assert np.array_equal(fast.coeffs, usual.coeffs)
