@@ -9,14 +9,25 @@ import time
 
 
 def write_results(out, stem: str, results, table: str, **settings) -> None:
-    """``<stem>.json`` (the machine, its CPU, the date and time, ``settings`` and
-    ``results``) and ``<stem>.md`` (``table``) in the directory ``out``, made if missing."""
+    """``<stem>.json`` (the machine, its CPU, the date and time, the code measured,
+    ``settings`` and ``results``) and ``<stem>.md`` (``table``) in the directory ``out``,
+    made if missing.
+
+    The code measured is the checkout's revision when this module was first imported
+    (:func:`started_revision`: a benchmark imports it before measuring); where tracked
+    files changed since, the revision at writing is recorded beside it
+    (``revision_at_writing``), since the run loaded its modules before the change.
+    """
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    revisions = dict(revision=started_revision())
+    now = code_revision()
+    if now != revisions['revision']:
+        revisions['revision_at_writing'] = now
     meta = dict(date=time.strftime('%Y-%m-%d'), machine=platform.node(),
                 processor=processor_name(), cores=os.cpu_count(),
                 written=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()),
-                revision=code_revision(), **settings)
+                **revisions, **settings)
     (out / f'{stem}.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
     (out / f'{stem}.md').write_text(table + '\n')
 
@@ -41,6 +52,17 @@ def code_revision(repo=REPO) -> str:
     except (OSError, subprocess.SubprocessError):
         return ''
     return commit + ('+changes' if changed else '')
+
+
+#: :func:`code_revision` when this module was imported: before a benchmark measures.
+_STARTED = code_revision()
+
+
+def started_revision() -> str:
+    """:func:`code_revision` as it was when this module was imported (a benchmark imports it
+    before measuring): the code the benchmark loaded and measures, whatever is edited while
+    it runs."""
+    return _STARTED
 
 
 def processor_name(cpuinfo='/proc/cpuinfo') -> str:

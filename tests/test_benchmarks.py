@@ -551,6 +551,21 @@ def test_saved_results_name_the_code_they_measured(tmp_path):
     assert bench_io.code_revision(repo) == head + '+changes'
 
 
+def test_saved_results_name_the_code_loaded_when_the_benchmark_started(tmp_path, monkeypatch):
+    """A file edited while a benchmark runs does not change the code it loaded: the result
+    names the revision at its start, and the one at writing beside it where they differ."""
+    bench_io = load_script(ROOT / 'benchmarks' / 'bench_io.py', 'bench_io_started')
+    started = bench_io.started_revision()
+    assert started == bench_io.code_revision()  # (nothing edited since it was loaded)
+    bench_io.write_results(tmp_path, 'same', [dict(x=1.)], '| x |')
+    meta = json.loads((tmp_path / 'same.json').read_text())['meta']
+    assert meta['revision'] == started and 'revision_at_writing' not in meta
+    monkeypatch.setattr(bench_io, 'code_revision', lambda: started + 'x+changes')
+    bench_io.write_results(tmp_path, 'edited', [dict(x=1.)], '| x |')
+    meta = json.loads((tmp_path / 'edited.json').read_text())['meta']
+    assert meta['revision'] == started and meta['revision_at_writing'] == started + 'x+changes'
+
+
 def test_learning_says_set_does_not_reach_garages_own_mamltrpo(tmp_path, capsys):
     """garage's MAMLTRPO takes no --set: refused when it is the only algorithm, said when
     it runs beside garage_promp's (before any run starts)."""
