@@ -319,6 +319,23 @@ def _check_variant_entries(log_dir: str, variant: dict) -> None:
                              'numbers (or null) a run records')
 
 
+def _check_baseline_solver(log_dir: str, variant: dict, algo) -> None:
+    """Refuse a snapshot whose linear baselines solve otherwise than ``variant.json``'s
+    ``baseline_solver`` says (absent: the default, ``'lstsq'``, as runs made before the
+    option); a baseline of another class (``ZeroBaseline``, a researcher's own) is not
+    checked."""
+    from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline  # pylint: disable=import-outside-toplevel
+    want = variant.get('baseline_solver', 'lstsq')
+    processing = getattr(algo, '_processing', None)
+    for name in ('baseline', 'dice_baseline'):
+        baseline = getattr(processing, name, None)
+        if isinstance(baseline, (LinearFeatureBaseline, LinearTimeBaseline)) and \
+                baseline.solver != want:
+            raise ValueError(f'the snapshot in {log_dir} has a {name} solving with '
+                             f'{baseline.solver!r}, its variant.json baseline_solver={want!r}: '
+                             "not this run's snapshot")
+
+
 def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> None:
     """Refuse a snapshot that is not the run that ``variant.json`` describes.
 
@@ -375,6 +392,8 @@ def check_snapshot_matches_variant(log_dir: str, algo, env=None, seed=None) -> N
             raise ValueError(f'the snapshot in {log_dir} has a log-std of shape '
                              f"{tuple(have.shape)}, its variant.json log_std={log_std!r}: not "
                              "this run's snapshot")
+    if ours:
+        _check_baseline_solver(log_dir, variant, algo)
     defaults = _paper_defaults(variant) if ours else {}
     hidden = variant.get('hidden_sizes')
     if hidden is None:  # left at the env's paper value

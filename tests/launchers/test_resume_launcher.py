@@ -170,5 +170,19 @@ def test_a_run_with_the_cholesky_baseline_resumes_exactly_and_keeps_its_solver(t
     (half / 'variant.json').write_text(json.dumps(variant))
     result = _invoke('--resume', half, '--epochs', 4)
     assert result.exit_code != 0
-    assert "made with baseline_solver='cholesky', its variant.json has " \
-           "baseline_solver='(none)'" in result.output
+    assert "has a baseline solving with 'cholesky', its variant.json " \
+           "baseline_solver='lstsq'" in result.output
+
+
+def test_a_default_solver_snapshot_under_a_cholesky_variant_is_refused(tmp_path):
+    """variant.json saying ``baseline_solver='cholesky'`` over a snapshot whose baselines
+    solve by ``lstsq`` (a default run's; its record names no solver) is not this run."""
+    run = tmp_path / 'run'
+    assert _invoke(*TINY, '--epochs', 1, '--log-dir', run).exit_code == 0
+    variant = json.loads((run / 'variant.json').read_text())
+    variant['baseline_solver'] = 'cholesky'
+    (run / 'variant.json').write_text(json.dumps(variant))
+    result = _invoke('--resume', run, '--epochs', 2)
+    assert result.exit_code != 0
+    assert "has a baseline solving with 'lstsq', its variant.json baseline_solver='cholesky'" \
+        in result.output, result.output
