@@ -353,23 +353,28 @@ def test_the_cholesky_solver_solves_the_same_damped_system(cls):
     np.testing.assert_array_equal(copy.predict(obs, mask), quick)
 
 
-def test_the_cholesky_solver_falls_back_to_lstsq_where_the_factorisation_fails(monkeypatch):
-    """Where the damped matrix is not numerically positive definite (LAPACK's ``potrf``
-    refuses it), that damping is solved as the default solves it."""
+@pytest.mark.parametrize('shape, factorised', [((4, 7, 3), (10, 10)), ((2, 3, 8), (6, 6))],
+                         ids=['normal equations', 'kernel'])
+def test_the_cholesky_solver_falls_back_to_lstsq_where_the_factorisation_fails(
+        monkeypatch, shape, factorised):
+    """Where the damped matrix (of the normal equations, or of the kernel system where the
+    rows are fewer than the features) is not numerically positive definite (LAPACK's
+    ``potrf`` refuses it), that damping is solved as the default solves the normal
+    equations."""
     import scipy.linalg
     rng = np.random.default_rng(0)
-    obs, targets, mask = rng.normal(size=(4, 7, 3)), rng.normal(size=(4, 7)), np.ones((4, 7))
+    obs, targets, mask = rng.normal(size=shape), rng.normal(size=shape[:2]), np.ones(shape[:2])
     usual = LinearFeatureBaseline()
     usual.fit(obs, targets, mask)
-    factorised = []
+    seen = []
 
     def refuses(matrix, **kwargs):
-        factorised.append(matrix.shape)
+        seen.append(matrix.shape)
         raise np.linalg.LinAlgError('2-th leading minor of the array is not positive definite')
     monkeypatch.setattr(scipy.linalg, 'cho_factor', refuses)
     fast = LinearFeatureBaseline(solver='cholesky')
     fast.fit(obs, targets, mask)
-    assert factorised == [(10, 10)]
+    assert seen == [factorised]
     assert np.array_equal(fast.coeffs, usual.coeffs)
 
 
@@ -437,22 +442,3 @@ def test_the_cholesky_solver_on_humanoid_sized_ill_conditioned_features():
     np.testing.assert_allclose(quick, usual, rtol=0, atol=1e-4 * np.abs(y).max())
     assert np.all(quick[3, 20:] == 0)
 
-
-def test_the_kernel_system_falls_back_to_the_defaults_solve(monkeypatch):
-    """Where the kernel matrix's factorisation fails, that damping is solved as the default
-    solves the (primal) damped normal equations."""
-    import scipy.linalg
-    rng = np.random.default_rng(2)
-    obs, targets, mask = rng.normal(size=(2, 3, 8)), rng.normal(size=(2, 3)), np.ones((2, 3))
-    usual = LinearFeatureBaseline()
-    usual.fit(obs, targets, mask)  # 6 rows, 20 features
-    factorised = []
-
-    def refuses(matrix, **kwargs):
-        factorised.append(matrix.shape)
-        raise np.linalg.LinAlgError('2-th leading minor of the array is not positive definite')
-    monkeypatch.setattr(scipy.linalg, 'cho_factor', refuses)
-    fast = LinearFeatureBaseline(solver='cholesky')
-    fast.fit(obs, targets, mask)
-    assert factorised == [(6, 6)]
-    assert np.array_equal(fast.coeffs, usual.coeffs)
