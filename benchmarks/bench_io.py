@@ -60,8 +60,11 @@ _STARTED = code_revision()
 
 def started_revision() -> str:
     """:func:`code_revision` as it was when this module was imported (a benchmark imports it
-    before measuring): the code the benchmark loaded and measures, whatever is edited while
-    it runs."""
+    first, before it measures): the checkout whose modules the benchmark loads. A module
+    imported later (or ``garage_promp/envs/_cstep.c``, compiled at its first use) is read
+    as it is then, so a benchmark's files should not be edited while it runs; where they
+    were, :func:`write_results` records the revision at writing beside this one. (Two
+    ``git`` calls at import.)"""
     return _STARTED
 
 

@@ -5,6 +5,8 @@ same batch, as the reference's ``MetaSampleProcessor`` does. Inputs are padded
 :math:`(R, T, O)` observations with a 0/1 mask :math:`(R, T)`; the time index
 of a cell is its column t, so padding never shifts the time features.
 """
+from typing import Tuple
+
 from garage_promp.validation import check_choice, check_float
 
 import numpy as np
@@ -137,7 +139,7 @@ def cholesky_solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
 #:   :math:`(\Phi\Phi^\top + \lambda I)\,a = y`, :math:`c = \Phi^\top a`, gives the same
 #:   solution (the push-through identity). Where the factorisation fails (the matrix is not
 #:   numerically positive definite), that damping is solved as ``'lstsq'`` solves it.
-#:   Other rounding: on such ill-conditioned systems (condition numbers about 1e12) the
+#:   Other rounding: on such ill-conditioned systems (condition numbers 1e12-5e12) the
 #:   predictions differ from ``'lstsq'``'s by up to about 1e-4 of the largest return, so a
 #:   run's numbers differ from the default's after its first fit.
 BASELINE_SOLVERS = ('lstsq', 'cholesky')
@@ -193,15 +195,12 @@ class _LinearBaseline(Baseline):
                 'returns')
         reg = self._reg_coeff
         kernel = self._solver == 'cholesky' and len(features) < features.shape[1]
-        with np.errstate(over='ignore', invalid='ignore'):  # checked just below
-            if kernel:  # (the kernel system of the class doc's push-through identity)
+        if kernel:  # (the kernel system of BASELINE_SOLVERS' push-through identity)
+            with np.errstate(over='ignore', invalid='ignore'):  # checked just below
                 gram, rhs = features @ features.T, y
-            else:
-                gram, rhs = features.T @ features, features.T @ y
-        if not (np.isfinite(gram).all() and np.isfinite(rhs).all()):
-            raise FloatingPointError(
-                f'{type(self).__name__} fit: the normal equations overflow (largest '
-                f'|return| {np.abs(y).max():.3g}, largest |feature| {np.abs(features).max():.3g})')
+            _check_finite_system(type(self).__name__, gram, rhs, features, y)
+        else:
+            gram, rhs = self._normal_equations(features, y)
         for _ in range(5):
             coeffs = self._solve(features, y, gram, rhs, reg, kernel)
             if coeffs is not None and np.all(np.isfinite(coeffs)):
@@ -213,9 +212,20 @@ class _LinearBaseline(Baseline):
                 f'damping strengths ({self._reg_coeff:g} to {reg / 10:g})')
         self.coeffs = coeffs
 
-    def _solve(self, features, y, gram, rhs, reg, kernel):
+    def _normal_equations(self, features: np.ndarray,
+                          y: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Phi^T Phi and Phi^T y (the normal equations), refused (``FloatingPointError``)
+        where they overflow, before LAPACK sees them."""
+        with np.errstate(over='ignore', invalid='ignore'):  # checked just below
+            gram, rhs = features.T @ features, features.T @ y
+        _check_finite_system(type(self).__name__, gram, rhs, features, y)
+        return gram, rhs
+
+    def _solve(self, features: np.ndarray, y: np.ndarray, gram: np.ndarray, rhs: np.ndarray,
+               reg: float, kernel: bool) -> np.ndarray | None:
         """The coefficients at damping ``reg`` (None where LAPACK finds none): ``gram`` and
-        ``rhs`` are the normal equations' (the kernel system's where ``kernel``)."""
+        ``rhs`` are the normal equations' (the kernel system's where ``kernel``; then the
+        fallback builds the normal equations from ``features`` and ``y``)."""
         damped = gram + reg * np.eye(gram.shape[0])
         if self._solver == 'lstsq':
             return least_squares(damped, rhs)
@@ -223,8 +233,8 @@ class _LinearBaseline(Baseline):
         if solution is None:  # not positive definite to LAPACK: solved as the default
             if not kernel:
                 return least_squares(damped, rhs)
-            return least_squares(features.T @ features + reg * np.eye(features.shape[1]),
-                                 features.T @ y)
+            normal, normal_rhs = self._normal_equations(features, y)  # (rare: not kept)
+            return least_squares(normal + reg * np.eye(normal.shape[0]), normal_rhs)
         if not kernel:
             return solution
         with np.errstate(over='ignore', invalid='ignore'):  # (not finite: the next damping)
@@ -243,6 +253,15 @@ class _LinearBaseline(Baseline):
         if not np.isfinite(predictions).all():  # (fit refuses such observations too)
             raise FloatingPointError(f'{type(self).__name__} predict on NaN/inf observations')
         return predictions
+
+
+def _check_finite_system(name: str, gram: np.ndarray, rhs: np.ndarray, features: np.ndarray,
+                         y: np.ndarray) -> None:
+    """Refuse a least-squares system that overflowed, naming the largest return and feature."""
+    if not (np.isfinite(gram).all() and np.isfinite(rhs).all()):
+        raise FloatingPointError(
+            f'{name} fit: the normal equations overflow (largest '
+            f'|return| {np.abs(y).max():.3g}, largest |feature| {np.abs(features).max():.3g})')
 
 
 def _on_valid(predictions: np.ndarray, mask: np.ndarray) -> np.ndarray:

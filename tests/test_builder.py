@@ -190,3 +190,7 @@ def test_the_baseline_solver_reaches_the_algorithms_linear_baselines(label, dice
                                          "baselines, and overrides give baseline="):
         build_experiment(label, 'PointEnvCorner', 1, baseline_solver='cholesky',
                          overrides={'baseline': LinearFeatureBaseline()}, **TINY)
+    with pytest.raises(ValueError, match="baseline_solver='cholesky' makes the linear "
+                                         "baselines, and overrides give dice_baseline="):
+        build_experiment(label, 'PointEnvCorner', 1, baseline_solver='cholesky',
+                         overrides={'dice_baseline': LinearTimeBaseline()}, **TINY)

@@ -305,9 +305,9 @@ def _check_snapshot_names(log_dir: str) -> None:
 
 
 def _check_variant_entries(log_dir: str, variant: dict) -> None:
-    """Refuse a launcher's ``variant.json`` whose env or hidden sizes are not what a run
-    records (an env name; hidden sizes null or a list of whole numbers): damage, named,
-    not a check skipped."""
+    """Refuse a launcher's ``variant.json`` whose env, hidden sizes or baseline solver are
+    not what a run records (an env name; hidden sizes null or a list of whole numbers; a
+    solver's name, where given): damage, named, not a check skipped."""
     path = os.path.join(log_dir, 'variant.json')
     env = variant.get('env')
     if not isinstance(env, str):
@@ -317,6 +317,11 @@ def _check_variant_entries(log_dir: str, variant: dict) -> None:
             isinstance(size, int) and not isinstance(size, bool) for size in hidden)):
         raise DamagedRunFile(f'{path}: its hidden_sizes is {hidden!r}, not the list of whole '
                              'numbers (or null) a run records')
+    from garage_promp.baselines import BASELINE_SOLVERS  # pylint: disable=import-outside-toplevel
+    solver = variant.get('baseline_solver', 'lstsq')
+    if not isinstance(solver, str) or solver not in BASELINE_SOLVERS:
+        raise DamagedRunFile(f'{path}: its baseline_solver is {solver!r}, not one of '
+                             f'{BASELINE_SOLVERS} a run records')
 
 
 def _check_baseline_solver(log_dir: str, variant: dict, algo) -> None:

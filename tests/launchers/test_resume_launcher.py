@@ -186,3 +186,23 @@ def test_a_default_solver_snapshot_under_a_cholesky_variant_is_refused(tmp_path)
     assert result.exit_code != 0
     assert "has a baseline solving with 'lstsq', its variant.json baseline_solver='cholesky'" \
         in result.output, result.output
+
+
+@pytest.mark.parametrize('part', ['baseline', 'dice_baseline'])
+def test_either_linear_baseline_of_another_solver_is_refused(tmp_path, part):
+    """Both of a DiCE algorithm's linear baselines are checked against variant.json's
+    solver; another class of baseline (``ZeroBaseline``) is not."""
+    import types  # pylint: disable=import-outside-toplevel
+
+    from garage_promp.baselines import LinearFeatureBaseline, LinearTimeBaseline, ZeroBaseline
+    from garage_promp.experiment.resume import _check_baseline_solver
+    baselines = dict(baseline=LinearFeatureBaseline(solver='cholesky'),
+                     dice_baseline=LinearTimeBaseline(solver='cholesky'))
+    algo = types.SimpleNamespace(_processing=types.SimpleNamespace(**baselines))
+    _check_baseline_solver(str(tmp_path), {'baseline_solver': 'cholesky'}, algo)
+    setattr(algo._processing, part, type(baselines[part])())  # lstsq
+    with pytest.raises(ValueError, match=f"has a {part} solving with 'lstsq', its "
+                                         "variant.json baseline_solver='cholesky'"):
+        _check_baseline_solver(str(tmp_path), {'baseline_solver': 'cholesky'}, algo)
+    setattr(algo._processing, part, ZeroBaseline())
+    _check_baseline_solver(str(tmp_path), {'baseline_solver': 'cholesky'}, algo)

@@ -418,6 +418,8 @@ def test_an_execution_option_edited_into_what_the_launcher_refuses_is_refused(
     ('meta_batch_size', '2', "meta_batch_size=2, its variant.json '2'"),
     ('overrides', [1, 2], 'its overrides are [1, 2], not the object'),
     ('overrides', 'abc', "its overrides are 'abc', not the object"),
+    ('baseline_solver', 'qr', "its baseline_solver is 'qr', not one of ('lstsq', 'cholesky')"),
+    ('baseline_solver', 5, 'its baseline_solver is 5, not one of'),
 ])
 def test_a_hand_edited_variant_is_refused_naming_the_entry(promp_run, tmp_path, key, value,
                                                            named):
