@@ -39,13 +39,27 @@ class LearnerDevice:
 
         The meta-update runs there; sampling, processing and the inner steps
         between sampling rounds stay on the CPU. Parameters move once each
-        way per iteration. On the CPU this moves nothing.
+        way per iteration. On the CPU nothing is moved (nor traversed: an error
+        that interrupts torch's ``vmap`` part-way, a Ctrl-C say, can leave its
+        transform level behind, under which ``Module.to`` refuses to run, and the
+        run would end with that error instead of the interrupt). Where moving back
+        fails while an error is already on its way out, that error is the one
+        raised.
         """
-        self._move_learner(self._learner_device)
+        device = self._learner_device
+        if device.type == 'cpu':
+            yield
+            return
+        self._move_learner(device)
         try:
             yield
-        finally:
-            self._move_learner(torch.device('cpu'))
+        except BaseException:
+            try:
+                self._move_learner(torch.device('cpu'))
+            except Exception:  # pylint: disable=broad-except
+                pass  # (the error in flight says what went wrong; this one follows from it)
+            raise
+        self._move_learner(torch.device('cpu'))
 
     def _move_learner(self, device):
         self._policy.to(device)

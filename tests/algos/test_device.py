@@ -163,3 +163,41 @@ def test_launcher_trains_on_the_gpu_as_on_the_cpu(tmp_path):
         for cpu_row, gpu_row in zip(rows['cpu'], rows['cuda']):
             assert math.isclose(float(gpu_row[key]), float(cpu_row[key]), rel_tol=1e-3,
                                 abs_tol=1e-4), key
+
+
+def test_on_the_cpu_the_learner_is_neither_moved_nor_traversed(monkeypatch):
+    """The CPU is where the learner lives between updates: ``_on_device`` moves nothing
+    there (``Module.to`` refuses to run under a ``vmap`` level that an interrupt left
+    behind, which ended a Ctrl-C'd run with that error instead of the interrupt)."""
+    _, algo = make_algo('ProMP')
+    moves = []
+    monkeypatch.setattr(algo, '_move_learner', moves.append)
+    with pytest.raises(KeyboardInterrupt):
+        with algo._on_device():
+            raise KeyboardInterrupt
+    with algo._on_device():
+        pass
+    assert not moves
+
+
+def test_an_error_moving_back_does_not_hide_the_one_in_flight(monkeypatch):
+    """On another device, the learner moves there and back; where moving back fails while
+    an error (a Ctrl-C) is on its way out, that error is the one raised, and a failure to
+    move back after a clean update is raised as itself."""
+    _, algo = make_algo('ProMP')
+    algo.__dict__['_device'] = torch.device('cuda')  # (the moves are recorded, not made)
+    moves = []
+
+    def move(device):
+        moves.append(device.type)
+        if device.type == 'cpu':
+            raise RuntimeError('mutating directly with `.data` under vmap transform')
+    monkeypatch.setattr(algo, '_move_learner', move)
+    with pytest.raises(KeyboardInterrupt):
+        with algo._on_device():
+            raise KeyboardInterrupt
+    assert moves == ['cuda', 'cpu']
+    with pytest.raises(RuntimeError, match='under vmap transform'):
+        with algo._on_device():
+            pass
+    assert moves == ['cuda', 'cpu', 'cuda', 'cpu']

@@ -74,7 +74,11 @@ def test_a_training_run_holds_its_directory_while_it_runs(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (log_dir / 'progress.csv').exists() and proc.poll() is None:
+        progress = log_dir / 'progress.csv'
+        # An epoch's row, not the file alone: garage's wrap_experiment creates progress.csv
+        # before the run's body takes the lock.
+        while not (progress.exists() and progress.read_text().count('\n') >= 2) \
+                and proc.poll() is None:
             assert time.monotonic() < deadline, 'no epoch logged in 120 s'
             time.sleep(0.1)
         assert proc.poll() is None, proc.stderr.read()[-2000:]
