@@ -149,8 +149,8 @@ def build_experiment(algo: str, env: str, seed: int, *,
             process too) may make no progress (None: the sampler's default, 600 s).
         baseline_solver (str): How the linear baselines (``LinearFeatureBaseline``, and
             DiCE's ``LinearTimeBaseline``) solve their damped normal equations:
-            'lstsq' (the original code's SVD) or 'cholesky' (the same system by its
-            Cholesky factor; faster where the features are many, other rounding;
+            'lstsq' (the original code's SVD) or 'cholesky' (the same system by a
+            Cholesky factorisation; faster where the features are many, other rounding;
             :data:`~garage_promp.baselines.BASELINE_SOLVERS`).
         **_ignored: Launcher-only settings (e.g. ``epochs``), so a launcher's
             recorded options can be passed as they are.
