@@ -20,14 +20,10 @@ def write_results(out, stem: str, results, table: str, **settings) -> None:
     """
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    revisions = dict(revision=started_revision())
-    now = code_revision()
-    if now != revisions['revision']:
-        revisions['revision_at_writing'] = now
     meta = dict(date=time.strftime('%Y-%m-%d'), machine=platform.node(),
                 processor=processor_name(), cores=os.cpu_count(),
                 written=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()),
-                **revisions, **settings)
+                **revisions(), **settings)
     (out / f'{stem}.json').write_text(json.dumps(dict(meta=meta, results=results), indent=1))
     (out / f'{stem}.md').write_text(table + '\n')
 
@@ -66,6 +62,17 @@ def started_revision() -> str:
     were, :func:`write_results` records the revision at writing beside this one. (Two
     ``git`` calls at import.)"""
     return _STARTED
+
+
+def revisions() -> dict:
+    """The code a result measured, for its file's meta: ``revision`` (:func:`started_revision`)
+    and, where tracked files changed since the benchmark started, ``revision_at_writing``
+    (:func:`code_revision` now)."""
+    found = dict(revision=started_revision())
+    now = code_revision()
+    if now != found['revision']:
+        found['revision_at_writing'] = now
+    return found
 
 
 def processor_name(cpuinfo='/proc/cpuinfo') -> str:

@@ -63,9 +63,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 # Its sibling modules (bench_io, checks_cost) import by name, also when a test loads this file.
 sys.path.insert(0, str(HERE))
 from bench_io import (  # noqa: E402  pylint: disable=wrong-import-position
-    code_revision,
     processor_name,
     read_saved_results,
+    revisions,
 )
 
 #: Batches: the paper's (40 tasks × 20 episodes, paper Table 1) and a small one.
@@ -649,7 +649,7 @@ def main(ctx, mode, check_pairs, worker_counts, envs, batches, algos, n_workers,
     out.mkdir(parents=True, exist_ok=True)
     meta = dict(machine=platform.platform(), python=platform.python_version(),
                 cpus=os.cpu_count(), date=time.strftime('%Y-%m-%d'),
-                processor=processor_name(), revision=code_revision(),
+                processor=processor_name(), **revisions(),
                 # workers mode runs its own counts; --n-workers is for the other modes
                 n_workers=list(worker_counts) if mode == 'workers' else n_workers)
     meta['gpu'] = _gpu_name() if gpu == 'yes' else None

@@ -195,12 +195,7 @@ class _LinearBaseline(Baseline):
                 'returns')
         reg = self._reg_coeff
         kernel = self._solver == 'cholesky' and len(features) < features.shape[1]
-        if kernel:  # (the kernel system of BASELINE_SOLVERS' push-through identity)
-            with np.errstate(over='ignore', invalid='ignore'):  # checked just below
-                gram, rhs = features @ features.T, y
-            _check_finite_system(type(self).__name__, gram, rhs, features, y)
-        else:
-            gram, rhs = self._normal_equations(features, y)
+        gram, rhs = self._normal_equations(features, y, kernel)
         for _ in range(5):
             coeffs = self._solve(features, y, gram, rhs, reg, kernel)
             if coeffs is not None and np.all(np.isfinite(coeffs)):
@@ -212,13 +207,20 @@ class _LinearBaseline(Baseline):
                 f'damping strengths ({self._reg_coeff:g} to {reg / 10:g})')
         self.coeffs = coeffs
 
-    def _normal_equations(self, features: np.ndarray,
-                          y: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """Phi^T Phi and Phi^T y (the normal equations), refused (``FloatingPointError``)
-        where they overflow, before LAPACK sees them."""
+    def _normal_equations(self, features: np.ndarray, y: np.ndarray,
+                          kernel: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+        """Phi^T Phi and Phi^T y (the normal equations), or Phi Phi^T and y (the kernel
+        system of :data:`BASELINE_SOLVERS`' push-through identity) where ``kernel``;
+        refused (``FloatingPointError``) where they overflow, before LAPACK sees them."""
         with np.errstate(over='ignore', invalid='ignore'):  # checked just below
-            gram, rhs = features.T @ features, features.T @ y
-        _check_finite_system(type(self).__name__, gram, rhs, features, y)
+            if kernel:
+                gram, rhs = features @ features.T, y
+            else:
+                gram, rhs = features.T @ features, features.T @ y
+        if not (np.isfinite(gram).all() and np.isfinite(rhs).all()):
+            raise FloatingPointError(
+                f'{type(self).__name__} fit: the normal equations overflow (largest '
+                f'|return| {np.abs(y).max():.3g}, largest |feature| {np.abs(features).max():.3g})')
         return gram, rhs
 
     def _solve(self, features: np.ndarray, y: np.ndarray, gram: np.ndarray, rhs: np.ndarray,
@@ -253,15 +255,6 @@ class _LinearBaseline(Baseline):
         if not np.isfinite(predictions).all():  # (fit refuses such observations too)
             raise FloatingPointError(f'{type(self).__name__} predict on NaN/inf observations')
         return predictions
-
-
-def _check_finite_system(name: str, gram: np.ndarray, rhs: np.ndarray, features: np.ndarray,
-                         y: np.ndarray) -> None:
-    """Refuse a least-squares system that overflowed, naming the largest return and feature."""
-    if not (np.isfinite(gram).all() and np.isfinite(rhs).all()):
-        raise FloatingPointError(
-            f'{name} fit: the normal equations overflow (largest '
-            f'|return| {np.abs(y).max():.3g}, largest |feature| {np.abs(features).max():.3g})')
 
 
 def _on_valid(predictions: np.ndarray, mask: np.ndarray) -> np.ndarray:
