@@ -529,6 +529,20 @@ def test_a_fitted_linear_baseline_refuses_to_predict_on_nan_observations():
     assert np.isfinite(baseline.predict(obs, mask)).all()
 
 
+@pytest.mark.parametrize('bad', ['observation', 'return'])
+@pytest.mark.parametrize('solver', ['lstsq', 'cholesky'])
+def test_a_linear_baseline_refuses_to_fit_on_one_nan(bad, solver):
+    """One NaN on a valid step, in the observations or in the returns alone, is named
+    before any solve; on padding it is ignored."""
+    rng = np.random.default_rng(0)
+    obs, targets, mask = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5)), np.ones((2, 5))
+    (obs[1, 2, 0:1] if bad == 'observation' else targets[1, 2:3])[0] = np.nan
+    with pytest.raises(FloatingPointError, match='fit on NaN/inf observations or returns'):
+        LinearFeatureBaseline(solver=solver).fit(obs, targets, mask)
+    mask[1, 2:] = 0
+    assert np.isfinite(LinearFeatureBaseline(solver=solver).fit_predict(obs, targets, mask)).all()
+
+
 @pytest.mark.parametrize('prefix', [5, '', None])
 def test_meta_evaluator_prefix_must_be_text_naming_a_group(prefix):
     """An empty prefix logged the meta-test's ``Average/...`` keys over training's own

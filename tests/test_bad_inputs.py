@@ -375,6 +375,8 @@ def test_env_and_baseline_settings_are_checked():
              (lambda: PointEnvCorner(sparse_reward_radius=True), 'sparse_reward_radius'),
              (lambda: PointEnvCorner(max_episode_length=10 ** 12), 'max_episode_length'),
              (lambda: LinearFeatureBaseline(reg_coeff=INF), 'reg_coeff'),
+             (lambda: LinearFeatureBaseline(reg_coeff=0.), 'reg_coeff'),  # (no damping)
+             (lambda: LinearTimeBaseline(reg_coeff=-1e-5), 'reg_coeff'),
              (lambda: LinearTimeBaseline(reg_coeff=True), 'reg_coeff'),
              (lambda: LinearTimeBaseline(reg_coeff='1e-5'), 'reg_coeff')]
     for make, message in cases:

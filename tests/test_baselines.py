@@ -38,11 +38,57 @@ def test_linear_feature_baseline_beats_zero_and_pickles_exactly():
 
 
 def test_features_match_reference_definition():
-    obs = np.array([[[20.], [-0.5]]])
+    obs = np.array([[[20.], [-0.5], [-20.]]])
     features = LinearFeatureBaseline()._features(obs)
     # [clip(o), clip(o)^2, u, u^2, u^3, 1] with u = t/100
     np.testing.assert_allclose(features[0, 0], [10., 100., 0., 0., 0., 1.])
     np.testing.assert_allclose(features[0, 1], [-0.5, 0.25, .01, 1e-4, 1e-6, 1.])
+    np.testing.assert_allclose(features[0, 2], [-10., 100., .02, 4e-4, 8e-6, 1.])
+    # DiCE's reward baseline: [u, u^2, u^3, 1] alone, whatever the observations
+    time_features = LinearTimeBaseline()._features(np.full((2, 3, 4), 7.))
+    assert time_features.shape == (2, 3, 4)
+    for row in time_features:
+        np.testing.assert_allclose(row, [[0., 0., 0., 1.], [.01, 1e-4, 1e-6, 1.],
+                                         [.02, 4e-4, 8e-6, 1.]])
+
+
+@pytest.mark.parametrize('cls', [LinearFeatureBaseline, LinearTimeBaseline])
+def test_an_unfitted_baseline_predicts_zero(cls):
+    """Before its first fit a baseline predicts 0 everywhere (garage's
+    ``LinearFeatureBaseline`` too), of the mask's shape."""
+    obs, _, mask = _reference_data(1)
+    predictions = cls().predict(obs, mask)
+    assert isinstance(predictions, np.ndarray) and predictions.shape == mask.shape
+    assert np.all(predictions == 0)
+
+
+def test_the_default_solver_on_fewer_steps_than_features_solves_the_reference_system():
+    """With fewer valid steps than features (Humanoid's 756 early in training) the
+    default solves the original code's damped normal equations by ``lstsq``, bit for bit:
+    the kernel system is the ``cholesky`` option's alone."""
+    rng = np.random.default_rng(5)
+    obs, targets = rng.normal(size=(2, 3, 6)), rng.normal(size=(2, 3))
+    mask = np.ones((2, 3))
+    baseline = LinearFeatureBaseline()
+    baseline.fit(obs, targets, mask)  # 6 rows, 16 features
+    features = baseline._features(obs).reshape(6, 16)
+    expected = np.linalg.lstsq(features.T @ features + 1e-5 * np.eye(16),
+                               features.T @ targets.reshape(-1), rcond=-1)[0]
+    assert baseline.coeffs.shape == (16, ) and np.array_equal(baseline.coeffs, expected)
+
+
+def test_fit_predict_builds_the_features_once(monkeypatch):
+    calls = []
+    build = LinearFeatureBaseline._features
+
+    def counted(self, observations):
+        calls.append(observations.shape)
+        return build(self, observations)
+
+    monkeypatch.setattr(LinearFeatureBaseline, '_features', counted)
+    obs, targets, mask = _reference_data(1)
+    LinearFeatureBaseline().fit_predict(obs, targets, mask)
+    assert calls == [obs.shape]
 
 
 def test_padding_is_ignored_and_predicted_zero():
