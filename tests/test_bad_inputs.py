@@ -270,7 +270,8 @@ def test_optimize_refuses_what_is_not_one_meta_batch_and_leaves_theta(name):
     batches = algo.sample_meta_batch(0)
     other = algo.sample_meta_batch(1, task_updates=algo._task_sampler.sample(2))
     theta = [p.detach().clone() for p in algo.policy.parameters()]
-    cases = [((0, batches[:1]), 'batches must be 2 .* got 1'),
+    cases = [((0, batches[:1]), r'batches must be 2 \(one per sampling round: K = 1 inner '
+                                r'steps, then the post-update round\), got 1'),
              ((0, batches + batches), 'batches must be 2 .* got 4'),
              ((0, [batches[0], other[1]]), r'rounds of one meta-batch .*\(3, 2, 5\), \(2, 2, 5\)'),
              ((0, 'batches'), 'list of MetaBatch .* got str'),

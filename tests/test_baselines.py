@@ -511,3 +511,64 @@ def test_the_cholesky_solver_on_as_many_rows_as_features_and_on_none():
         baseline = LinearFeatureBaseline(solver=solver)
         assert np.all(baseline.fit_predict(obs, targets, none) == 0)
         assert baseline.coeffs.shape == (10, ) and np.all(baseline.coeffs == 0)
+
+
+class _NaNOnThirdFit(LinearFeatureBaseline):
+    """Predicts NaN from its third fit on (the third task of a processing call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fits = 0
+
+    def fit_predict(self, observations, targets, mask):
+        self.fits += 1
+        values = super().fit_predict(observations, targets, mask)
+        return values * np.nan if self.fits >= 3 else values
+
+
+@pytest.mark.parametrize('culprit', ['nan', 'huge', 'narrow', 'baseline', 'dice_baseline',
+                                     'one_step'])
+def test_processing_names_the_meta_batch_slot_of_the_culprit_task(culprit):
+    """A part of the meta-batch processed on its own (tasks 5-7 here) names the culprit
+    by its slot in the whole meta-batch: a NaN sampled, a reward beyond float32, or
+    actions the sampling Gaussian cannot have drawn in float32."""
+    from garage_promp.algos._batch import process_episodes  # pylint: disable=import-outside-toplevel
+    episodes, n_tasks, per_task, horizon, config = _processing_inputs(
+        n_tasks=3, episodes=2, horizon=5)
+    task_steps = slice(2 * per_task * horizon, 3 * per_task * horizon)  # the third task
+    if culprit == 'nan':
+        episodes.rewards[task_steps][3] = np.nan
+        error, match = ValueError, r'NaN/inf in rewards .* task 7 of the meta-batch, step 23;'
+    elif culprit == 'huge':
+        episodes.rewards[task_steps] = 1e200
+        error, match = ValueError, 'the rewards of task 7 of the meta-batch do not fit float32'
+    elif culprit == 'narrow':
+        episodes.agent_infos['log_std'][task_steps] = -60.
+        error, match = FloatingPointError, 'not finite in float32 for task 7 of the meta-batch'
+    elif culprit in ('baseline', 'dice_baseline'):
+        setattr(config, culprit, _NaNOnThirdFit())
+        error, match = FloatingPointError, 'predicted NaN or inf for task 7 of the meta-batch'
+    else:  # the third task's advantages standardised over one step each: named by slot
+        config.normalize_adv = True
+        episodes, per_task = _one_step_episodes_in_the_third_task(episodes, per_task, horizon)
+        error, match = ValueError, 'task 7 of the meta-batch: .* ended at their first step'
+    with np.errstate(all='ignore'), pytest.raises(error, match=match):
+        process_episodes(episodes, n_tasks, per_task, horizon, config, first_task=5)
+
+
+def _one_step_episodes_in_the_third_task(episodes, per_task, horizon):
+    """``episodes`` (three tasks of ``per_task`` episodes of ``horizon`` steps) with the
+    third task's episodes cut to one step each, and one episode per task."""
+    from garage import EpisodeBatch  # pylint: disable=import-outside-toplevel
+    keep = np.zeros(len(episodes.rewards), dtype=bool)
+    lengths = []
+    for e in range(0, 3 * per_task, per_task):  # each task's first episode
+        length = 1 if e == 2 * per_task else horizon
+        keep[e * horizon:e * horizon + length] = True
+        lengths.append(length)
+    return EpisodeBatch(
+        env_spec=episodes.env_spec, episode_infos={}, observations=episodes.observations[keep],
+        last_observations=episodes.last_observations[::per_task],
+        actions=episodes.actions[keep], rewards=episodes.rewards[keep], env_infos={},
+        agent_infos={k: v[keep] for k, v in episodes.agent_infos.items()},
+        step_types=episodes.step_types[keep], lengths=np.array(lengths)), 1

@@ -108,7 +108,7 @@ def pad_episodes(flat: np.ndarray, lengths: np.ndarray,
     return out
 
 
-def check_finite(episodes: EpisodeBatch, episodes_per_task: int, first_task: int = 0):
+def check_finite(episodes: EpisodeBatch, episodes_per_task: int, first_task: int):
     """Raise a ValueError naming the field, task and action of a NaN/inf.
 
     ``first_task`` is the meta-batch slot of the episodes' first task.

@@ -158,7 +158,7 @@ class AdaptationChain(abc.ABC):
         return new
 
     def _adapt_chain(self, params: Params, batches: Sequence[MetaBatch],
-                     create_graph: bool = True) -> List[Params]:
+                     create_graph: bool) -> List[Params]:
         """[φ_0, φ_1, ..., φ_K] of the batches' tasks, all stacked."""
         chain = [params]
         for k in range(self._num_inner_grad_steps):

@@ -55,6 +55,21 @@ def test_cpu_update_keeps_everything_on_the_cpu(name):
                    for v in state.values() if torch.is_tensor(v))
 
 
+def test_a_meta_batch_moves_whole_and_is_itself_on_its_own_device():
+    """``MetaBatch.to``: on its own device the batch itself (nothing copied); to another
+    (PyTorch's ``meta`` device, which any machine has) every tensor field, the episodes
+    kept; ``task(i)`` is task i alone, with its task axis."""
+    _, algo = make_algo('LVCVPG')
+    batch = algo.sample_meta_batch(0)[0]
+    assert batch.to('cpu') is batch and batch.to(torch.device('cpu')) is batch
+    moved = batch.to('meta')
+    assert moved.mask.device.type == 'meta' and moved.observations.device.type == 'meta'
+    assert moved.mask.shape == batch.mask.shape and moved.episodes is batch.episodes
+    one = batch.task(1)
+    assert one.mask.shape == (1, ) + batch.mask.shape[1:]
+    assert torch.equal(one.advantages, batch.advantages[1:2])
+
+
 #: The TRPO labels' CG damping in the GPU-against-CPU comparison. Undamped, this tiny problem's
 #: KL Hessian (3 tasks × 2 episodes, 51 parameters) is so ill-conditioned that the conjugate
 #: gradient amplifies float32 rounding: noise of one part in a million in the Hessian-vector

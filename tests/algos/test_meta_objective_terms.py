@@ -284,3 +284,21 @@ def test_the_curvature_check_leaves_the_damping_out_of_the_comparison():
     algo.optimize(0, algo.sample_meta_batch(0))
     ok, gap = algo._curvature_checked
     assert ok and gap < 1e-4
+
+
+def test_within_shared_forwards_each_pair_of_parameters_and_batch_is_one_forward():
+    """Inside ``_shared_forwards`` the policy at the same (stacked) parameters on the same
+    batch is one forward, its tensors returned again (ProMP's inner KL and inner step
+    share it); outside, and for other parameters, each call is its own forward."""
+    _, algo = make_algo('ProMP')
+    batch = algo.sample_meta_batch(0)[0]
+    phi = expand_params(named_params(algo.policy), batch.n_tasks)
+    other = expand_params(named_params(algo.policy), batch.n_tasks)
+    with algo._shared_forwards():
+        first, again, apart = (algo._dist(phi, batch), algo._dist(phi, batch),
+                               algo._dist(other, batch))
+        assert first[0] is again[0] and first[1] is again[1]
+        assert apart[0] is not first[0] and torch.equal(apart[0], first[0])
+    outside = algo._dist(phi, batch)
+    assert outside[0] is not first[0] and torch.equal(outside[0], first[0])
+    assert algo.__dict__.get('_forward_cache') is None  # dropped at the block's end

@@ -99,6 +99,19 @@ def test_nothing_is_cut_when_an_episode_reaches_the_horizon():
     assert all(a is b for a, b in zip(cut_twice, short))
 
 
+def test_the_longest_episode_is_counted_in_steps_not_tasks_or_episodes():
+    """Every episode one step long, in a batch of several tasks and episodes: 1 (not the
+    number of episodes or of rows)."""
+    _, short, _ = _twins('LVCVPG', {})
+    layout = short[0].mask.shape
+    assert layout[1] > 1
+    single = short[0]._map(lambda v: v.clone() if v.shape[:3] == layout else v)
+    single.mask[:, :, 1:] = 0
+    assert single.longest_episode == 1
+    single.mask[-1, -1, :4] = 1  # the last task's last episode: 4 steps
+    assert single.longest_episode == 4
+
+
 def test_an_empty_mask_keeps_one_step():
     _, short, _ = _twins('LVCVPG', {})
     empty = short[0]._map(lambda v: v * 0 if v.shape[:3] == short[0].mask.shape else v)

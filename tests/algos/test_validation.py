@@ -323,6 +323,8 @@ def test_optimize_refuses_values_no_sampling_gives_naming_the_first(label, optio
         (0, 'mean_std_reward', put(2, float('nan')),
          r'batches\[0\].mean_std_reward holds nan at task 2:'),
         (0, 'mask', put((0, 0, 0), 0.5), r'batches\[0\].mask must hold only 0 and 1, got 0.5'),
+        (0, 'mask', lambda mask: (put((0, 0, 0), 0.)(mask), put((0, 0, 2), 0.25)(mask)),
+         r'batches\[0\].mask must hold only 0 and 1, got 0.25'),  # (the first such, not a 0 or 1)
         (1, 'mask', put((1, 1, 0), 0.), r'batches\[1\].mask must mark each episode\'s steps '
          r'first.*task 1, episode 1 has a valid step 1 after padding at step 0'),
         (0, 'mask', put(2, 0.), r'batches\[0\].mask gives task 2 no valid step'),
