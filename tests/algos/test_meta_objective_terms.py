@@ -244,6 +244,25 @@ def test_logged_loss_before_is_minus_the_objective_before_the_step(name):
         algo.optimize(0, batches)
         logged = dict(tabular.as_dict)
     assert logged['lb/LossBefore'] == pytest.approx(-before, rel=1e-4, abs=1e-6)
+    after = float(algo.meta_objective(batches, create_graph=False).objective.detach())
+    assert after != pytest.approx(before, rel=1e-3)  # the step moved the objective
+    assert logged['lb/LossAfter'] == pytest.approx(-after, rel=1e-4, abs=1e-6)
+    # dLoss: what the step took off the loss (LossBefore - LossAfter, the reference's sign)
+    assert logged['lb/dLoss'] == pytest.approx(logged['lb/LossBefore'] - logged['lb/LossAfter'],
+                                               rel=1e-4, abs=1e-7)
+
+
+def test_trpo_logs_the_loss_after_an_accepted_step_and_what_it_took_off():
+    _, algo = make_algo('TRPOMAML', normalize_adv=False)
+    batches = algo.sample_meta_batch(0)
+    with tabular.prefix('lb/'):
+        algo.optimize(0, batches)
+        logged = dict(tabular.as_dict)
+    assert logged['lb/StepAccepted'] == 1.
+    after = float(algo.meta_objective(batches, create_graph=False).objective.detach())
+    assert logged['lb/LossAfter'] == pytest.approx(-after, rel=1e-4, abs=1e-7)
+    assert logged['lb/dLoss'] > 0 and logged['lb/dLoss'] == pytest.approx(
+        logged['lb/LossBefore'] - logged['lb/LossAfter'], rel=1e-4, abs=1e-8)
 
 
 def test_hand_written_curvature_is_refused_beyond_its_tolerance():
@@ -302,3 +321,13 @@ def test_within_shared_forwards_each_pair_of_parameters_and_batch_is_one_forward
     outside = algo._dist(phi, batch)
     assert outside[0] is not first[0] and torch.equal(outside[0], first[0])
     assert algo.__dict__.get('_forward_cache') is None  # dropped at the block's end
+
+
+@pytest.mark.parametrize('steps, minibatches', [(1, 1), (2, 3), (5, 1)])
+def test_promp_takes_one_adam_step_per_minibatch_of_each_promp_step(steps, minibatches):
+    """Each of the ``num_promp_steps`` passes over the meta-batch takes one Adam step per
+    task minibatch (``num_minibatches``): the optimiser counts their product."""
+    _, algo = make_algo('ProMP', num_promp_steps=steps, num_minibatches=minibatches)
+    algo.optimize(0, algo.sample_meta_batch(0))
+    counts = {int(state['step']) for state in algo._optimizer.state.values()}
+    assert counts == {steps * minibatches}

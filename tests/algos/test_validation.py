@@ -43,6 +43,13 @@ def test_bad_argument_raises_value_error_naming_it(algo, arg, value):
         make_algo(algo, **{arg: value})
 
 
+def test_promp_takes_as_many_minibatches_as_tasks():
+    """``num_minibatches`` up to ``meta_batch_size`` (3 here; 4 is refused above): one
+    task a minibatch."""
+    _, algo = make_algo('ProMP', num_minibatches=3)
+    assert algo._meta_batch_size == 3 and algo._num_minibatches == 3
+
+
 def test_promp_refuses_a_zero_eta_only_when_the_adaptive_rule_would_scale_it():
     """The adaptive η rule halves or doubles η_k (the reference's ``pro_mp.py``): from 0
     it would stay 0, so asking for the rule with η = 0 is refused; a fixed η = 0 (no KL
