@@ -147,11 +147,10 @@ def main(path, tests, root, jobs, timeout, lines, only):
         raise click.BadParameter(f'no such file under {root}', param_hint='PATH')
     bounds = None
     if lines:
-        try:
-            bounds = tuple(int(x) for x in lines.split('-'))
-            assert len(bounds) == 2
-        except (ValueError, AssertionError):
-            raise click.BadParameter(f'{lines!r} is not A-B', param_hint='--lines') from None
+        parts = lines.split('-')
+        if len(parts) != 2 or not all(part.strip().isdigit() for part in parts):
+            raise click.BadParameter(f'{lines!r} is not A-B', param_hint='--lines')
+        bounds = (int(parts[0]), int(parts[1]))
     todo = [m for m in mutants((root / path).read_text(), bounds) if not only or m[0] in only]
     print(f'{path}: {len(todo)} mutants', flush=True)
     jobs_left = queue.Queue()
